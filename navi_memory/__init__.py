@@ -1,0 +1,42 @@
+"""navi-memory: long-term memory of users for LLM assistants.
+
+``from navi_memory import MemoryStore`` then ``MemoryStore.open("sqlite:///memory.db")``.
+Importing this package loads only the standard library and numpy; framework integrations live
+in ``navi_memory.integrations`` and are imported on demand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, NaviMemoryError,
+                     NotFoundError, StorageError, ValidationError)
+from .models import Fact, FactChange, FactVersion, Item, SearchResult, Summary, Theme
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "MemoryStore": ("navi_memory.store", "MemoryStore"),
+    "AsyncMemoryStore": ("navi_memory.store", "AsyncMemoryStore"),
+    "Settings": ("navi_memory.config", "Settings"),
+    "HashingEmbeddings": ("navi_memory.embeddings", "HashingEmbeddings"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'navi_memory' has no attribute {name!r}")
+
+
+__all__ = [
+    "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings",
+    "Item", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
+    "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
+    "StorageError", "BackendUnavailableError", "__version__",
+]

@@ -1,0 +1,627 @@
+"""SQLite backend: one file, WAL, FTS5 (external content + triggers), numpy vectors in memory.
+
+Connections are per thread (WAL lets readers run beside one writer); writes take ``BEGIN
+IMMEDIATE`` so two writers queue on the busy timeout instead of failing on upgrade.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, EmbeddingError, StorageError
+from ..retrieval.query import fts5_or_expression, like_pattern
+from ..timeutil import from_db, to_db
+from ..vectors import VectorIndex, from_blob, to_blob, top_k_order
+from .base import Filters, NewItem
+from .sqlite_schema import LATEST_VERSION, MIGRATIONS
+from .sqlite_vectors import VectorCache
+
+_ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
+    e.error AS emb_error, e.updated_at AS emb_updated
+    FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"""
+_FACT_SORTS = {"category": "category", "key": "key", "updated_at": "updated_at",
+               "created_at": "created_at", "confidence": "confidence"}
+_ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
+                 "person", "confidence", "observed_at", "expires_at", "metadata")
+
+
+def _translate_errors(cls: type) -> type:
+    """Wrap every public method so sqlite3 errors leave as StorageError (original chained)."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def method(self: "SQLiteBackend", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if "unable to open" in str(exc) or "disk I/O" in str(exc):
+                    raise BackendUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
+                raise StorageError(f"SQLite error: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite error: {type(exc).__name__}: {exc}") from exc
+
+        return method
+
+    for name, fn in list(vars(cls).items()):
+        if callable(fn) and not name.startswith("_"):
+            setattr(cls, name, wrap(fn))
+    return cls
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
+    clauses, params = ["1=1"], []
+    if f.user_id is not None:
+        clauses.append("i.user_id = ?")
+        params.append(f.user_id)
+    if f.status != "any":
+        clauses.append("i.status = ?")
+        params.append(f.status)
+    if f.theme is not None:
+        clauses.append("i.theme = ?")
+        params.append(f.theme)
+    if f.types:
+        clauses.append(f"i.type IN ({', '.join('?' * len(f.types))})")
+        params.extend(f.types)
+    if f.since is not None:
+        clauses.append("i.created_at >= ?")
+        params.append(to_db(f.since))
+    if f.person is not None:
+        clauses.append("i.person = ?")
+        params.append(f.person)
+    if not f.include_expired:
+        clauses.append("(i.expires_at IS NULL OR i.expires_at > ?)")
+        params.append(to_db(f.now))
+    return " AND ".join(clauses), params
+
+
+def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    for key in ("created_at", "updated_at", "observed_at", "expires_at", "emb_updated"):
+        d[key] = from_db(d.get(key))
+    d["tags"] = json.loads(d["tags"] or "[]")
+    d["metadata"] = json.loads(d["metadata"] or "{}")
+    d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
+    d["pinned"] = bool(d["pinned"])
+    return d
+
+
+def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to"):
+        if key in d:
+            d[key] = from_db(d[key])
+    return d
+
+
+@_translate_errors
+class SQLiteBackend:
+    def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self._memory = path == ":memory:"
+        self._local = threading.local()
+        self._shared: sqlite3.Connection | None = None
+        self._shared_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self.vectors = VectorCache(vector_cache_bytes)
+        if not self._memory:
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self.path!r})"
+
+    # -- connections and transactions -------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            str(Path(self.path).expanduser()) if not self._memory else ":memory:",
+            timeout=self.busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not self._memory:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        if self._memory:
+            with self._shared_lock:
+                if self._shared is None:
+                    self._shared = self._open()
+                yield self._shared
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        yield conn
+
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """A transaction, or a savepoint when one is already open on this connection."""
+        with self._connection() as conn:
+            if conn.in_transaction:
+                conn.execute("SAVEPOINT nested")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK TO nested")
+                    conn.execute("RELEASE nested")
+                    raise
+                conn.execute("RELEASE nested")
+                return
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:  # each was used by one thread only; closing from here is safe
+            conn.close()
+        self._shared = None
+        self._local = threading.local()
+        self.vectors.clear()
+
+    def migrate(self) -> int:
+        with self._transaction(write=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            for version, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+        return LATEST_VERSION
+
+    def schema_version(self) -> int:
+        with self._transaction(write=False) as conn:
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
+            if not exists:
+                return 0
+            return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+
+    # -- shared write helpers (called inside a transaction) ---------------------------------
+
+    @staticmethod
+    def _ensure_user(conn: sqlite3.Connection, user_id: str, now: str) -> None:
+        conn.execute("INSERT OR IGNORE INTO users (id, created_at) VALUES (?, ?)", (user_id, now))
+
+    @staticmethod
+    def _ensure_theme(conn: sqlite3.Connection, user_id: str, slug: str, now: str) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            (user_id, slug, slug.replace("-", " ").replace("_", " ").title(), now, now),
+        )
+
+    @staticmethod
+    def _bump_gen(conn: sqlite3.Connection, user_id: str) -> int:
+        conn.execute("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = ?", (user_id,))
+        return conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+
+    def _insert_rows(self, conn: sqlite3.Connection, items: Sequence[NewItem], model: str | None, now: str) -> list[int]:
+        for user_id in {it.user_id for it in items}:
+            self._ensure_user(conn, user_id, now)
+        for user_id, theme in {(it.user_id, it.theme) for it in items}:
+            self._ensure_theme(conn, user_id, theme, now)
+        before = conn.execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'items'").fetchone()[0]
+        before = max(before, conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0])
+        conn.executemany(
+            "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+            " person, confidence, observed_at, expires_at, metadata, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(it.user_id, it.theme, it.type, it.title, it.content, _json(list(it.tags)), it.status, int(it.pinned),
+              it.source, _json(it.source_ref), it.person, it.confidence, to_db(it.observed_at),
+              to_db(it.expires_at), _json(it.metadata or {}), now, now) for it in items],
+        )
+        ids = list(range(before + 1, before + 1 + len(items)))
+        last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        if items and last != ids[-1]:  # AUTOINCREMENT under our write lock makes ids contiguous
+            raise StorageError("item ids were not allocated contiguously")
+        if model is not None and items:
+            gens = {u: self._bump_gen(conn, u) for u in {it.user_id for it in items if it.vector is not None}}
+            conn.executemany(
+                "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(i, it.user_id, model, None if it.vector is None else int(it.vector.size),
+                  "pending" if it.vector is None else "ready",
+                  None if it.vector is None else to_blob(it.vector), gens.get(it.user_id, 0), now)
+                 for i, it in zip(ids, items)],
+            )
+        return ids
+
+    def _mark_stale(self, conn: sqlite3.Connection, user_id: str, item_id: int, model: str | None, now: str) -> None:
+        """Content changed: any stored vector is wrong now, whatever model made it."""
+        gen = self._bump_gen(conn, user_id)
+        conn.execute("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = ?, updated_at = ?"
+                     " WHERE item_id = ?", (gen, now, item_id))
+        if model is not None:
+            conn.execute("INSERT OR IGNORE INTO embeddings (item_id, user_id, model, state, gen, updated_at)"
+                         " VALUES (?, ?, ?, 'pending', ?, ?)", (item_id, user_id, model, gen, now))
+
+    # -- items ------------------------------------------------------------------------------
+
+    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> list[int]:
+        with self._transaction(write=True) as conn:
+            return self._insert_rows(conn, items, model, to_db(now))
+
+    def get_item(self, user_id: str, item_id: int) -> dict | None:
+        with self._transaction(write=False) as conn:
+            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ? AND i.user_id = ?", (item_id, user_id)).fetchone()
+        return None if row is None else item_from_row(row)
+
+    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> dict | None:
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            old = conn.execute("SELECT title, content FROM items WHERE id = ? AND user_id = ?", (item_id, user_id)).fetchone()
+            if old is None:
+                return None
+            if "theme" in changes:
+                self._ensure_theme(conn, user_id, changes["theme"], stamp)
+            values = {k: v for k, v in changes.items() if k in _ITEM_COLUMNS}
+            for key in ("tags", "source_ref", "metadata"):
+                if key in values:
+                    values[key] = _json(values[key])
+            for key in ("observed_at", "expires_at"):
+                if key in values:
+                    values[key] = to_db(values[key])
+            if "pinned" in values:
+                values["pinned"] = int(values["pinned"])
+            assignments = ", ".join(f"{k} = ?" for k in values)
+            conn.execute(f"UPDATE items SET {assignments}{', ' if values else ''}updated_at = ? WHERE id = ?",
+                         [*values.values(), stamp, item_id])
+            if ("content" in values and values["content"] != old["content"]) or (
+                "title" in values and values["title"] != old["title"]
+            ):
+                self._mark_stale(conn, user_id, item_id, model, stamp)
+            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
+        return item_from_row(row)
+
+    def delete_item(self, user_id: str, item_id: int) -> bool:
+        with self._transaction(write=True) as conn:
+            return conn.execute("DELETE FROM items WHERE id = ? AND user_id = ?", (item_id, user_id)).rowcount > 0
+
+    def list_items(self, filters: Filters, limit: int, offset: int) -> list[dict]:
+        where, params = _filter_sql(filters)
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(f"{_ITEM_SELECT} WHERE {where} ORDER BY i.created_at DESC, i.id DESC LIMIT ? OFFSET ?",
+                                [*params, limit, offset]).fetchall()
+        return [item_from_row(r) for r in rows]
+
+    def count_items(self, filters: Filters) -> int:
+        where, params = _filter_sql(filters)
+        with self._transaction(write=False) as conn:
+            return conn.execute(f"SELECT count(*) FROM items i WHERE {where}", params).fetchone()[0]
+
+    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[dict]:
+        sql = f"{_ITEM_SELECT} WHERE i.id IN (SELECT value FROM json_each(?))"
+        params: list[Any] = [json.dumps([int(i) for i in ids])]
+        if user_id is not None:
+            sql += " AND i.user_id = ?"
+            params.append(user_id)
+        with self._transaction(write=False) as conn:
+            return [item_from_row(r) for r in conn.execute(sql, params)]
+
+    def list_themes(self, user_id: str) -> list[dict]:
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT t.slug, t.display_name, t.description, t.created_at,"
+                " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
+                "  AND i.status = 'active') AS active_count"
+                " FROM themes t WHERE t.user_id = ? ORDER BY active_count DESC, t.slug", (user_id,)).fetchall()
+        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
+
+    # -- facts ------------------------------------------------------------------------------
+
+    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, dict, str | None]:
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, stamp)
+            old = conn.execute("SELECT * FROM facts WHERE user_id = ? AND category = ? AND key = ?",
+                               (user_id, fact["category"], fact["key"])).fetchone()
+            if old is None:
+                (item_id,) = self._insert_rows(conn, [item], model, stamp)
+                cur = conn.execute(
+                    "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
+                    " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
+                    " updated_at, item_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
+                     fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
+                     fact.get("person"), to_db(fact.get("expires_at")), stamp, stamp, stamp, item_id))
+                conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (cur.lastrowid, item_id))
+                action, previous = "added", None
+                fact_id = cur.lastrowid
+            else:
+                fact_id, previous = old["id"], old["value"]
+                if old["value"] == fact["value"]:
+                    action = "unchanged"
+                    conn.execute(
+                        "UPDATE facts SET last_verified_at = ?, expires_at = coalesce(?, expires_at),"
+                        " confidence = max(confidence, ?) WHERE id = ?",
+                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact_id))
+                else:
+                    action = "updated"
+                    conn.execute(
+                        "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context,"
+                        " valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (fact_id, user_id, old["value"], old["source"], old["confidence"], old["source_context"],
+                         old["updated_at"], stamp))
+                    conn.execute(
+                        "UPDATE facts SET value = ?, source = ?, confidence = ?, source_context = ?,"
+                        " source_session_id = ?, source_message_id = ?, person = ?, expires_at = ?,"
+                        " last_verified_at = ?, updated_at = ? WHERE id = ?",
+                        (fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
+                         fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
+                         to_db(fact.get("expires_at")), stamp, stamp, fact_id))
+                self._sync_fact_item(conn, user_id, old["item_id"], fact_id, item, model, stamp)
+            row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
+        return action, _fact_from_row(row), previous
+
+    def _sync_fact_item(self, conn: sqlite3.Connection, user_id: str, item_id: int | None, fact_id: int,
+                        item: NewItem, model: str | None, stamp: str) -> None:
+        """Keep the fact's searchable item equal to the fact (recreated if it was deleted)."""
+        exists = item_id is not None and conn.execute("SELECT 1 FROM items WHERE id = ?", (item_id,)).fetchone()
+        if not exists:
+            (item_id,) = self._insert_rows(conn, [item], model, stamp)
+            conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (fact_id, item_id))
+            conn.execute("UPDATE facts SET item_id = ? WHERE id = ?", (item_id, fact_id))
+            return
+        self._ensure_theme(conn, user_id, item.theme, stamp)
+        old = conn.execute("SELECT content, title FROM items WHERE id = ?", (item_id,)).fetchone()
+        conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, source = ?, confidence = ?, person = ?,"
+                     " expires_at = ?, updated_at = ? WHERE id = ?",
+                     (item.content, item.title, item.theme, item.source, item.confidence, item.person,
+                      to_db(item.expires_at), stamp, item_id))
+        if (old["content"], old["title"]) != (item.content, item.title):
+            self._mark_stale(conn, user_id, item_id, model, stamp)
+
+    def get_fact(self, user_id: str, category: str, key: str) -> dict | None:
+        with self._transaction(write=False) as conn:
+            row = conn.execute("SELECT * FROM facts WHERE user_id = ? AND category = ? AND key = ?",
+                               (user_id, category, key)).fetchone()
+        return None if row is None else _fact_from_row(row)
+
+    def delete_facts(self, user_id: str, key: str, category: str | None) -> int:
+        sql, params = "FROM facts WHERE user_id = ? AND key = ?", [user_id, key]
+        if category is not None:
+            sql += " AND category = ?"
+            params.append(category)
+        with self._transaction(write=True) as conn:
+            item_ids = [r[0] for r in conn.execute(f"SELECT item_id {sql}", params) if r[0] is not None]
+            count = conn.execute(f"DELETE {sql}", params).rowcount
+            conn.executemany("DELETE FROM items WHERE id = ?", [(i,) for i in item_ids])
+        return count
+
+    def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
+                   search: str | None, category: str | None, now: datetime, include_expired: bool = False) -> list[dict]:
+        clauses, params = ["1=1"], []
+        if user_id is not None:
+            clauses.append("user_id = ?")
+            params.append(user_id)
+        if category is not None:
+            clauses.append("category = ?")
+            params.append(category)
+        if search:
+            pattern = like_pattern(search)
+            clauses.append("(key LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\' OR category LIKE ? ESCAPE '\\')")
+            params.extend([pattern] * 3)
+        if not include_expired:
+            clauses.append("(expires_at IS NULL OR expires_at > ?)")
+            params.append(to_db(now))
+        direction = "DESC" if descending else "ASC"
+        order = f"{_FACT_SORTS[sort_by]} {direction}, updated_at DESC, id"
+        sql = f"SELECT * FROM facts WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT ? OFFSET ?"
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [*params, -1 if limit is None else limit, offset]).fetchall()
+        return [_fact_from_row(r) for r in rows]
+
+    def fact_history(self, fact_ids: Sequence[int]) -> dict[int, list[dict]]:
+        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT * FROM fact_history WHERE fact_id IN (SELECT value FROM json_each(?))"
+                                " ORDER BY valid_to", (json.dumps(list(out)),)).fetchall()
+        for row in rows:
+            out[row["fact_id"]].append(_fact_from_row(row))
+        return out
+
+    # -- summaries, sessions, users ---------------------------------------------------------
+
+    def get_summary(self, user_id: str) -> dict | None:
+        history = self.summary_history(user_id, 1)
+        return history[0] if history else None
+
+    def set_summary(self, user_id: str, content: str, now: datetime) -> dict:
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, stamp)
+            version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE user_id = ?",
+                                   (user_id,)).fetchone()[0]
+            conn.execute("INSERT INTO summaries (user_id, version, content, created_at) VALUES (?, ?, ?, ?)",
+                         (user_id, version, content, stamp))
+        return {"content": content, "version": version, "created_at": from_db(stamp)}
+
+    def summary_history(self, user_id: str, limit: int) -> list[dict]:
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT content, version, created_at FROM summaries WHERE user_id = ?"
+                                " ORDER BY version DESC LIMIT ?", (user_id, limit)).fetchall()
+        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
+
+    def mark_session_extracted(self, user_id: str, session_id: str, at: datetime) -> None:
+        stamp = to_db(at)
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, stamp)
+            conn.execute("INSERT INTO session_state (user_id, session_id, extracted_at, updated_at) VALUES (?, ?, ?, ?)"
+                         " ON CONFLICT (user_id, session_id) DO UPDATE SET extracted_at = excluded.extracted_at,"
+                         " updated_at = excluded.updated_at", (user_id, session_id, stamp, stamp))
+
+    def get_extracted_at(self, user_id: str, session_id: str) -> datetime | None:
+        with self._transaction(write=False) as conn:
+            row = conn.execute("SELECT extracted_at FROM session_state WHERE user_id = ? AND session_id = ?",
+                               (user_id, session_id)).fetchone()
+        return None if row is None else from_db(row[0])
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        with self._transaction(write=True) as conn:
+            user = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
+            for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings"):
+                counts[table] = conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", (user_id,)).fetchone()[0]
+            conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        if user is not None:
+            self.vectors.drop_user(user[0])
+        return counts
+
+    def list_users(self) -> list[dict]:
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT u.id, u.created_at, (SELECT count(*) FROM items i WHERE i.user_id = u.id)"
+                                " AS items, (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
+                                " FROM users u ORDER BY u.id").fetchall()
+        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
+
+    # -- retrieval candidates ---------------------------------------------------------------
+
+    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        expression = fts5_or_expression(list(terms))
+        if not expression:
+            return []
+        where, params = _filter_sql(filters)
+        sql = ("SELECT i.id, bm25(items_fts, 2.0, 1.0) AS rank FROM items_fts JOIN items i ON i.id = items_fts.rowid"
+               f" WHERE items_fts MATCH ? AND {where} ORDER BY rank LIMIT ?")
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [expression, *params, k]).fetchall()
+        return [(r[0], -float(r[1])) for r in rows]
+
+    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        where, params = _filter_sql(filters)
+        hits = " + ".join("(i.content LIKE ? ESCAPE '\\' OR coalesce(i.title, '') LIKE ? ESCAPE '\\')" for _ in terms)
+        hit_params = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
+        sql = (f"SELECT id, hits FROM (SELECT i.id, i.created_at, ({hits}) AS hits FROM items i WHERE {where})"
+               " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT ?")
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [*hit_params, *params, k]).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def _index(self, conn: sqlite3.Connection, filters: Filters, model: str) -> VectorIndex | None:
+        if filters.user_id is not None:
+            return self.vectors.index_for(conn, filters.user_id, model)
+        rows = conn.execute("SELECT item_id, vector FROM embeddings WHERE model = ? AND state = 'ready'"
+                            " AND vector IS NOT NULL", (model,)).fetchall()
+        if not rows:
+            return None
+        vectors = [from_blob(r[1]) for r in rows]
+        index = VectorIndex(vectors[0].size, capacity=len(rows))
+        same = [(r[0], v) for r, v in zip(rows, vectors) if v.size == index.dimensions]
+        index.upsert_many([i for i, _ in same], np.vstack([v for _, v in same]))
+        return index
+
+    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        where, params = _filter_sql(filters)
+        with self._transaction(write=False) as conn:
+            index = self._index(conn, filters, model)
+            if index is None or len(index) == 0:
+                return []
+            if index.dimensions != query.size:
+                raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have {index.dimensions}")
+            ids, sims = index.ranked(query)
+            wanted, out = max(4 * k, 256), []
+            while True:
+                order = top_k_order(sims, wanted)
+                chunk = [int(ids[j]) for j in order]
+                allowed = {r[0] for r in conn.execute(
+                    f"SELECT i.id FROM items i WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
+                    [json.dumps(chunk), *params])}
+                out = [(int(ids[j]), float(sims[j])) for j in order if int(ids[j]) in allowed][:k]
+                if len(out) >= k or len(order) < wanted:
+                    return out
+                wanted *= 8
+
+    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        with self._transaction(write=False) as conn:
+            index = self._index(conn, filters, model)
+        if index is None or index.dimensions != query.size:
+            return {}
+        return index.scores(query, ids)
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str]]:
+        sql = ("SELECT i.id, CASE WHEN i.title IS NULL OR i.title = '' THEN i.content"
+               " ELSE i.title || char(10) || i.content END AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
+               " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')")
+        params: list[Any] = [after_id, model]
+        if user_id is not None:
+            sql += " AND i.user_id = ?"
+            params.append(user_id)
+        with self._transaction(write=False) as conn:
+            return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY i.id LIMIT ?", [*params, limit])]
+
+    def store_embeddings(self, model: str, results: Sequence[tuple[int, str, np.ndarray | None, str | None]],
+                         now: datetime) -> int:
+        """Store (item_id, embedded_text, vector or None, error) rows; skips items whose text changed since."""
+        stamp, stored = to_db(now), 0
+        with self._transaction(write=True) as conn:
+            users = {r[0]: r[1] for r in conn.execute(
+                "SELECT id, user_id FROM items WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([int(r[0]) for r in results]),))}
+            gens = {u: self._bump_gen(conn, u) for u in set(users.values())}
+            for item_id, text, vector, error in results:
+                if item_id not in users:
+                    continue
+                cur = conn.execute(
+                    "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
+                    " SELECT id, user_id, ?, ?, ?, ?, ?, ?, ? FROM items WHERE id = ? AND CASE WHEN title IS NULL"
+                    " OR title = '' THEN content ELSE title || char(10) || content END = ?"
+                    " ON CONFLICT (item_id) DO UPDATE SET model = excluded.model, dimensions = excluded.dimensions,"
+                    " state = excluded.state, error = excluded.error, vector = excluded.vector, gen = excluded.gen,"
+                    " updated_at = excluded.updated_at",
+                    (model, None if vector is None else int(vector.size), "error" if vector is None else "ready",
+                     error, None if vector is None else to_blob(vector), gens[users[item_id]], stamp, item_id, text))
+                stored += cur.rowcount
+        return stored
+
+    def reset_embeddings(self, user_id: str | None) -> int:
+        stamp = to_db(datetime.now().astimezone())
+        with self._transaction(write=True) as conn:
+            users = [user_id] if user_id is not None else [r[0] for r in conn.execute("SELECT id FROM users")]
+            count = 0
+            for uid in users:
+                gen = self._bump_gen(conn, uid)
+                count += conn.execute("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = ?,"
+                                      " updated_at = ? WHERE user_id = ?", (gen, stamp, uid)).rowcount
+        return count
+
+    def embedding_stats(self, model: str | None) -> dict[str, int]:
+        with self._transaction(write=False) as conn:
+            total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+            rows = conn.execute("SELECT e.state, e.model = ? AS current, count(*) FROM embeddings e GROUP BY 1, 2",
+                                (model,)).fetchall()
+        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "other_model": 0}
+        for state, current, count in rows:
+            stats[state if current else "other_model"] += count
+        stats["missing"] = total - sum(c for _, _, c in rows)
+        return stats

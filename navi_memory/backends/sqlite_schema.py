@@ -1,0 +1,139 @@
+"""SQLite schema, as numbered migration steps. Every statement is idempotent (IF NOT EXISTS)."""
+
+from __future__ import annotations
+
+from ..models import EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE IF NOT EXISTS users (
+                pk INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                vec_gen INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE IF NOT EXISTS themes (
+                id INTEGER PRIMARY KEY,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                slug TEXT NOT NULL,
+                display_name TEXT NOT NULL,
+                description TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                UNIQUE (user_id, slug)
+            )""",
+            f"""CREATE TABLE IF NOT EXISTS items (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                theme TEXT NOT NULL,
+                type TEXT NOT NULL CHECK (type IN {_in(ITEM_TYPES)}),
+                title TEXT,
+                content TEXT NOT NULL,
+                tags TEXT NOT NULL DEFAULT '[]',
+                status TEXT NOT NULL DEFAULT 'active' CHECK (status IN {_in(ITEM_STATUSES)}),
+                pinned INTEGER NOT NULL DEFAULT 0,
+                source TEXT,
+                source_ref TEXT,
+                person TEXT,
+                confidence INTEGER CHECK (confidence BETWEEN 0 AND 100),
+                observed_at TEXT,
+                expires_at TEXT,
+                metadata TEXT NOT NULL DEFAULT '{{}}',
+                fact_id INTEGER,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                FOREIGN KEY (user_id, theme) REFERENCES themes(user_id, slug)
+            )""",
+            "CREATE INDEX IF NOT EXISTS items_user_created ON items (user_id, created_at DESC)",
+            "CREATE INDEX IF NOT EXISTS items_user_theme ON items (user_id, theme, created_at DESC)",
+            "CREATE INDEX IF NOT EXISTS items_user_type ON items (user_id, type)",
+            "CREATE INDEX IF NOT EXISTS items_fact ON items (fact_id) WHERE fact_id IS NOT NULL",
+            # External-content FTS5 index kept in step by triggers; porter = English stemming.
+            """CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
+                title, content, content='items', content_rowid='id',
+                tokenize='porter unicode61 remove_diacritics 2'
+            )""",
+            """CREATE TRIGGER IF NOT EXISTS items_fts_insert AFTER INSERT ON items BEGIN
+                INSERT INTO items_fts (rowid, title, content)
+                VALUES (new.id, coalesce(new.title, ''), new.content);
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS items_fts_delete AFTER DELETE ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, title, content)
+                VALUES ('delete', old.id, coalesce(old.title, ''), old.content);
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS items_fts_update AFTER UPDATE OF title, content ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, title, content)
+                VALUES ('delete', old.id, coalesce(old.title, ''), old.content);
+                INSERT INTO items_fts (rowid, title, content)
+                VALUES (new.id, coalesce(new.title, ''), new.content);
+            END""",
+            f"""CREATE TABLE IF NOT EXISTS embeddings (
+                item_id INTEGER PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+                user_id TEXT NOT NULL,
+                model TEXT NOT NULL,
+                dimensions INTEGER,
+                state TEXT NOT NULL CHECK (state IN {_in(EMBEDDING_STATES)}),
+                error TEXT,
+                vector BLOB,
+                gen INTEGER NOT NULL DEFAULT 0,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS embeddings_user_gen ON embeddings (user_id, gen)",
+            f"""CREATE TABLE IF NOT EXISTS facts (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                category TEXT NOT NULL CHECK (category IN {_in(FACT_CATEGORIES)}),
+                key TEXT NOT NULL,
+                value TEXT NOT NULL,
+                source TEXT NOT NULL CHECK (source IN {_in(FACT_SOURCES)}),
+                confidence INTEGER NOT NULL CHECK (confidence BETWEEN 0 AND 100),
+                source_context TEXT,
+                source_session_id TEXT,
+                source_message_id TEXT,
+                person TEXT,
+                expires_at TEXT,
+                last_verified_at TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                item_id INTEGER REFERENCES items(id) ON DELETE SET NULL,
+                UNIQUE (user_id, category, key)
+            )""",
+            "CREATE INDEX IF NOT EXISTS facts_user_updated ON facts (user_id, updated_at DESC)",
+            """CREATE TABLE IF NOT EXISTS fact_history (
+                id INTEGER PRIMARY KEY,
+                fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                value TEXT NOT NULL,
+                source TEXT NOT NULL,
+                confidence INTEGER NOT NULL,
+                source_context TEXT,
+                valid_from TEXT NOT NULL,
+                valid_to TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS fact_history_fact ON fact_history (fact_id, valid_to)",
+            """CREATE TABLE IF NOT EXISTS summaries (
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                version INTEGER NOT NULL,
+                content TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (user_id, version)
+            )""",
+            """CREATE TABLE IF NOT EXISTS session_state (
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                session_id TEXT NOT NULL,
+                extracted_at TEXT,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (user_id, session_id)
+            )""",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,407 @@
+"""The ``navi-memory`` command. Every command calls the same store methods as the integrations.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input or a navi-memory error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import sys
+import tempfile
+from typing import Any, Callable, Sequence
+
+from .config import Settings, parse_url
+from .errors import NaviMemoryError, ValidationError
+from .models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_TYPES, SEARCH_STATUSES
+
+log = logging.getLogger("navi_memory.cli")
+
+
+def _print_json(value: Any) -> None:
+    def default(obj: Any) -> Any:
+        if hasattr(obj, "to_dict"):
+            return obj.to_dict()
+        if hasattr(obj, "isoformat"):
+            return obj.isoformat()
+        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+    if isinstance(value, list):
+        value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
+    elif hasattr(value, "to_dict"):
+        value = value.to_dict()
+    print(json.dumps(value, default=default, ensure_ascii=False, indent=2))
+
+
+def _open(args: argparse.Namespace, embeddings: Any = None) -> Any:
+    from .store import MemoryStore
+
+    return MemoryStore.open(args.db, embeddings if embeddings is not None else args.embeddings)
+
+
+# -- item commands -------------------------------------------------------------------------
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        version = store.migrate()
+    print(f"schema version {version} at {parse_url(store.settings.url)}")
+
+
+def cmd_add(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        item_id = store.add(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
+                            title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
+        item = store.get(item_id, user_id=args.user)
+    if args.json:
+        _print_json(item)
+    else:
+        state = item.embedding.state if item.embedding else "none (lexical only)"
+        print(f"added item {item_id} (theme {item.theme}, embedding {state})")
+
+
+def cmd_get(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        item = store.get(args.id, user_id=args.user)
+    if args.json:
+        _print_json(item)
+    else:
+        print(f"#{item.id} [{item.theme}/{item.type}/{item.status}{'/pinned' if item.pinned else ''}] {item.content}")
+
+
+def cmd_update(args: argparse.Namespace) -> None:
+    changes = {k: getattr(args, k) for k in ("content", "title", "theme", "type") if getattr(args, k) is not None}
+    if not changes:
+        raise ValidationError("nothing to update: give --content, --title, --theme or --type")
+    with _open(args) as store:
+        item = store.update(args.id, user_id=args.user, **changes)
+    _print_json(item) if args.json else print(f"updated item {item.id}")
+
+
+def cmd_pin(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        store.pin(args.id, user_id=args.user, pinned=not args.off)
+    print(f"item {args.id} {'unpinned' if args.off else 'pinned'}")
+
+
+def cmd_archive(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        store.archive(args.id, user_id=args.user, archived=not args.restore)
+    print(f"item {args.id} {'restored' if args.restore else 'archived'}")
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        store.delete(args.id, user_id=args.user)
+    print(f"item {args.id} deleted")
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        items = store.list_items(user_id=args.user, theme=args.theme, types=args.type, status=args.status,
+                                 limit=args.limit, offset=args.offset)
+    if args.json:
+        _print_json(items)
+        return
+    for item in items:
+        state = item.embedding.state if item.embedding else "-"
+        print(f"{item.id:>6}  {item.created_at:%Y-%m-%d %H:%M}  {item.theme:<14} {item.type:<11} {state:<8} {item.content[:80]}")
+
+
+def cmd_search(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        results = store.search(args.query, user_id=args.user, limit=args.limit, theme=args.theme, types=args.type,
+                               status=args.status, recency_days=args.recency_days, fusion=args.fusion)
+    if args.json:
+        _print_json(results)
+        return
+    for r in results:
+        flags = ",".join(name for name, on in r.signals.items() if on) or "-"
+        print(f"{r.id:>6}  {r.score:6.3f}  {flags:<20} {r.theme:<14} {r.snippet[:90]}")
+
+
+def cmd_themes(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        themes = store.list_themes(user_id=args.user)
+    if args.json:
+        _print_json(themes)
+        return
+    for theme in themes:
+        print(f"{theme.slug:<24} {theme.active_count:>6}")
+
+
+# -- facts, summary, users -----------------------------------------------------------------
+
+def cmd_fact(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=None if args.fact_command == "set" else False) as store:
+        if args.fact_command == "set":
+            change = store.upsert_fact(user_id=args.user, category=args.category, key=args.key, value=args.value,
+                                       source=args.source, confidence=args.confidence,
+                                       expires_days=args.expires_days, source_context=args.context)
+            _print_json(change) if args.json else print(f"{change.action}: {change.fact.category}/{change.fact.key}")
+        elif args.fact_command == "get":
+            fact = store.get_fact(args.key, user_id=args.user, category=args.category)
+            if args.json:
+                _print_json(fact)
+            else:
+                print(f"{fact.category}/{fact.key} = {fact.value}  (source {fact.source}, confidence {fact.confidence})")
+                for old in fact.history:
+                    print(f"  was {old.value!r} from {old.valid_from:%Y-%m-%d} to {old.valid_to:%Y-%m-%d}")
+        elif args.fact_command == "list":
+            facts = store.get_all_facts(user_id=args.user, category=args.category, search=args.search,
+                                        limit=args.limit, offset=args.offset, sort_by=args.sort_by,
+                                        sort_order=args.order, include_history=args.history)
+            if args.json:
+                _print_json(facts)
+            else:
+                for fact in facts:
+                    print(f"{fact.category:<12} {fact.key:<24} {fact.value}")
+        else:
+            count = store.delete_fact(args.key, user_id=args.user, category=args.category)
+            print(f"deleted {count} fact(s)")
+
+
+def cmd_summary(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        if args.set is not None:
+            summary = store.set_summary(args.set, user_id=args.user)
+            print(f"summary version {summary.version} stored")
+        elif args.history:
+            history = store.summary_history(user_id=args.user)
+            _print_json(history) if args.json else [print(f"v{s.version} {s.created_at:%Y-%m-%d %H:%M}\n{s.content}\n") for s in history]
+        else:
+            text = store.get_summary(user_id=args.user)
+            _print_json({"user_id": args.user, "summary": text}) if args.json else print(text or "(no summary yet)")
+
+
+def cmd_forget(args: argparse.Namespace) -> None:
+    if not args.yes:
+        raise ValidationError(f"forget deletes everything stored for {args.user!r}: add --yes to confirm")
+    with _open(args, embeddings=False) as store:
+        counts = store.forget(user_id=args.user)
+    _print_json(counts) if args.json else print(f"forgot {args.user}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+def cmd_users(args: argparse.Namespace) -> None:
+    with _open(args, embeddings=False) as store:
+        users = store.list_users()
+    _print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts") for u in users]
+
+
+# -- embeddings, health, demo, bench ---------------------------------------------------------
+
+def _embedding_job(args: argparse.Namespace, rebuild: bool) -> None:
+    from .progress import Progress
+
+    with _open(args) as store:
+        if store.embedding_model is None:
+            raise ValidationError("no embedding provider configured (set --embeddings, OLLAMA_HOST or install the local extra)")
+        bar = Progress("rebuild" if rebuild else "backfill")
+        job = store.rebuild_embeddings if rebuild else store.backfill
+        report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
+        bar.close()
+    _print_json(report) if args.json else print(
+        f"embedded {report.embedded}, failed {report.failed}, still without a vector {report.remaining}")
+
+
+def cmd_backfill(args: argparse.Namespace) -> None:
+    _embedding_job(args, rebuild=False)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> None:
+    if not args.yes:
+        raise ValidationError("rebuild-embeddings re-embeds every row: add --yes to confirm")
+    _embedding_job(args, rebuild=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> None:
+    settings = Settings.from_env()
+    report: dict[str, Any] = {"database": str(parse_url(args.db or settings.url)),
+                              "embeddings_setting": args.embeddings or settings.embeddings,
+                              "ollama_host": settings.ollama_host, "extras": {}}
+    for extra, module in (("postgres", "psycopg"), ("ollama", "langchain_ollama"), ("local", "sentence_transformers"),
+                          ("langchain", "langchain_core"), ("llamaindex", "llama_index.core")):
+        try:
+            report["extras"][extra] = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            report["extras"][extra] = False
+    with _open(args) as store:
+        report["schema_version"] = store.migrate()
+        report["embedding_model"] = store.embedding_model
+        report["embeddings"] = store.embedding_status()
+        if store.embedder is not None:
+            try:
+                store.embedder.embed_query("navi-memory doctor")
+                report["embedder_reachable"] = True
+            except NaviMemoryError as exc:
+                report["embedder_reachable"] = False
+                report["embedder_error"] = str(exc)
+    if args.json:
+        _print_json(report)
+        return
+    for key, value in report.items():
+        print(f"{key:<20} {value}")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+    from .store import MemoryStore
+
+    db = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='navi-memory-demo-')}/demo.db"
+    with MemoryStore.open(db, args.embeddings) as store:
+        print(f"navi-memory demo — database {parse_url(db)}")
+        run_demo(store, sys.stdout)
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    args.bench_run(args)
+
+
+# -- parser ----------------------------------------------------------------------------------
+
+def _user(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--user", required=required, help="user id the command acts for")
+
+
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    def common(parser: argparse.ArgumentParser, suppress: bool) -> argparse.ArgumentParser:
+        def default(value: Any) -> Any:
+            return argparse.SUPPRESS if suppress else value
+
+        parser.add_argument("--db", default=default(os.environ.get("NAVI_MEMORY_URL")),
+                            help="database URL (sqlite:///file.db or postgresql://...); "
+                                 "default $NAVI_MEMORY_URL or a file in your data dir")
+        parser.add_argument("--embeddings", default=default(None),
+                            help="embedding provider: auto, ollama, local, hashing, none "
+                                 "(default $NAVI_MEMORY_EMBEDDINGS or auto)")
+        parser.add_argument("-v", "--verbose", action="store_true", default=default(False), help="log debug information")
+        return parser
+
+    parser = common(argparse.ArgumentParser(prog="navi-memory", description="Long-term memory of users for LLM assistants."), False)
+    # the global options are accepted after the command too
+    shared = common(argparse.ArgumentParser(add_help=False), True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, fn: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, parents=[shared])
+        p.set_defaults(func=fn)
+        return p
+
+    command("migrate", cmd_migrate, "create or upgrade the schema (safe to re-run)")
+    p = command("add", cmd_add, "store a note for a user")
+    _user(p); _json_flag(p)
+    p.add_argument("content")
+    p.add_argument("--type", default="note", choices=ITEM_TYPES)
+    p.add_argument("--theme")
+    p.add_argument("--title")
+    p.add_argument("--tag", action="append")
+    p.add_argument("--pin", action="store_true")
+    p.add_argument("--expires-days", type=float)
+    for name, fn, text in (("get", cmd_get, "show one item"), ("pin", cmd_pin, "pin an item"),
+                           ("archive", cmd_archive, "archive an item"), ("delete", cmd_delete, "delete an item"),
+                           ("update", cmd_update, "change an item (re-embeds new text)")):
+        p = command(name, fn, text)
+        _user(p)
+        p.add_argument("id", type=int)
+        if name in ("get", "update"):
+            _json_flag(p)
+    sub.choices["pin"].add_argument("--off", action="store_true", help="unpin")
+    sub.choices["archive"].add_argument("--restore", action="store_true", help="make active again")
+    for flag in ("--content", "--title", "--theme"):
+        sub.choices["update"].add_argument(flag)
+    sub.choices["update"].add_argument("--type", choices=ITEM_TYPES)
+    p = command("list", cmd_list, "list items, newest first")
+    _user(p); _json_flag(p)
+    p.add_argument("--theme")
+    p.add_argument("--type", action="append", choices=ITEM_TYPES)
+    p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p = command("search", cmd_search, "hybrid search over a user's memory")
+    _user(p); _json_flag(p)
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--theme")
+    p.add_argument("--type", action="append", choices=ITEM_TYPES)
+    p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
+    p.add_argument("--recency-days", type=float)
+    p.add_argument("--fusion", choices=FUSIONS)
+    p = command("themes", cmd_themes, "themes with active item counts")
+    _user(p); _json_flag(p)
+
+    p = command("fact", cmd_fact, "structured facts: set, get, list, delete")
+    facts = p.add_subparsers(dest="fact_command", required=True, metavar="ACTION")
+    f = facts.add_parser("set", help="insert or update a fact", parents=[shared])
+    f.add_argument("key"); f.add_argument("value")
+    f.add_argument("--category", required=True, choices=FACT_CATEGORIES)
+    f.add_argument("--source", default="user_explicit", choices=FACT_SOURCES)
+    f.add_argument("--confidence", type=int)
+    f.add_argument("--expires-days", type=float)
+    f.add_argument("--context", help="where the fact came from")
+    f = facts.add_parser("get", help="show a fact and its history", parents=[shared])
+    f.add_argument("key"); f.add_argument("--category", choices=FACT_CATEGORIES)
+    f = facts.add_parser("list", help="list facts", parents=[shared])
+    f.add_argument("--category", choices=FACT_CATEGORIES)
+    f.add_argument("--search")
+    f.add_argument("--limit", type=int)
+    f.add_argument("--offset", type=int, default=0)
+    f.add_argument("--sort-by", default="category", choices=FACT_SORT_FIELDS)
+    f.add_argument("--order", default="desc", choices=("asc", "desc"))
+    f.add_argument("--history", action="store_true", help="include earlier values")
+    f = facts.add_parser("delete", help="delete a fact by key", parents=[shared])
+    f.add_argument("key"); f.add_argument("--category", choices=FACT_CATEGORIES)
+    for f in facts.choices.values():
+        _user(f); _json_flag(f)
+
+    p = command("summary", cmd_summary, "show (or set) a user's narrative summary")
+    _user(p); _json_flag(p)
+    p.add_argument("--set", metavar="TEXT", help="store a new summary version")
+    p.add_argument("--history", action="store_true", help="show earlier versions")
+    p = command("forget", cmd_forget, "delete everything stored for a user")
+    _user(p); _json_flag(p)
+    p.add_argument("--yes", action="store_true", help="confirm")
+    p = command("users", cmd_users, "list users (admin)")
+    _json_flag(p)
+    for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
+                           ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
+        p = command(name, fn, text)
+        _user(p, required=False); _json_flag(p)
+        p.add_argument("--batch-size", type=int, default=32)
+        if name == "rebuild-embeddings":
+            p.add_argument("--yes", action="store_true", help="confirm")
+    p = command("doctor", cmd_doctor, "show what is configured and reachable")
+    _json_flag(p)
+    command("demo", cmd_demo, "ingest a sample conversation and show search and the memory block")
+    p = command("bench", cmd_bench, "benchmarks")
+    benches = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    b = benches.add_parser("latency", help="ingest rate and search latency vs N")
+    from .bench import latency
+
+    latency.add_arguments(b)
+    b.set_defaults(bench_run=latency.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="navi-memory: %(levelname)s: %(message)s")
+    try:
+        args.func(args)
+    except NaviMemoryError as exc:
+        print(f"navi-memory: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Settings read from the environment only when asked, and database URL parsing.
+
+Environment variables (all optional):
+
+==============================  ==========================================================
+NAVI_MEMORY_URL                 database URL; default a SQLite file in the user's data dir
+NAVI_MEMORY_EMBEDDINGS          ``auto`` (default), ``ollama``, ``local``, ``hashing``, ``none``
+NAVI_MEMORY_EMBEDDING_MODEL     model name for the chosen provider
+NAVI_MEMORY_EMBEDDING_DIM       fixed vector size: smaller vectors are zero-padded
+NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (default 30)
+NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
+NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
+EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
+EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
+==============================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import unquote, urlsplit
+
+from .errors import ConfigurationError
+from .models import FUSIONS
+
+DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
+DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if sys.platform == "win32":
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "navi-memory"
+
+
+def default_url(environ: Mapping[str, str] | None = None) -> str:
+    return f"sqlite:///{default_data_dir(environ) / 'memory.db'}"
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+@dataclass(frozen=True)
+class Settings:
+    url: str
+    embeddings: str = "auto"
+    embedding_model: str | None = None
+    embedding_dimensions: int | None = None
+    embedding_timeout: float = 30.0
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    fusion: str = "weighted"
+    ollama_host: str | None = None
+    ollama_api_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        fusion = env.get("NAVI_MEMORY_FUSION", "weighted").strip() or "weighted"
+        if fusion not in FUSIONS:
+            raise ConfigurationError(f"NAVI_MEMORY_FUSION must be one of {FUSIONS}, got {fusion!r}")
+        timeout_raw = env.get("NAVI_MEMORY_EMBEDDING_TIMEOUT", "").strip()
+        try:
+            timeout = float(timeout_raw) if timeout_raw else 30.0
+        except ValueError as exc:
+            raise ConfigurationError("NAVI_MEMORY_EMBEDDING_TIMEOUT must be a number") from exc
+        return cls(
+            url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
+            embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
+            embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
+            embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),
+            embedding_timeout=timeout,
+            max_content_bytes=_int_env(env, "NAVI_MEMORY_MAX_CONTENT_BYTES", DEFAULT_MAX_CONTENT_BYTES)
+            or DEFAULT_MAX_CONTENT_BYTES,
+            fusion=fusion,
+            ollama_host=(env.get("EMBEDDING_OLLAMA_HOST", "").strip() or env.get("OLLAMA_HOST", "").strip())
+            or None,
+            ollama_api_key=env.get("EMBEDDING_OLLAMA_API_KEY", "").strip() or None,
+        )
+
+
+@dataclass(frozen=True)
+class DatabaseURL:
+    scheme: str  # "sqlite" or "postgresql"
+    path: str | None = None  # sqlite file path (":memory:" allowed)
+    dsn: str | None = field(default=None, repr=False)  # full libpq URL, may hold a password
+    safe: str = ""  # the URL with any password masked, for messages and logs
+
+    def __str__(self) -> str:
+        return self.safe
+
+
+def mask_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def parse_url(url: str) -> DatabaseURL:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``, ``postgresql://...``."""
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigurationError("database URL is empty")
+    url = url.strip()
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise ConfigurationError(f"not a database URL (expected sqlite:/// or postgresql://): {mask_password(url)}")
+    if scheme == "sqlite":
+        if not rest.startswith("/"):
+            raise ConfigurationError("SQLite URLs look like sqlite:///path/to/memory.db")
+        path = unquote(rest[1:].split("?", 1)[0])
+        if not path:
+            raise ConfigurationError("SQLite URL has no file path")
+        return DatabaseURL("sqlite", path=path, safe=url)
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        dsn = "postgresql://" + rest
+        return DatabaseURL("postgresql", dsn=dsn, safe=mask_password(dsn))
+    raise ConfigurationError(f"unsupported database scheme {scheme!r}: use sqlite:/// or postgresql://")

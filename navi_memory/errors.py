@@ -1,0 +1,56 @@
+"""Every exception navi-memory raises on purpose.
+
+The whole tree, in one place::
+
+    NaviMemoryError                 base class: catch this to catch everything below
+    ├── ConfigurationError          bad URL, unknown provider, an optional extra not installed
+    ├── ValidationError             bad input: empty/oversized/NUL content, invalid enum, limit out of range
+    ├── NotFoundError               unknown id, or an id that belongs to another user (indistinguishable)
+    ├── EmbeddingError              the embedding provider failed, or returned a bad vector
+    └── StorageError                the database failed; the driver's exception is chained as __cause__
+        └── BackendUnavailableError the database cannot be reached or opened
+
+``ValidationError`` is also a ``ValueError`` and ``NotFoundError`` also a ``LookupError`` so code that
+already catches the builtin families keeps working. Messages never contain passwords or API keys.
+"""
+
+from __future__ import annotations
+
+
+class NaviMemoryError(Exception):
+    """Base class of every error raised by navi-memory."""
+
+
+class ConfigurationError(NaviMemoryError):
+    """The store or a provider is configured wrongly, or an optional dependency is missing."""
+
+
+class ValidationError(NaviMemoryError, ValueError):
+    """An argument was rejected before anything was written."""
+
+
+class NotFoundError(NaviMemoryError, LookupError):
+    """No such row for this user (unknown id or another user's id)."""
+
+
+class EmbeddingError(NaviMemoryError):
+    """The embedding provider failed or produced an unusable vector."""
+
+
+class StorageError(NaviMemoryError):
+    """The database backend failed; the original driver error is the ``__cause__``."""
+
+
+class BackendUnavailableError(StorageError):
+    """The database could not be opened or reached."""
+
+
+__all__ = [
+    "NaviMemoryError",
+    "ConfigurationError",
+    "ValidationError",
+    "NotFoundError",
+    "EmbeddingError",
+    "StorageError",
+    "BackendUnavailableError",
+]

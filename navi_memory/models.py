@@ -1,0 +1,197 @@
+"""Plain data returned by the store: items, facts, themes, summaries and search results.
+
+Every model reads both as an object (``r.content``) and as a mapping (``r["content"]``), and
+``to_dict()`` gives JSON-ready values (datetimes as ISO 8601 strings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+ITEM_TYPES = ("preference", "fact", "instruction", "summary", "note", "other")
+ITEM_STATUSES = ("active", "archived")
+SEARCH_STATUSES = ("active", "archived", "any")
+FACT_CATEGORIES = ("profile", "preferences", "technical", "projects", "other")
+FACT_SOURCES = ("conversation", "tool_call", "auto_discovery", "user_explicit")
+EMBEDDING_STATES = ("pending", "ready", "error")
+FACT_SORT_FIELDS = ("category", "key", "updated_at", "created_at", "confidence")
+FUSIONS = ("weighted", "rrf")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class _Record:
+    """Mapping-style read access for the dataclasses below."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._field_names():
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._field_names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._field_names())
+
+    def __len__(self) -> int:
+        return len(self._field_names())
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self, name, default) if name in self._field_names() else default
+
+    def keys(self) -> list[str]:
+        return list(self._field_names())
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(self)
+
+    @classmethod
+    def _field_names(cls) -> tuple[str, ...]:
+        names = cls.__dict__.get("_names")
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+            cls._names = names  # type: ignore[attr-defined]
+        return names
+
+
+@dataclass
+class EmbeddingInfo(_Record):
+    state: str
+    model: str | None = None
+    dimensions: int | None = None
+    error: str | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass
+class Item(_Record):
+    id: int
+    user_id: str
+    type: str
+    content: str
+    theme: str
+    title: str | None = None
+    tags: list[str] = field(default_factory=list)
+    status: str = "active"
+    pinned: bool = False
+    source: str | None = None
+    source_ref: dict[str, Any] | None = None
+    person: str | None = None
+    confidence: int | None = None
+    observed_at: datetime | None = None
+    expires_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    fact_id: int | None = None
+    embedding: EmbeddingInfo | None = None
+
+
+@dataclass
+class FactVersion(_Record):
+    """A value a fact used to have, valid in [valid_from, valid_to)."""
+
+    value: str
+    source: str
+    confidence: int
+    source_context: str | None
+    valid_from: datetime
+    valid_to: datetime
+
+
+@dataclass
+class Fact(_Record):
+    id: int
+    user_id: str
+    category: str
+    key: str
+    value: str
+    source: str = "conversation"
+    confidence: int = 70
+    source_context: str | None = None
+    source_session_id: str | None = None
+    source_message_id: str | None = None
+    person: str | None = None
+    expires_at: datetime | None = None
+    last_verified_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    item_id: int | None = None
+    history: list[FactVersion] = field(default_factory=list)
+
+
+@dataclass
+class FactChange(_Record):
+    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``."""
+
+    action: str
+    fact: Fact
+    previous_value: str | None = None
+
+
+@dataclass
+class Theme(_Record):
+    slug: str
+    display_name: str
+    description: str | None = None
+    active_count: int = 0
+    created_at: datetime | None = None
+
+
+@dataclass
+class Summary(_Record):
+    content: str
+    version: int
+    created_at: datetime
+
+
+@dataclass
+class SearchResult(_Record):
+    id: int
+    content: str
+    snippet: str
+    theme: str
+    type: str
+    created_at: datetime
+    score: float
+    signals: dict[str, bool]
+    scores: dict[str, float]
+    kind: str = "item"
+    title: str | None = None
+    status: str = "active"
+    pinned: bool = False
+    person: str | None = None
+    tags: list[str] = field(default_factory=list)
+    observed_at: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    fact: dict[str, Any] | None = None
+
+    @property
+    def content_snippet(self) -> str:
+        """Name used by the seeds' tool API."""
+        return self.snippet
+
+
+@dataclass
+class BackfillReport(_Record):
+    embedded: int = 0
+    failed: int = 0
+    remaining: int = 0

@@ -1,0 +1,479 @@
+"""Everything the store does, written once for both the sync and the async API.
+
+Each operation is a generator: it validates its input, then *yields* the I/O it needs (a backend
+call or an embedding call) and receives the result back. ``MemoryStore`` runs these generators
+with blocking calls, ``AsyncMemoryStore`` with awaited ones (the sans-I/O style of psycopg's
+generators), so the logic of validation, embedding and ranking exists exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Callable, Generator, Iterable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from . import convert
+from . import validation as v
+from .backends.base import Filters, NewItem
+from .embeddings import Embedder
+from .errors import EmbeddingError, NotFoundError, ValidationError
+from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
+                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, Item, Summary, Theme, utcnow)
+from .retrieval import search as ranking
+from .retrieval.query import is_match_all, query_terms
+from .timeutil import days_ago
+from .vectors import check_vector
+
+log = logging.getLogger("navi_memory")
+
+SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
+DEFAULT_CONFIDENCE = 70
+EMBED_BATCH = 32
+
+
+class Call(NamedTuple):
+    """One unit of I/O requested by an operation: ``target`` is "db" or "embed"."""
+
+    target: str
+    name: str
+    args: tuple
+    kwargs: dict
+
+
+def db(name: str, *args: Any, **kwargs: Any) -> Call:
+    return Call("db", name, args, kwargs)
+
+
+Op = Generator[Call, Any, Any]
+
+
+def operation(fn: Callable[..., Op]) -> Callable[..., Op]:
+    """Mark a generator method as public; the store classes wrap it for their runner."""
+    fn._navi_operation = True  # type: ignore[attr-defined]
+    return fn
+
+
+def embedding_text(title: str | None, content: str) -> str:
+    """The text a row is embedded from (the SQL backends compute the same)."""
+    return f"{title}\n{content}" if title else content
+
+
+def fact_item_content(key: str, value: str) -> str:
+    return f"{key.replace('_', ' ')}: {value}"
+
+
+class MemoryOperations:
+    """State shared by both store flavours; subclasses provide the runner."""
+
+    _embedder: Embedder | None
+    _model: str | None
+    max_content_bytes: int
+    fusion: str
+    embed_on_write: bool
+    _clock: Callable[[], datetime]
+
+    def _now(self) -> datetime:
+        return self._clock()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _content(self, value: Any, field: str = "content") -> str:
+        return v.text(value, field, self.max_content_bytes)
+
+    def _vector(self, value: Any) -> np.ndarray:
+        if self._model is None:
+            raise ValidationError("a precomputed embedding needs an embedding model (embedding_model=...)")
+        dims = self._embedder.dimensions if self._embedder else None
+        try:
+            return check_vector(value, dims)
+        except EmbeddingError as exc:
+            raise ValidationError(f"embedding rejected: {exc}") from exc
+
+    def _new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
+        unknown = set(fields) - {"content", "type", "theme", "title", "tags", "pinned", "source", "source_ref",
+                                 "person", "confidence", "observed_at", "expires_at", "expires_days",
+                                 "metadata", "embedding", "status"}
+        if unknown:
+            raise ValidationError(f"unknown item field(s): {', '.join(sorted(unknown))}")
+        now = self._now()
+        theme = fields.get("theme")
+        return NewItem(
+            user_id=v.user_id(user_id),
+            type=v.choice(fields.get("type", "note"), "type", ITEM_TYPES),
+            content=self._content(fields.get("content")),
+            theme=v.slug(theme) if theme not in (None, "") else "general",
+            title=v.optional_text(fields.get("title"), "title", v.MAX_TITLE),
+            tags=v.tags(fields.get("tags")),
+            status=v.choice(fields.get("status", "active"), "status", ITEM_STATUSES),
+            pinned=bool(fields.get("pinned", False)),
+            source=v.optional_text(fields.get("source"), "source", v.MAX_KEY),
+            source_ref=v.mapping(fields.get("source_ref"), "source_ref"),
+            person=v.optional_text(fields.get("person"), "person", v.MAX_KEY),
+            confidence=v.confidence(fields.get("confidence")),
+            observed_at=v.when(fields.get("observed_at"), "observed_at"),
+            expires_at=v.expiry(fields.get("expires_at"), fields.get("expires_days"), now),
+            metadata=v.mapping(fields.get("metadata"), "metadata"),
+            vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
+        )
+
+    def _filters(self, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
+                 types: Any = None, recency_days: Any = None, person: Any = None,
+                 include_expired: bool = False) -> Filters:
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        now = self._now()
+        if isinstance(types, str):
+            types = [types]
+        span = v.days(recency_days, "recency_days")
+        return Filters(
+            user_id=uid, now=now,
+            status=v.choice(status or "active", "status", SEARCH_STATUSES),
+            theme=None if theme in (None, "") else v.slug(theme),
+            types=None if not types else tuple(v.choice(t, "type", ITEM_TYPES) for t in types),
+            since=None if span is None else days_ago(now, span),
+            person=v.optional_text(person, "person", v.MAX_KEY),
+            include_expired=bool(include_expired),
+        )
+
+    def _embed_rows(self, pairs: Sequence[tuple[int, str]]) -> Op:
+        """Embed (id, text) rows now; on failure they are marked error and backfill retries them."""
+        if not pairs or self._embedder is None or self._model is None or not self._embedder.available:
+            return 0
+        texts = [t for _, t in pairs]
+        try:
+            vectors = yield Call("embed", "documents", (texts,), {})
+            results = [(i, t, vec, None) for (i, t), vec in zip(pairs, vectors)]
+        except EmbeddingError as exc:
+            results = [(i, t, None, str(exc)[:500]) for i, t in pairs]
+        stored = yield db("store_embeddings", self._model, results, self._now())
+        return stored
+
+    def _item(self, row: dict) -> Item:
+        return convert.item(row)
+
+    def _require_item(self, user_id: str, item_id: int) -> Op:
+        row = yield db("get_item", user_id, item_id)
+        if row is None:
+            raise NotFoundError(f"no item {item_id} for this user")
+        return row
+
+    # -- items -----------------------------------------------------------------------------
+
+    @operation
+    def add(self, *, user_id: str, content: str, **fields: Any) -> Op:
+        """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
+        source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
+        embedding (a precomputed vector)."""
+        ids = yield from self._add_many([self._new_item(user_id, {**fields, "content": content})])
+        return ids[0]
+
+    @operation
+    def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op:
+        """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
+        rows = []
+        for index, fields in enumerate(items):
+            if not isinstance(fields, Mapping):
+                raise ValidationError(f"item {index} is not a mapping")
+            fields = dict(fields)
+            rows.append(self._new_item(fields.pop("user_id", None), fields))
+        return (yield from self._add_many(rows))
+
+    def _add_many(self, rows: list[NewItem]) -> Op:
+        if not rows:
+            return []
+        ids = yield db("insert_items", rows, self._model, self._now())
+        if self.embed_on_write:
+            todo = [(i, embedding_text(r.title, r.content)) for i, r in zip(ids, rows) if r.vector is None]
+            for start in range(0, len(todo), EMBED_BATCH):
+                yield from self._embed_rows(todo[start:start + EMBED_BATCH])
+        return ids
+
+    @operation
+    def get(self, item_id: int, *, user_id: str) -> Op:
+        """One item with its embedding state; ``NotFoundError`` for unknown or another user's id."""
+        row = yield from self._require_item(v.user_id(user_id), v.item_id(item_id))
+        return self._item(row)
+
+    @operation
+    def update(self, item_id: int, *, user_id: str, **changes: Any) -> Op:
+        """Change fields of an item; a new content or title is re-embedded."""
+        uid, iid = v.user_id(user_id), v.item_id(item_id)
+        allowed = {"content", "title", "type", "theme", "tags", "status", "pinned", "person", "confidence",
+                   "observed_at", "expires_at", "metadata", "source", "source_ref"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ValidationError(f"cannot update field(s): {', '.join(sorted(unknown))}")
+        clean: dict[str, Any] = {}
+        checks: dict[str, Callable[[Any], Any]] = {
+            "content": self._content,
+            "title": lambda x: v.optional_text(x, "title", v.MAX_TITLE),
+            "type": lambda x: v.choice(x, "type", ITEM_TYPES),
+            "theme": lambda x: v.slug(x) if x not in (None, "") else "general",
+            "tags": lambda x: list(v.tags(x)),
+            "status": lambda x: v.choice(x, "status", ITEM_STATUSES),
+            "pinned": bool,
+            "person": lambda x: v.optional_text(x, "person", v.MAX_KEY),
+            "confidence": v.confidence,
+            "observed_at": lambda x: v.when(x, "observed_at"),
+            "expires_at": lambda x: v.when(x, "expires_at"),
+            "metadata": lambda x: v.mapping(x, "metadata") or {},
+            "source": lambda x: v.optional_text(x, "source", v.MAX_KEY),
+            "source_ref": lambda x: v.mapping(x, "source_ref"),
+        }
+        for key, value in changes.items():
+            clean[key] = checks[key](value)
+        row = yield db("update_item", uid, iid, clean, self._model, self._now())
+        if row is None:
+            raise NotFoundError(f"no item {iid} for this user")
+        if self.embed_on_write and ("content" in clean or "title" in clean) and row.get("emb_state") != "ready":
+            yield from self._embed_rows([(iid, embedding_text(row["title"], row["content"]))])
+            row = yield from self._require_item(uid, iid)
+        return self._item(row)
+
+    @operation
+    def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op:
+        """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay."""
+        return (yield from MemoryOperations.update(self, item_id, user_id=user_id, pinned=pinned))
+
+    @operation
+    def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Op:
+        """Archive (or restore) an item: archived items leave default searches but are kept."""
+        status = "archived" if archived else "active"
+        return (yield from MemoryOperations.update(self, item_id, user_id=user_id, status=status))
+
+    @operation
+    def delete(self, item_id: int, *, user_id: str) -> Op:
+        """Delete an item and its embedding for good."""
+        iid = v.item_id(item_id)
+        if not (yield db("delete_item", v.user_id(user_id), iid)):
+            raise NotFoundError(f"no item {iid} for this user")
+
+    @operation
+    def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
+                   types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
+                   include_expired: bool = False) -> Op:
+        """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
+        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
+        rows = yield db("list_items", f, v.limit(limit, 10_000), v.offset(offset))
+        return [self._item(r) for r in rows]
+
+    @operation
+    def list_themes(self, *, user_id: str) -> Op:
+        """Themes with their active-item counts, largest first."""
+        rows = yield db("list_themes", v.user_id(user_id))
+        return [Theme(**r) for r in rows]
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @operation
+    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
+                    confidence: int | None = None, source_context: str | None = None,
+                    source_session_id: str | None = None, source_message_id: str | None = None,
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> Op:
+        """Insert or update the fact (user, category, key). A changed value moves the old one to
+        history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
+        uid = v.user_id(user_id)
+        now = self._now()
+        source = v.choice(source, "source", FACT_SOURCES)
+        fact = {
+            "category": v.choice(category, "category", FACT_CATEGORIES),
+            "key": v.text(key, "key", v.MAX_KEY),
+            "value": self._content(value, "value"),
+            "source": source,
+            "confidence": v.confidence(confidence) if confidence is not None
+            else SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
+            "source_context": v.optional_text(source_context, "source_context", self.max_content_bytes),
+            "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
+            "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
+            "person": v.optional_text(person, "person", v.MAX_KEY),
+            "expires_at": v.expiry(expires_at, expires_days, now),
+        }
+        mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
+                         theme=fact["category"], source=source, confidence=fact["confidence"],
+                         person=fact["person"], expires_at=fact["expires_at"],
+                         metadata={"fact": {"category": fact["category"], "key": fact["key"]}})
+        action, row, previous = yield db("upsert_fact", uid, fact, mirror, self._model, now)
+        if self.embed_on_write and action != "unchanged" and row.get("item_id"):
+            yield from self._embed_rows([(row["item_id"], mirror.content)])
+        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
+
+    @operation
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op:
+        """The fact with this key (and category, when given), with its history."""
+        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
+        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
+        rows = yield db("list_facts", uid, None, 0, "updated_at", True, None, cat, self._now(), True)
+        rows = [r for r in rows if r["key"] == key]
+        if not rows:
+            raise NotFoundError(f"no fact {key!r} for this user")
+        history = yield db("fact_history", [rows[0]["id"]])
+        return convert.fact(rows[0], history)
+
+    @operation
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op:
+        """Delete the fact(s) with this key (optionally only in one category), history included."""
+        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
+        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
+        count = yield db("delete_facts", uid, key, cat)
+        if not count:
+            raise NotFoundError(f"no fact {key!r} for this user")
+        return count
+
+    @operation
+    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
+                      offset: int = 0, search: str | None = None, sort_by: str = "category",
+                      sort_order: str = "desc", category: str | None = None, include_history: bool = False,
+                      include_expired: bool = False) -> Op:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        rows = yield db(
+            "list_facts", uid, None if limit is None else v.limit(limit, 100_000), v.offset(offset),
+            v.choice(sort_by, "sort_by", FACT_SORT_FIELDS), v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
+            v.optional_text(search, "search", 1024),
+            None if category is None else v.choice(category, "category", FACT_CATEGORIES), self._now(), include_expired)
+        history = (yield db("fact_history", [r["id"] for r in rows])) if include_history and rows else {}
+        return [convert.fact(r, history) for r in rows]
+
+    # -- search ----------------------------------------------------------------------------
+
+    @operation
+    def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False, limit: int = 10,
+               theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
+               status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
+               fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
+               include_expired: bool = False) -> Op:
+        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items."""
+        f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired)
+        limit = v.limit(limit)
+        fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
+        decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
+        if query is not None and not isinstance(query, str):
+            raise ValidationError("query must be a string")
+        if query is not None:
+            v.text(query, "query", self.max_content_bytes, allow_empty=True)
+        if is_match_all(query):
+            rows = yield db("list_items", f, limit, 0)
+            return [convert.match_all_result(r) for r in rows]
+        plan = ranking.SearchPlan.create(query or "", fusion)
+        qvec = None if query_embedding is None else self._vector(query_embedding)
+        if qvec is None and self._embedder is not None and self._embedder.available and self._model:
+            try:
+                qvec = yield Call("embed", "query", (query,), {})
+            except EmbeddingError as exc:
+                log.info("query embedding failed, searching lexically: %s", exc)
+        lexical = yield db("lexical_candidates", f, plan.terms, plan.k)
+        semantic: list[tuple[int, float]] = []
+        if qvec is not None:
+            try:
+                semantic = yield db("semantic_candidates", f, self._model, qvec, plan.k)
+            except EmbeddingError as exc:
+                log.warning("semantic search skipped: %s", exc)
+                qvec = None
+        substring = []
+        if not lexical and not semantic:
+            substring = yield db("substring_candidates", f, query_terms(query or "", 8), plan.k)
+        extra: dict[int, float] = {}
+        missing = plan.missing_semantic(lexical, semantic)
+        if qvec is not None and missing:
+            extra = yield db("semantic_scores", f, self._model, qvec, missing)
+        fused = plan.fuse(lexical, semantic, substring, extra)
+        if not fused:
+            return []
+        rows = yield db("fetch_items", f.user_id, list(fused))
+        return ranking.finish(fused, rows, limit, f.now, tuple(person_hints or ()), decay)
+
+    # -- summary, sessions, users ----------------------------------------------------------
+
+    @operation
+    def get_summary(self, *, user_id: str) -> Op:
+        """The current narrative summary text, or None."""
+        row = yield db("get_summary", v.user_id(user_id))
+        return None if row is None else row["content"]
+
+    @operation
+    def set_summary(self, content: str, *, user_id: str) -> Op:
+        """Store a new summary version (earlier versions are kept)."""
+        row = yield db("set_summary", v.user_id(user_id), self._content(content), self._now())
+        return Summary(**row)
+
+    @operation
+    def summary_history(self, *, user_id: str, limit: int = 10) -> Op:
+        rows = yield db("summary_history", v.user_id(user_id), v.limit(limit, 1000))
+        return [Summary(**r) for r in rows]
+
+    @operation
+    def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> Op:
+        """Record that a session's facts were extracted (now, unless ``at`` is given)."""
+        when = v.when(at, "at") or self._now()
+        yield db("mark_session_extracted", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY), when)
+        return when
+
+    @operation
+    def get_extracted_at(self, session_id: str, *, user_id: str) -> Op:
+        """When the session was last extracted, or None."""
+        return (yield db("get_extracted_at", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)))
+
+    @operation
+    def forget(self, *, user_id: str) -> Op:
+        """Delete everything stored for a user; returns the counts of rows removed per table."""
+        return (yield db("forget_user", v.user_id(user_id)))
+
+    @operation
+    def list_users(self) -> Op:
+        """Admin: every user with item and fact counts."""
+        return (yield db("list_users"))
+
+    # -- embeddings maintenance ------------------------------------------------------------
+
+    @operation
+    def embedding_status(self) -> Op:
+        """Counts of ready / pending / error / missing / other-model embeddings."""
+        stats = yield db("embedding_stats", self._model)
+        return {"model": self._model, **stats}
+
+    @operation
+    def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
+                 progress: Callable[[int, int], None] | None = None) -> Op:
+        """Embed every row without a ready vector of the active model (pending, error, other model)."""
+        if self._embedder is None or self._model is None:
+            raise ValidationError("no embedding provider configured: nothing to backfill with")
+        uid = None if user_id is None else v.user_id(user_id)
+        batch_size = v.limit(batch_size, 10_000, "batch_size")
+        total = (yield db("embedding_stats", self._model))
+        todo = total["items"] - total["ready"]
+        report, after = BackfillReport(), 0
+        while True:
+            rows = yield db("pending_embeddings", self._model, uid, batch_size, after)
+            if not rows:
+                break
+            after = rows[-1][0]
+            self._embedder._down_until = 0.0  # an explicit backfill always tries the provider
+            stored_before = report.embedded
+            yield from self._backfill_batch(rows, report)
+            if progress:
+                progress(report.embedded + report.failed, todo)
+            if report.embedded == stored_before and report.failed:
+                break  # the provider is down: stop rather than mark every row as error
+        stats = yield db("embedding_stats", self._model)
+        report.remaining = stats["items"] - stats["ready"]
+        return report
+
+    def _backfill_batch(self, rows: list[tuple[int, str]], report: BackfillReport) -> Op:
+        try:
+            vectors = yield Call("embed", "documents", ([t for _, t in rows],), {})
+        except EmbeddingError as exc:
+            report.failed += len(rows)
+            yield db("store_embeddings", self._model, [(i, t, None, str(exc)[:500]) for i, t in rows], self._now())
+            return
+        report.embedded += (yield db("store_embeddings", self._model,
+                                     [(i, t, vec, None) for (i, t), vec in zip(rows, vectors)], self._now()))
+
+    @operation
+    def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
+                           progress: Callable[[int, int], None] | None = None) -> Op:
+        """Mark every vector pending and embed all rows again (after a model change)."""
+        if self._embedder is None or self._model is None:
+            raise ValidationError("no embedding provider configured: nothing to rebuild with")
+        yield db("reset_embeddings", None if user_id is None else v.user_id(user_id))
+        return (yield from MemoryOperations.backfill(self, user_id=user_id, batch_size=batch_size, progress=progress))

@@ -1,0 +1,76 @@
+"""Heuristic adjustments on top of the fused score (seed 004), then the final order.
+
+* pinned: +0.20, and exempt from recency decay;
+* matched person hint: +0.15;
+* recency decay: -0.10 x min(1, age_days / 90), age from ``observed_at`` else ``created_at``.
+
+Ties are broken by newer ``created_at`` first, then by id, so the order is stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Collection, Hashable
+
+PINNED_BOOST = 0.20
+PERSON_BOOST = 0.15
+RECENCY_PENALTY = 0.10
+RECENCY_HORIZON_DAYS = 90.0
+
+
+@dataclass(frozen=True)
+class RankInput:
+    id: Hashable
+    fused: float
+    created_at: datetime
+    observed_at: datetime | None = None
+    pinned: bool = False
+    person: str | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    id: Hashable
+    score: float
+    adjustments: dict[str, float]
+
+
+def adjustments(
+    row: RankInput,
+    now: datetime,
+    person_hints: Collection[str] = (),
+    recency_decay: bool = True,
+) -> dict[str, float]:
+    """The non-zero adjustments that apply to one row."""
+    out: dict[str, float] = {}
+    if row.pinned:
+        out["pinned"] = PINNED_BOOST
+    if row.person is not None and row.person in person_hints:
+        out["person"] = PERSON_BOOST
+    if recency_decay and not row.pinned:
+        seen = row.observed_at or row.created_at
+        age_days = max(0.0, (now - seen).total_seconds() / 86400.0)
+        penalty = RECENCY_PENALTY * min(1.0, age_days / RECENCY_HORIZON_DAYS)
+        if penalty > 0:
+            out["recency"] = -penalty
+    return out
+
+
+def rerank(
+    rows: list[RankInput],
+    now: datetime,
+    person_hints: Collection[str] = (),
+    recency_decay: bool = True,
+) -> list[Ranked]:
+    """Apply the adjustments and return rows best first."""
+    scored = []
+    for row in rows:
+        adj = adjustments(row, now, person_hints, recency_decay)
+        scored.append((row, Ranked(row.id, row.fused + sum(adj.values()), adj)))
+    scored.sort(key=lambda pair: (-pair[1].score, -pair[0].created_at.timestamp(), _id_key(pair[0].id)))
+    return [ranked for _, ranked in scored]
+
+
+def _id_key(value: Hashable) -> tuple[int, str]:
+    return (0, f"{value:020d}") if isinstance(value, int) else (1, str(value))

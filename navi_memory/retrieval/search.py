@@ -1,0 +1,81 @@
+"""The search plan between candidate lists and final results: pure, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from .. import convert
+from ..models import SearchResult
+from .fusion import DEFAULT_WEIGHTS, rrf_fusion, weighted_fusion
+from .query import query_terms
+from .rerank import RankInput, rerank
+
+WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
+RRF_K_CANDIDATES = 40  # per-signal candidates before RRF (seed 004)
+SIGNALS = ("fts", "semantic", "substring")
+
+
+@dataclass(frozen=True)
+class Fused:
+    score: float
+    raw: dict[str, float]
+    parts: dict[str, float]
+    signals: dict[str, bool]
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    terms: list[str]
+    fusion: str
+    k: int
+
+    @classmethod
+    def create(cls, query: str, fusion: str) -> "SearchPlan":
+        return cls(query_terms(query), fusion, WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES)
+
+    def missing_semantic(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]]) -> list[int]:
+        """Lexical candidates whose cosine is worth looking up (weighted fusion normalises real values)."""
+        if self.fusion != "weighted":
+            return []
+        seen = {i for i, _ in semantic}
+        return [i for i, _ in lexical if i not in seen]
+
+    def fuse(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]],
+             substring: Sequence[tuple[int, float]], extra_semantic: dict[int, float]) -> dict[int, Fused]:
+        lists = {"fts": dict(lexical), "semantic": dict(semantic), "substring": dict(substring)}
+        raw = {**lists, "semantic": {**extra_semantic, **lists["semantic"]}}
+        if self.fusion == "weighted":
+            weights = {**DEFAULT_WEIGHTS, "substring": 1.0 if not lexical and not semantic else 0.0}
+            fused = weighted_fusion(raw, weights)
+        else:
+            fused = rrf_fusion({name: [i for i, _ in pairs] for name, pairs in
+                                (("fts", lexical), ("semantic", semantic), ("substring", substring))})
+        out: dict[int, Fused] = {}
+        for item_id, (score, parts) in fused.items():
+            out[item_id] = Fused(
+                score=score,
+                raw={name: raw[name][item_id] for name in SIGNALS if item_id in raw[name]},
+                parts=parts,
+                signals={name: item_id in lists[name] for name in SIGNALS},
+            )
+        return out
+
+
+def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now: datetime,
+           person_hints: tuple[str, ...], recency_decay: bool) -> list[SearchResult]:
+    """Re-rank the fused candidates that still exist and build the results, best first."""
+    by_id = {row["id"]: row for row in rows}
+    inputs = [
+        RankInput(id=i, fused=f.score, created_at=by_id[i]["created_at"], observed_at=by_id[i].get("observed_at"),
+                  pinned=bool(by_id[i].get("pinned")), person=by_id[i].get("person"))
+        for i, f in fused.items() if i in by_id
+    ]
+    results = []
+    for ranked in rerank(inputs, now, person_hints, recency_decay)[:limit]:
+        f = fused[ranked.id]
+        scores = {**f.raw, **{f"{name}_part": value for name, value in f.parts.items()},
+                  "fused": f.score, **ranked.adjustments}
+        results.append(convert.search_result(by_id[ranked.id], ranked.score, f.signals, scores))
+    return results

@@ -1,0 +1,209 @@
+"""``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
+
+The operations live in ``operations.MemoryOperations`` as generators that yield their I/O; this
+module only decides how that I/O is executed. Nothing here knows SQL or ranking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+from datetime import datetime
+from typing import Any, Callable
+
+from .backends import open_backend
+from .config import Settings, parse_url
+from .embeddings import Embedder, resolve_embedder
+from .errors import NaviMemoryError
+from .models import FUSIONS, utcnow
+from .operations import Call, MemoryOperations, Op
+from . import validation as v
+
+log = logging.getLogger("navi_memory")
+
+
+def _operations() -> dict[str, Callable[..., Op]]:
+    return {name: fn for name, fn in vars(MemoryOperations).items() if getattr(fn, "_navi_operation", False)}
+
+
+def _advance(gen: Op, value: Any, error: NaviMemoryError | None) -> tuple[bool, Any]:
+    """Resume an operation with a result (or an error); (True, return value) once it finishes."""
+    try:
+        return False, (gen.throw(error) if error is not None else gen.send(value))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class _StoreBase(MemoryOperations):
+    def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
+                 embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        self._backend = backend
+        self._embedder = embedder
+        self._model = embedding_model or (embedder.model_name if embedder else None)
+        self.settings = settings
+        self.max_content_bytes = settings.max_content_bytes
+        self.fusion = v.choice(fusion or settings.fusion, "fusion", FUSIONS)
+        self.embed_on_write = embed_on_write
+        self._clock = clock or utcnow
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings.url and parse_url(self.settings.url)!s}, embeddings={self._model!r})"
+
+    @property
+    def embedding_model(self) -> str | None:
+        """Name of the vectors this store writes and searches (None: lexical only)."""
+        return self._model
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
+
+    @staticmethod
+    def _prepare(url: str | None, embeddings: Any, settings: Settings | None,
+                 backend_options: dict[str, Any] | None) -> tuple[Settings, Any, Embedder | None]:
+        settings = settings or Settings.from_env()
+        if url is not None:
+            settings = Settings(**{**settings.__dict__, "url": url})
+        backend = open_backend(parse_url(settings.url), **(backend_options or {}))
+        return settings, backend, resolve_embedder(embeddings, settings)
+
+
+class MemoryStore(_StoreBase):
+    """Long-term memory of users, blocking API. Open with ``MemoryStore.open(url)``."""
+
+    @classmethod
+    def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
+             settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
+             embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
+             backend_options: dict[str, Any] | None = None) -> "MemoryStore":
+        """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
+        SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
+        name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment."""
+        settings, backend, embedder = cls._prepare(url, embeddings, settings, backend_options)
+        if migrate:
+            backend.migrate()
+        return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
+                   embed_on_write=embed_on_write, clock=clock)
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema (idempotent); returns the schema version."""
+        return self._backend.migrate()
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _execute(self, call: Call) -> Any:
+        if call.target == "db":
+            return getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        assert self._embedder is not None
+        if call.name == "query":
+            return self._embedder.embed_query(*call.args)
+        return self._embedder.embed_documents(*call.args)
+
+    def _run(self, gen: Op) -> Any:
+        done, out = _advance(gen, None, None)
+        while not done:
+            try:
+                value, error = self._execute(out), None
+            except NaviMemoryError as exc:  # handed to the operation, which decides
+                value, error = None, exc
+            done, out = _advance(gen, value, error)
+        return out
+
+
+class _AsyncBackend:
+    """Runs a blocking backend's methods in worker threads (SQLite has no async driver)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.sync = backend
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.sync, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(method, *args, **kwargs)
+
+        return call
+
+
+class AsyncMemoryStore(_StoreBase):
+    """Long-term memory of users, asyncio API. Open with ``await AsyncMemoryStore.open(url)``."""
+
+    @classmethod
+    async def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
+                   settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
+                   embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
+                   backend_options: dict[str, Any] | None = None) -> "AsyncMemoryStore":
+        """Async twin of ``MemoryStore.open``."""
+        settings, backend, embedder = await asyncio.to_thread(cls._prepare, url, embeddings, settings, backend_options)
+        abackend = _AsyncBackend(backend)
+        if migrate:
+            await abackend.migrate()
+        return cls(abackend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
+                   embed_on_write=embed_on_write, clock=clock)
+
+    async def migrate(self) -> int:
+        return await self._backend.migrate()
+
+    async def close(self) -> None:
+        await self._backend.close()
+
+    async def __aenter__(self) -> "AsyncMemoryStore":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def _execute(self, call: Call) -> Any:
+        if call.target == "db":
+            return await getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        assert self._embedder is not None
+        if call.name == "query":
+            return await self._embedder.aembed_query(*call.args)
+        return await self._embedder.aembed_documents(*call.args)
+
+    async def _run(self, gen: Op) -> Any:
+        done, out = _advance(gen, None, None)
+        while not done:
+            try:
+                value, error = await self._execute(out), None
+            except NaviMemoryError as exc:
+                value, error = None, exc
+            done, out = _advance(gen, value, error)
+        return out
+
+
+def _install(cls: type, make: Callable[[Callable[..., Op]], Callable[..., Any]]) -> None:
+    for name, fn in _operations().items():
+        method = make(fn)
+        functools.update_wrapper(method, fn)
+        method.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        del method.__wrapped__  # the public method is not a generator
+        setattr(cls, name, method)
+
+
+def _sync_method(fn: Callable[..., Op]) -> Callable[..., Any]:
+    def method(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        return self._run(fn(self, *args, **kwargs))
+
+    return method
+
+
+def _async_method(fn: Callable[..., Op]) -> Callable[..., Any]:
+    async def method(self: AsyncMemoryStore, *args: Any, **kwargs: Any) -> Any:
+        return await self._run(fn(self, *args, **kwargs))
+
+    return method
+
+
+_install(MemoryStore, _sync_method)
+_install(AsyncMemoryStore, _async_method)

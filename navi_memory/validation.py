@@ -1,0 +1,162 @@
+"""Input checks shared by every entry point. Each failure is a ``ValidationError`` naming the field."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from .errors import ValidationError
+from .timeutil import to_utc
+
+MAX_LIMIT = 50
+MAX_USER_ID = 256
+MAX_TITLE = 512
+MAX_KEY = 256
+MAX_TAGS = 32
+MAX_TAG = 64
+MAX_SLUG = 64
+_SLUG_SEP = re.compile(r"[^a-z0-9]+")
+
+
+def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False) -> str:
+    """A str without NUL bytes, valid UTF-8, at most ``max_bytes`` bytes; stripped of outer space."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{field} is not valid UTF-8") from exc
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(f"{field} contains a NUL byte")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{field} is not valid UTF-8 (lone surrogate)") from exc
+    if size > max_bytes:
+        raise ValidationError(f"{field} is {size} bytes, more than the maximum of {max_bytes}")
+    value = value.strip()
+    if not value and not allow_empty:
+        raise ValidationError(f"{field} is empty")
+    return value
+
+
+def optional_text(value: Any, field: str, max_bytes: int) -> str | None:
+    if value is None:
+        return None
+    result = text(value, field, max_bytes, allow_empty=True)
+    return result or None
+
+
+def user_id(value: Any) -> str:
+    if value is None:
+        raise ValidationError("user_id is required (pass all_users=True for an admin read across users)")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    return text(value, "user_id", MAX_USER_ID)
+
+
+def choice(value: Any, field: str, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(f"invalid {field} {value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
+def limit(value: Any, maximum: int = MAX_LIMIT, field: str = "limit") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{field} must be an integer")
+    if value <= 0 or value > maximum:
+        raise ValidationError(f"{field} must be between 1 and {maximum}, got {value}")
+    return value
+
+
+def offset(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError("offset must be a non-negative integer")
+    return value
+
+
+def item_id(value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value >= 2**63:
+        raise ValidationError(f"invalid id {value!r}: ids are positive integers")
+    return value
+
+
+def confidence(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise ValidationError(f"confidence must be an integer from 0 to 100, got {value!r}")
+    return value
+
+
+def slug(value: Any, field: str = "theme") -> str:
+    """Normalise a theme name to a slug: lower case, words joined by '-'."""
+    raw = text(value, field, 4 * MAX_SLUG)
+    result = _SLUG_SEP.sub("-", raw.lower()).strip("-")[:MAX_SLUG].strip("-")
+    if not result:
+        raise ValidationError(f"{field} {value!r} has no letters or digits")
+    return result
+
+
+def tags(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValidationError("tags must be a list of strings")
+    out: dict[str, None] = {}
+    for tag in value:
+        out.setdefault(text(tag, "tag", MAX_TAG), None)
+    if len(out) > MAX_TAGS:
+        raise ValidationError(f"at most {MAX_TAGS} tags")
+    return tuple(out)
+
+
+def when(value: Any, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, (datetime, str)):
+        try:
+            return to_utc(value)
+        except ValueError as exc:
+            raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
+    raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
+
+
+def days(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValidationError(f"{field} must be a non-negative number of days")
+    if value > 365_000:
+        raise ValidationError(f"{field} is too large")
+    return float(value)
+
+
+def expiry(expires_at: Any, expires_days: Any, now: datetime) -> datetime | None:
+    if expires_at is not None and expires_days is not None:
+        raise ValidationError("give expires_at or expires_days, not both")
+    span = days(expires_days, "expires_days")
+    return now + timedelta(days=span) if span is not None else when(expires_at, "expires_at")
+
+
+def mapping(value: Any, field: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValidationError(f"{field} must be a dict with string keys")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be JSON-serialisable: {exc}") from exc
+    return value
