@@ -43,8 +43,7 @@ def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], s
     metadata = dict(row.get("metadata") or {})
     fact_ref = None
     if row.get("fact_id") is not None:
-        fact_ref = {"id": row["fact_id"], **metadata.get("fact", {}),
-                    "value": row["content"].split(": ", 1)[-1], "confidence": row.get("confidence"),
+        fact_ref = {"id": row["fact_id"], **metadata.get("fact", {}), "confidence": row.get("confidence"),
                     "source": row.get("source")}
     return SearchResult(
         id=row["id"], content=row["content"], snippet=snippet(row["content"]), theme=row["theme"],

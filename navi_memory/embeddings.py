@@ -174,6 +174,10 @@ class Embedder:
     def available(self) -> bool:
         return time.monotonic() >= self._down_until
 
+    def reset_backoff(self) -> None:
+        """Ask the provider again on the next call even if it failed recently."""
+        self._down_until = 0.0
+
     def _failed(self, exc: BaseException) -> EmbeddingError:
         if self.available:
             log.warning(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Callable, Generator, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -20,9 +20,10 @@ from .backends.base import Filters, NewItem
 from .embeddings import Embedder
 from .errors import EmbeddingError, NotFoundError, ValidationError
 from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
-                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, Item, Summary, Theme, utcnow)
+                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, Item, Summary, Theme)
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
+from .sansio import Op, operation
 from .timeutil import days_ago
 from .vectors import check_vector
 
@@ -44,15 +45,6 @@ class Call(NamedTuple):
 
 def db(name: str, *args: Any, **kwargs: Any) -> Call:
     return Call("db", name, args, kwargs)
-
-
-Op = Generator[Call, Any, Any]
-
-
-def operation(fn: Callable[..., Op]) -> Callable[..., Op]:
-    """Mark a generator method as public; the store classes wrap it for their runner."""
-    fn._navi_operation = True  # type: ignore[attr-defined]
-    return fn
 
 
 def embedding_text(title: str | None, content: str) -> str:
@@ -107,14 +99,14 @@ class MemoryOperations:
             title=v.optional_text(fields.get("title"), "title", v.MAX_TITLE),
             tags=v.tags(fields.get("tags")),
             status=v.choice(fields.get("status", "active"), "status", ITEM_STATUSES),
-            pinned=bool(fields.get("pinned", False)),
+            pinned=v.flag(fields.get("pinned", False), "pinned"),
             source=v.optional_text(fields.get("source"), "source", v.MAX_KEY),
-            source_ref=v.mapping(fields.get("source_ref"), "source_ref"),
+            source_ref=v.mapping(fields.get("source_ref"), "source_ref", self.max_content_bytes),
             person=v.optional_text(fields.get("person"), "person", v.MAX_KEY),
             confidence=v.confidence(fields.get("confidence")),
             observed_at=v.when(fields.get("observed_at"), "observed_at"),
             expires_at=v.expiry(fields.get("expires_at"), fields.get("expires_days"), now),
-            metadata=v.mapping(fields.get("metadata"), "metadata"),
+            metadata=v.mapping(fields.get("metadata"), "metadata", self.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
         )
 
@@ -123,31 +115,35 @@ class MemoryOperations:
                  include_expired: bool = False) -> Filters:
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         now = self._now()
-        if isinstance(types, str):
-            types = [types]
         span = v.days(recency_days, "recency_days")
         return Filters(
             user_id=uid, now=now,
             status=v.choice(status or "active", "status", SEARCH_STATUSES),
             theme=None if theme in (None, "") else v.slug(theme),
-            types=None if not types else tuple(v.choice(t, "type", ITEM_TYPES) for t in types),
+            types=tuple(v.choice(t, "type", ITEM_TYPES) for t in v.names(types, "types")) or None,
             since=None if span is None else days_ago(now, span),
             person=v.optional_text(person, "person", v.MAX_KEY),
             include_expired=bool(include_expired),
         )
 
-    def _embed_rows(self, pairs: Sequence[tuple[int, str]]) -> Op:
-        """Embed (id, text) rows now; on failure they are marked error and backfill retries them."""
-        if not pairs or self._embedder is None or self._model is None or not self._embedder.available:
-            return 0
-        texts = [t for _, t in pairs]
+    def _embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
+        """Embed (item_id, user_id, text) rows and store the vectors; a provider failure is stored
+        as state ``error`` (backfill retries those). Returns (stored, failed)."""
         try:
-            vectors = yield Call("embed", "documents", (texts,), {})
-            results = [(i, t, vec, None) for (i, t), vec in zip(pairs, vectors)]
+            vectors = yield Call("embed", "documents", ([t for _, _, t in rows],), {})
         except EmbeddingError as exc:
-            results = [(i, t, None, str(exc)[:500]) for i, t in pairs]
-        stored = yield db("store_embeddings", self._model, results, self._now())
-        return stored
+            yield db("store_embeddings", self._model, [(i, u, t, None, str(exc)[:500]) for i, u, t in rows],
+                     self._now())
+            return 0, len(rows)
+        results = [(i, u, t, vec, None) for (i, u, t), vec in zip(rows, vectors)]
+        return (yield db("store_embeddings", self._model, results, self._now())), 0
+
+    def _embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
+        """Embed rows right after a write, unless there is no provider or it is backing off."""
+        if not rows or self._embedder is None or self._model is None or not self._embedder.available:
+            return
+        for start in range(0, len(rows), EMBED_BATCH):
+            yield from self._embed_rows(rows[start:start + EMBED_BATCH])
 
     def _item(self, row: dict) -> Item:
         return convert.item(row)
@@ -171,6 +167,8 @@ class MemoryOperations:
     @operation
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise ValidationError("add_many takes a list of mappings (one per item)")
         rows = []
         for index, fields in enumerate(items):
             if not isinstance(fields, Mapping):
@@ -184,9 +182,8 @@ class MemoryOperations:
             return []
         ids = yield db("insert_items", rows, self._model, self._now())
         if self.embed_on_write:
-            todo = [(i, embedding_text(r.title, r.content)) for i, r in zip(ids, rows) if r.vector is None]
-            for start in range(0, len(todo), EMBED_BATCH):
-                yield from self._embed_rows(todo[start:start + EMBED_BATCH])
+            yield from self._embed_new([(i, r.user_id, embedding_text(r.title, r.content))
+                                        for i, r in zip(ids, rows) if r.vector is None])
         return ids
 
     @operation
@@ -212,14 +209,14 @@ class MemoryOperations:
             "theme": lambda x: v.slug(x) if x not in (None, "") else "general",
             "tags": lambda x: list(v.tags(x)),
             "status": lambda x: v.choice(x, "status", ITEM_STATUSES),
-            "pinned": bool,
+            "pinned": lambda x: v.flag(x, "pinned"),
             "person": lambda x: v.optional_text(x, "person", v.MAX_KEY),
             "confidence": v.confidence,
             "observed_at": lambda x: v.when(x, "observed_at"),
             "expires_at": lambda x: v.when(x, "expires_at"),
-            "metadata": lambda x: v.mapping(x, "metadata") or {},
+            "metadata": lambda x: v.mapping(x, "metadata", self.max_content_bytes) or {},
             "source": lambda x: v.optional_text(x, "source", v.MAX_KEY),
-            "source_ref": lambda x: v.mapping(x, "source_ref"),
+            "source_ref": lambda x: v.mapping(x, "source_ref", self.max_content_bytes),
         }
         for key, value in changes.items():
             clean[key] = checks[key](value)
@@ -227,7 +224,7 @@ class MemoryOperations:
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
         if self.embed_on_write and ("content" in clean or "title" in clean) and row.get("emb_state") != "ready":
-            yield from self._embed_rows([(iid, embedding_text(row["title"], row["content"]))])
+            yield from self._embed_new([(iid, uid, embedding_text(row["title"], row["content"]))])
             row = yield from self._require_item(uid, iid)
         return self._item(row)
 
@@ -261,7 +258,7 @@ class MemoryOperations:
     @operation
     def list_themes(self, *, user_id: str) -> Op:
         """Themes with their active-item counts, largest first."""
-        rows = yield db("list_themes", v.user_id(user_id))
+        rows = yield db("list_themes", v.user_id(user_id), self._now())
         return [Theme(**r) for r in rows]
 
     # -- facts -----------------------------------------------------------------------------
@@ -292,10 +289,10 @@ class MemoryOperations:
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
                          theme=fact["category"], source=source, confidence=fact["confidence"],
                          person=fact["person"], expires_at=fact["expires_at"],
-                         metadata={"fact": {"category": fact["category"], "key": fact["key"]}})
+                         metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
         action, row, previous = yield db("upsert_fact", uid, fact, mirror, self._model, now)
         if self.embed_on_write and action != "unchanged" and row.get("item_id"):
-            yield from self._embed_rows([(row["item_id"], mirror.content)])
+            yield from self._embed_new([(row["item_id"], uid, mirror.content)])
         return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
 
     @operation
@@ -346,6 +343,7 @@ class MemoryOperations:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items."""
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired)
         limit = v.limit(limit)
+        hints = v.names(person_hints, "person_hints")
         fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         if query is not None and not isinstance(query, str):
@@ -381,7 +379,7 @@ class MemoryOperations:
         if not fused:
             return []
         rows = yield db("fetch_items", f.user_id, list(fused))
-        return ranking.finish(fused, rows, limit, f.now, tuple(person_hints or ()), decay)
+        return ranking.finish(fused, rows, limit, f.now, hints, decay)
 
     # -- summary, sessions, users ----------------------------------------------------------
 
@@ -448,26 +446,17 @@ class MemoryOperations:
             if not rows:
                 break
             after = rows[-1][0]
-            self._embedder._down_until = 0.0  # an explicit backfill always tries the provider
-            stored_before = report.embedded
-            yield from self._backfill_batch(rows, report)
+            self._embedder.reset_backoff()  # an explicit backfill always tries the provider
+            stored, failed = yield from self._embed_rows(rows)
+            report.embedded += stored
+            report.failed += failed
             if progress:
                 progress(report.embedded + report.failed, todo)
-            if report.embedded == stored_before and report.failed:
+            if failed and not stored:
                 break  # the provider is down: stop rather than mark every row as error
         stats = yield db("embedding_stats", self._model)
         report.remaining = stats["items"] - stats["ready"]
         return report
-
-    def _backfill_batch(self, rows: list[tuple[int, str]], report: BackfillReport) -> Op:
-        try:
-            vectors = yield Call("embed", "documents", ([t for _, t in rows],), {})
-        except EmbeddingError as exc:
-            report.failed += len(rows)
-            yield db("store_embeddings", self._model, [(i, t, None, str(exc)[:500]) for i, t in rows], self._now())
-            return
-        report.embedded += (yield db("store_embeddings", self._model,
-                                     [(i, t, vec, None) for (i, t), vec in zip(rows, vectors)], self._now()))
 
     @operation
     def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
@@ -475,5 +464,5 @@ class MemoryOperations:
         """Mark every vector pending and embed all rows again (after a model change)."""
         if self._embedder is None or self._model is None:
             raise ValidationError("no embedding provider configured: nothing to rebuild with")
-        yield db("reset_embeddings", None if user_id is None else v.user_id(user_id))
+        yield db("reset_embeddings", None if user_id is None else v.user_id(user_id), self._now())
         return (yield from MemoryOperations.backfill(self, user_id=user_id, batch_size=batch_size, progress=progress))

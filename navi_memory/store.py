@@ -6,34 +6,20 @@ module only decides how that I/O is executed. Nothing here knows SQL or ranking.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import logging
 from datetime import datetime
 from typing import Any, Callable
 
-from .backends import open_backend
+from .backends import open_async_backend, open_backend
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError
 from .models import FUSIONS, utcnow
-from .operations import Call, MemoryOperations, Op
+from .operations import Call, MemoryOperations
+from .sansio import Op, advance, install
 from . import validation as v
 
 log = logging.getLogger("navi_memory")
-
-
-def _operations() -> dict[str, Callable[..., Op]]:
-    return {name: fn for name, fn in vars(MemoryOperations).items() if getattr(fn, "_navi_operation", False)}
-
-
-def _advance(gen: Op, value: Any, error: NaviMemoryError | None) -> tuple[bool, Any]:
-    """Resume an operation with a result (or an error); (True, return value) once it finishes."""
-    try:
-        return False, (gen.throw(error) if error is not None else gen.send(value))
-    except StopIteration as stop:
-        return True, stop.value
 
 
 class _StoreBase(MemoryOperations):
@@ -62,13 +48,16 @@ class _StoreBase(MemoryOperations):
         return self._embedder
 
     @staticmethod
-    def _prepare(url: str | None, embeddings: Any, settings: Settings | None,
-                 backend_options: dict[str, Any] | None) -> tuple[Settings, Any, Embedder | None]:
+    def _settings(url: str | None, settings: Settings | None) -> Settings:
         settings = settings or Settings.from_env()
-        if url is not None:
-            settings = Settings(**{**settings.__dict__, "url": url})
-        backend = open_backend(parse_url(settings.url), **(backend_options or {}))
-        return settings, backend, resolve_embedder(embeddings, settings)
+        return settings if url is None else Settings(**{**settings.__dict__, "url": url})
+
+    @staticmethod
+    def _lexical_only_backend(backend: Any, embedder: Embedder | None) -> Embedder | None:
+        if embedder is not None and getattr(backend, "has_vector", True) is False:
+            log.warning("the database cannot store vectors (pgvector missing): lexical-only search")
+            return None
+        return embedder
 
 
 class MemoryStore(_StoreBase):
@@ -82,9 +71,12 @@ class MemoryStore(_StoreBase):
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
         name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment."""
-        settings, backend, embedder = cls._prepare(url, embeddings, settings, backend_options)
+        settings = cls._settings(url, settings)
+        embedder = resolve_embedder(embeddings, settings)
+        backend = open_backend(parse_url(settings.url), **(backend_options or {}))
         if migrate:
             backend.migrate()
+        embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
                    embed_on_write=embed_on_write, clock=clock)
 
@@ -110,29 +102,14 @@ class MemoryStore(_StoreBase):
         return self._embedder.embed_documents(*call.args)
 
     def _run(self, gen: Op) -> Any:
-        done, out = _advance(gen, None, None)
+        done, out = advance(gen, None, None)
         while not done:
             try:
                 value, error = self._execute(out), None
             except NaviMemoryError as exc:  # handed to the operation, which decides
                 value, error = None, exc
-            done, out = _advance(gen, value, error)
+            done, out = advance(gen, value, error)
         return out
-
-
-class _AsyncBackend:
-    """Runs a blocking backend's methods in worker threads (SQLite has no async driver)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.sync = backend
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self.sync, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return call
 
 
 class AsyncMemoryStore(_StoreBase):
@@ -144,11 +121,13 @@ class AsyncMemoryStore(_StoreBase):
                    embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
                    backend_options: dict[str, Any] | None = None) -> "AsyncMemoryStore":
         """Async twin of ``MemoryStore.open``."""
-        settings, backend, embedder = await asyncio.to_thread(cls._prepare, url, embeddings, settings, backend_options)
-        abackend = _AsyncBackend(backend)
+        settings = cls._settings(url, settings)
+        embedder = resolve_embedder(embeddings, settings)
+        backend = await open_async_backend(parse_url(settings.url), **(backend_options or {}))
         if migrate:
-            await abackend.migrate()
-        return cls(abackend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
+            await backend.migrate()
+        embedder = cls._lexical_only_backend(backend, embedder)
+        return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
                    embed_on_write=embed_on_write, clock=clock)
 
     async def migrate(self) -> int:
@@ -172,38 +151,15 @@ class AsyncMemoryStore(_StoreBase):
         return await self._embedder.aembed_documents(*call.args)
 
     async def _run(self, gen: Op) -> Any:
-        done, out = _advance(gen, None, None)
+        done, out = advance(gen, None, None)
         while not done:
             try:
                 value, error = await self._execute(out), None
             except NaviMemoryError as exc:
                 value, error = None, exc
-            done, out = _advance(gen, value, error)
+            done, out = advance(gen, value, error)
         return out
 
 
-def _install(cls: type, make: Callable[[Callable[..., Op]], Callable[..., Any]]) -> None:
-    for name, fn in _operations().items():
-        method = make(fn)
-        functools.update_wrapper(method, fn)
-        method.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-        del method.__wrapped__  # the public method is not a generator
-        setattr(cls, name, method)
-
-
-def _sync_method(fn: Callable[..., Op]) -> Callable[..., Any]:
-    def method(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
-        return self._run(fn(self, *args, **kwargs))
-
-    return method
-
-
-def _async_method(fn: Callable[..., Op]) -> Callable[..., Any]:
-    async def method(self: AsyncMemoryStore, *args: Any, **kwargs: Any) -> Any:
-        return await self._run(fn(self, *args, **kwargs))
-
-    return method
-
-
-_install(MemoryStore, _sync_method)
-_install(AsyncMemoryStore, _async_method)
+install(MemoryStore, MemoryOperations, sync=True)
+install(AsyncMemoryStore, MemoryOperations, sync=False)

@@ -18,7 +18,7 @@ MAX_KEY = 256
 MAX_TAGS = 32
 MAX_TAG = 64
 MAX_SLUG = 64
-_SLUG_SEP = re.compile(r"[^a-z0-9]+")
+_SLUG_SEP = re.compile(r"[\W_]+", re.UNICODE)
 
 
 def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False) -> str:
@@ -107,6 +107,24 @@ def slug(value: Any, field: str = "theme") -> str:
     return result
 
 
+def flag(value: Any, field: str) -> bool:
+    """A real bool: the string "false" from a tool call must not count as true."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be true or false, got {value!r}")
+    return value
+
+
+def names(value: Any, field: str, max_bytes: int = MAX_KEY) -> tuple[str, ...]:
+    """One name or a list of names (a bare string is one name, not its characters)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValidationError(f"{field} must be a string or a list of strings")
+    return tuple(text(item, field, max_bytes) for item in value)
+
+
 def tags(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -128,7 +146,7 @@ def when(value: Any, field: str) -> datetime | None:
     if isinstance(value, (datetime, str)):
         try:
             return to_utc(value)
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
     raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
 
@@ -150,13 +168,15 @@ def expiry(expires_at: Any, expires_days: Any, now: datetime) -> datetime | None
     return now + timedelta(days=span) if span is not None else when(expires_at, "expires_at")
 
 
-def mapping(value: Any, field: str) -> dict[str, Any] | None:
+def mapping(value: Any, field: str, max_bytes: int = 32 * 1024) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValidationError(f"{field} must be a dict with string keys")
     try:
-        json.dumps(value, allow_nan=False)
+        encoded = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{field} must be JSON-serialisable: {exc}") from exc
+    if len(encoded.encode("utf-8")) > max_bytes:
+        raise ValidationError(f"{field} is larger than {max_bytes} bytes as JSON")
     return value

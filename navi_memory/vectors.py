@@ -18,9 +18,11 @@ from .errors import EmbeddingError
 def check_vector(values: Sequence[float] | np.ndarray, dimensions: int | None = None) -> np.ndarray:
     """A finite float32 vector, zero-padded to ``dimensions`` when that is set."""
     try:
-        vec = np.asarray(values, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError) as exc:
+        vec = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise EmbeddingError(f"embedding is not a numeric vector: {exc}") from exc
+    if vec.ndim != 1:
+        raise EmbeddingError(f"embedding must be one flat vector, got shape {vec.shape}")
     if vec.size == 0:
         raise EmbeddingError("embedding is empty")
     if not np.isfinite(vec).all():

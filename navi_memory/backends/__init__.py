@@ -1,17 +1,55 @@
-"""Storage backends behind one protocol (see ``base.Backend``)."""
+"""Storage backends behind one protocol (see ``base.Backend``); drivers are imported on demand."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 from typing import Any
 
 from ..config import DatabaseURL
 from ..errors import ConfigurationError
 
 
+def _require_postgres() -> None:
+    for module in ("psycopg", "psycopg_pool"):
+        if importlib.util.find_spec(module) is None:
+            raise ConfigurationError("PostgreSQL needs the 'postgres' extra: pip install 'navi-memory[postgres]'")
+
+
 def open_backend(url: DatabaseURL, **options: Any) -> Any:
-    """The synchronous backend for a parsed URL; heavy drivers are imported only here."""
+    """The blocking backend for a parsed URL."""
     if url.scheme == "sqlite":
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url.path or ":memory:", **options)
-    raise ConfigurationError(f"no backend for {url.scheme!r} yet")
+    _require_postgres()
+    from .postgres_pool import PostgresBackend
+
+    return PostgresBackend(url, **options)
+
+
+async def open_async_backend(url: DatabaseURL, **options: Any) -> Any:
+    """The asyncio backend: native for PostgreSQL, worker threads for SQLite."""
+    if url.scheme == "sqlite":
+        return ThreadedBackend(await asyncio.to_thread(open_backend, url, **options))
+    _require_postgres()
+    from .postgres_pool import AsyncPostgresBackend
+
+    return await AsyncPostgresBackend.connect(url, **options)
+
+
+class ThreadedBackend:
+    """Runs a blocking backend's methods in worker threads (SQLite has no async driver)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.sync = backend
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.sync, name)
+        if not callable(attr):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(attr, *args, **kwargs)
+
+        return call

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, EmbeddingError, StorageError
+from ..errors import BackendUnavailableError, StorageError
 from ..retrieval.query import fts5_or_expression, like_pattern
 from ..timeutil import from_db, to_db
 from ..vectors import VectorIndex, from_blob, to_blob, top_k_order
@@ -325,13 +325,13 @@ class SQLiteBackend:
         with self._transaction(write=False) as conn:
             return [item_from_row(r) for r in conn.execute(sql, params)]
 
-    def list_themes(self, user_id: str) -> list[dict]:
+    def list_themes(self, user_id: str, now: datetime) -> list[dict]:
         with self._transaction(write=False) as conn:
             rows = conn.execute(
                 "SELECT t.slug, t.display_name, t.description, t.created_at,"
                 " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
-                "  AND i.status = 'active') AS active_count"
-                " FROM themes t WHERE t.user_id = ? ORDER BY active_count DESC, t.slug", (user_id,)).fetchall()
+                "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > ?)) AS active_count"
+                " FROM themes t WHERE t.user_id = ? ORDER BY active_count DESC, t.slug", (to_db(now), user_id)).fetchall()
         return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
 
     # -- facts ------------------------------------------------------------------------------
@@ -376,25 +376,26 @@ class SQLiteBackend:
                         (fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
                          fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
                          to_db(fact.get("expires_at")), stamp, stamp, fact_id))
-                self._sync_fact_item(conn, user_id, old["item_id"], fact_id, item, model, stamp)
+                current = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
+                self._sync_fact_item(conn, current, item, model, stamp)
             row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
         return action, _fact_from_row(row), previous
 
-    def _sync_fact_item(self, conn: sqlite3.Connection, user_id: str, item_id: int | None, fact_id: int,
-                        item: NewItem, model: str | None, stamp: str) -> None:
-        """Keep the fact's searchable item equal to the fact (recreated if it was deleted)."""
+    def _sync_fact_item(self, conn: sqlite3.Connection, fact: sqlite3.Row, item: NewItem, model: str | None,
+                        stamp: str) -> None:
+        """Make the fact's searchable item match the stored fact (recreated if it was deleted)."""
+        user_id, item_id = fact["user_id"], fact["item_id"]
         exists = item_id is not None and conn.execute("SELECT 1 FROM items WHERE id = ?", (item_id,)).fetchone()
         if not exists:
             (item_id,) = self._insert_rows(conn, [item], model, stamp)
-            conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (fact_id, item_id))
-            conn.execute("UPDATE facts SET item_id = ? WHERE id = ?", (item_id, fact_id))
-            return
+            conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (fact["id"], item_id))
+            conn.execute("UPDATE facts SET item_id = ? WHERE id = ?", (item_id, fact["id"]))
         self._ensure_theme(conn, user_id, item.theme, stamp)
         old = conn.execute("SELECT content, title FROM items WHERE id = ?", (item_id,)).fetchone()
-        conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, source = ?, confidence = ?, person = ?,"
-                     " expires_at = ?, updated_at = ? WHERE id = ?",
-                     (item.content, item.title, item.theme, item.source, item.confidence, item.person,
-                      to_db(item.expires_at), stamp, item_id))
+        conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, metadata = ?, source = ?, confidence = ?,"
+                     " person = ?, expires_at = ?, updated_at = ? WHERE id = ?",
+                     (item.content, item.title, item.theme, _json(item.metadata or {}), fact["source"],
+                      fact["confidence"], fact["person"], fact["expires_at"], stamp, item_id))
         if (old["content"], old["title"]) != (item.content, item.title):
             self._mark_stale(conn, user_id, item_id, model, stamp)
 
@@ -526,27 +527,23 @@ class SQLiteBackend:
             rows = conn.execute(sql, [*hit_params, *params, k]).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
-    def _index(self, conn: sqlite3.Connection, filters: Filters, model: str) -> VectorIndex | None:
+    def _index(self, conn: sqlite3.Connection, filters: Filters, model: str, dimensions: int) -> VectorIndex | None:
         if filters.user_id is not None:
-            return self.vectors.index_for(conn, filters.user_id, model)
+            return self.vectors.index_for(conn, filters.user_id, model, dimensions)
         rows = conn.execute("SELECT item_id, vector FROM embeddings WHERE model = ? AND state = 'ready'"
-                            " AND vector IS NOT NULL", (model,)).fetchall()
+                            " AND dimensions = ? AND vector IS NOT NULL", (model, dimensions)).fetchall()
         if not rows:
             return None
-        vectors = [from_blob(r[1]) for r in rows]
-        index = VectorIndex(vectors[0].size, capacity=len(rows))
-        same = [(r[0], v) for r, v in zip(rows, vectors) if v.size == index.dimensions]
-        index.upsert_many([i for i, _ in same], np.vstack([v for _, v in same]))
+        index = VectorIndex(dimensions, capacity=len(rows))
+        index.upsert_many([r[0] for r in rows], np.vstack([from_blob(r[1]) for r in rows]))
         return index
 
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         where, params = _filter_sql(filters)
         with self._transaction(write=False) as conn:
-            index = self._index(conn, filters, model)
+            index = self._index(conn, filters, model, int(query.size))
             if index is None or len(index) == 0:
                 return []
-            if index.dimensions != query.size:
-                raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have {index.dimensions}")
             ids, sims = index.ranked(query)
             wanted, out = max(4 * k, 256), []
             while True:
@@ -562,15 +559,16 @@ class SQLiteBackend:
 
     def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         with self._transaction(write=False) as conn:
-            index = self._index(conn, filters, model)
-        if index is None or index.dimensions != query.size:
+            index = self._index(conn, filters, model, int(query.size))
+        if index is None:
             return {}
         return index.scores(query, ids)
 
     # -- embeddings -------------------------------------------------------------------------
 
-    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str]]:
-        sql = ("SELECT i.id, CASE WHEN i.title IS NULL OR i.title = '' THEN i.content"
+    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str, str]]:
+        """(item_id, user_id, text) of rows without a ready vector of ``model``, by id after ``after_id``."""
+        sql = ("SELECT i.id, i.user_id, CASE WHEN i.title IS NULL OR i.title = '' THEN i.content"
                " ELSE i.title || char(10) || i.content END AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
                " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')")
         params: list[Any] = [after_id, model]
@@ -578,34 +576,30 @@ class SQLiteBackend:
             sql += " AND i.user_id = ?"
             params.append(user_id)
         with self._transaction(write=False) as conn:
-            return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY i.id LIMIT ?", [*params, limit])]
+            return [(r[0], r[1], r[2]) for r in conn.execute(sql + " ORDER BY i.id LIMIT ?", [*params, limit])]
 
-    def store_embeddings(self, model: str, results: Sequence[tuple[int, str, np.ndarray | None, str | None]],
+    def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
                          now: datetime) -> int:
-        """Store (item_id, embedded_text, vector or None, error) rows; skips items whose text changed since."""
+        """Store (item_id, user_id, embedded_text, vector or None, error) rows; an item whose text changed
+        since it was read (or that was deleted) is skipped."""
         stamp, stored = to_db(now), 0
         with self._transaction(write=True) as conn:
-            users = {r[0]: r[1] for r in conn.execute(
-                "SELECT id, user_id FROM items WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([int(r[0]) for r in results]),))}
-            gens = {u: self._bump_gen(conn, u) for u in set(users.values())}
-            for item_id, text, vector, error in results:
-                if item_id not in users:
-                    continue
+            gens = {u: self._bump_gen(conn, u) for u in {r[1] for r in results}}
+            for item_id, user_id, text, vector, error in results:
                 cur = conn.execute(
                     "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
-                    " SELECT id, user_id, ?, ?, ?, ?, ?, ?, ? FROM items WHERE id = ? AND CASE WHEN title IS NULL"
-                    " OR title = '' THEN content ELSE title || char(10) || content END = ?"
+                    " SELECT id, user_id, ?, ?, ?, ?, ?, ?, ? FROM items WHERE id = ? AND user_id = ? AND CASE WHEN"
+                    " title IS NULL OR title = '' THEN content ELSE title || char(10) || content END = ?"
                     " ON CONFLICT (item_id) DO UPDATE SET model = excluded.model, dimensions = excluded.dimensions,"
                     " state = excluded.state, error = excluded.error, vector = excluded.vector, gen = excluded.gen,"
                     " updated_at = excluded.updated_at",
                     (model, None if vector is None else int(vector.size), "error" if vector is None else "ready",
-                     error, None if vector is None else to_blob(vector), gens[users[item_id]], stamp, item_id, text))
+                     error, None if vector is None else to_blob(vector), gens[user_id], stamp, item_id, user_id, text))
                 stored += cur.rowcount
         return stored
 
-    def reset_embeddings(self, user_id: str | None) -> int:
-        stamp = to_db(datetime.now().astimezone())
+    def reset_embeddings(self, user_id: str | None, now: datetime) -> int:
+        stamp = to_db(now)
         with self._transaction(write=True) as conn:
             users = [user_id] if user_id is not None else [r[0] for r in conn.execute("SELECT id FROM users")]
             count = 0

@@ -3,11 +3,11 @@
 Every transaction that changes a user's embeddings bumps ``users.vec_gen`` and stamps the changed
 rows with the new value, so a reader (in any process) loads only rows with ``gen`` above what it
 has seen. Deleted or filtered rows are harmless: candidates are re-checked against ``items``.
+Vectors are grouped by size, so a stray vector of another size never mixes with the others.
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -17,13 +17,13 @@ import numpy as np
 
 from ..vectors import VectorIndex, from_blob
 
-log = logging.getLogger(__name__)
-
-
 @dataclass
 class _Entry:
-    index: VectorIndex | None
+    indexes: dict[int, VectorIndex]  # by vector size
     gen: int
+
+    def nbytes(self) -> int:
+        return sum((len(ix) + ix.dead_rows) * ix.dimensions * 4 for ix in self.indexes.values())
 
 
 class VectorCache:
@@ -32,21 +32,21 @@ class VectorCache:
         self._entries: OrderedDict[tuple[int, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def index_for(self, conn: sqlite3.Connection, user_id: str, model: str) -> VectorIndex | None:
-        """The user's index for ``model``, refreshed; call inside a read transaction."""
+    def index_for(self, conn: sqlite3.Connection, user_id: str, model: str, dimensions: int) -> VectorIndex | None:
+        """The user's index of ``model`` vectors of this size, refreshed; call inside a read transaction."""
         row = conn.execute("SELECT pk, vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()
         if row is None:
             return None
         key = (row[0], model)
         with self._lock:
-            entry = self._entries.get(key) or _Entry(None, -1)
+            entry = self._entries.get(key) or _Entry({}, -1)
             if entry.gen < row[1]:
                 self._refresh(conn, user_id, model, entry)
                 entry.gen = row[1]
             self._entries[key] = entry
             self._entries.move_to_end(key)
             self._evict()
-            return entry.index
+            return entry.indexes.get(dimensions)
 
     def drop_user(self, user_pk: int) -> None:
         with self._lock:
@@ -63,29 +63,22 @@ class VectorCache:
             "FROM embeddings WHERE user_id = ? AND gen > ? ORDER BY item_id",
             (model, user_id, entry.gen),
         ).fetchall()
-        ids, vectors = [], []
+        batches: dict[int, tuple[list[int], list[np.ndarray]]] = {}
         for item_id, usable, blob in rows:
-            if not usable:
-                if entry.index is not None:
-                    entry.index.remove(item_id)
-                continue
-            vec = from_blob(blob)
-            if entry.index is None:
-                entry.index = VectorIndex(vec.size, capacity=max(1024, len(rows)))
-            if vec.size != entry.index.dimensions:
-                log.warning("skipping vector of item %s: %d dimensions, index has %d",
-                            item_id, vec.size, entry.index.dimensions)
-                continue
-            ids.append(item_id)
-            vectors.append(vec)
-        if ids and entry.index is not None:
-            entry.index.upsert_many(ids, np.vstack(vectors))
+            for index in entry.indexes.values():
+                index.remove(item_id)
+            if usable:
+                vec = from_blob(blob)
+                ids, vectors = batches.setdefault(vec.size, ([], []))
+                ids.append(item_id)
+                vectors.append(vec)
+        for size, (ids, vectors) in batches.items():
+            if size not in entry.indexes:
+                entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)))
+            entry.indexes[size].upsert_many(ids, np.vstack(vectors))
 
     def _evict(self) -> None:
-        def size(e: _Entry) -> int:
-            return 0 if e.index is None else (len(e.index) + e.index.dead_rows) * e.index.dimensions * 4
-
-        total = sum(size(e) for e in self._entries.values())
+        total = sum(e.nbytes() for e in self._entries.values())
         while total > self.max_bytes and len(self._entries) > 1:
             _, oldest = self._entries.popitem(last=False)
-            total -= size(oldest)
+            total -= oldest.nbytes()

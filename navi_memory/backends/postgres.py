@@ -1,0 +1,475 @@
+"""PostgreSQL backend: psycopg 3 pools, pgvector HNSW, tsvector GIN, optional pg_trgm.
+
+Each method is written once as a generator that yields ``Q`` (a query) and receives its rows;
+``PostgresBackend`` runs them on a ``ConnectionPool`` and ``AsyncPostgresBackend`` on an
+``AsyncConnectionPool`` — one transaction per method call, native async on the async side.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..config import DatabaseURL
+from ..errors import EmbeddingError, StorageError
+from ..retrieval.query import like_pattern
+from ..sansio import Op, operation
+from ..timeutil import to_utc
+from . import postgres_schema as schema
+from . import postgres_sql as q
+from .base import Filters, NewItem
+
+log = logging.getLogger(__name__)
+
+
+class Q(NamedTuple):
+    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
+    returning the error instead of raising (for optional DDL such as extensions)."""
+
+    text: Any
+    params: Sequence[Any] | None = None
+    many: bool = False
+    own_tx: bool = False
+
+
+def _row_times(row: dict[str, Any]) -> dict[str, Any]:
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            row[key] = to_utc(value)
+    return row
+
+
+def _vec(vector: np.ndarray) -> str:
+    """pgvector's text form; works whether or not the binary adapter is registered."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+class PostgresQueries:
+    """The backend's logic. Subclasses provide ``_run``."""
+
+    has_vector: bool = False
+    has_trgm: bool = False
+    ef_search: int = 100
+
+    def _init_state(self, url: DatabaseURL) -> None:
+        self.url = url
+        self._indexed: set[tuple[str, int]] = set()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url.safe!r})"
+
+    # -- schema -----------------------------------------------------------------------------
+
+    @operation
+    def migrate(self) -> Op:
+        error = yield Q("CREATE EXTENSION IF NOT EXISTS vector", own_tx=True)
+        if isinstance(error, Exception):
+            log.warning("pgvector is not available (%s): PostgreSQL memory runs lexical-only (FTS)",
+                        str(error).splitlines()[0])
+        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
+        names = {r["extname"] for r in rows}
+        self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
+        yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
+        yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
+                " applied_at timestamptz NOT NULL DEFAULT now())")
+        for statement in schema.CORE:
+            yield Q(statement)
+        yield Q(schema.embeddings_table("vector" if self.has_vector else "real[]"))
+        if self.has_vector:
+            column = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
+                             " AND column_name = 'embedding' AND table_schema = current_schema()")
+            if column and column[0]["udt_name"] == "_float4":  # created before pgvector was installed
+                yield Q("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
+        for statement in schema.EMBEDDING_INDEXES + (schema.TRIGRAM_INDEXES if self.has_trgm else []):
+            yield Q(statement)
+        yield Q("INSERT INTO navi_schema_migrations (version) VALUES (%s) ON CONFLICT DO NOTHING",
+                [schema.LATEST_VERSION])
+        return schema.LATEST_VERSION
+
+    @operation
+    def schema_version(self) -> Op:
+        rows = yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS present")
+        if not rows[0]["present"]:
+            return 0
+        rows = yield Q("SELECT coalesce(max(version), 0) AS v FROM navi_schema_migrations")
+        return rows[0]["v"]
+
+    def _ensure_vector_index(self, model: str, dimensions: int) -> Op:
+        if (model, dimensions) in self._indexed or not self.has_vector:
+            return
+        if dimensions <= q.HNSW_MAX_DIMENSIONS:
+            error = yield Q(q.create_vector_index(model, dimensions), own_tx=True)
+            if isinstance(error, Exception):
+                log.warning("could not create the HNSW index for %s (%s); searches scan exactly", model, error)
+        self._indexed.add((model, dimensions))
+
+    # -- items ------------------------------------------------------------------------------
+
+    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+        users = sorted({it.user_id for it in items})
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                [(u, now) for u in users], many=True)
+        themes = sorted({(it.user_id, it.theme) for it in items})
+        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                [(u, t, t.replace("-", " ").replace("_", " ").title(), now, now) for u, t in themes], many=True)
+        rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
+                       [len(items)])
+        ids = [r["id"] for r in rows]
+        yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+                " person, confidence, observed_at, expires_at, metadata, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(it.user_id, i, it.theme, it.type, it.title, it.content, Jsonb(list(it.tags)), it.status, it.pinned,
+                  it.source, None if it.source_ref is None else Jsonb(it.source_ref), it.person, it.confidence,
+                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), now, now) for i, it in zip(ids, items)],
+                many=True)
+        if model is not None and self.has_vector:
+            for dims in {int(it.vector.size) for it in items if it.vector is not None}:
+                yield from self._ensure_vector_index(model, dims)
+            yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s::vector, %s)",
+                    [(it.user_id, i, model, None if it.vector is None else int(it.vector.size),
+                      "pending" if it.vector is None else "ready", None if it.vector is None else _vec(it.vector), now)
+                     for i, it in zip(ids, items)], many=True)
+        return ids
+
+    @operation
+    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+        return (yield from self._insert(items, model, now))
+
+    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
+        yield Q("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL, updated_at = %s"
+                " WHERE user_id = %s AND item_id = %s", [now, user_id, item_id])
+        if model is not None and self.has_vector:
+            yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)"
+                    " ON CONFLICT DO NOTHING", [user_id, item_id, model, now])
+
+    def _item_by_id(self, user_id: str, item_id: int) -> Op:
+        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = %s"), [user_id, item_id])
+        return _row_times(rows[0]) if rows else None
+
+    @operation
+    def get_item(self, user_id: str, item_id: int) -> Op:
+        return (yield from self._item_by_id(user_id, item_id))
+
+    @operation
+    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> Op:
+        old = yield Q("SELECT title, content FROM items WHERE user_id = %s AND id = %s FOR UPDATE", [user_id, item_id])
+        if not old:
+            return None
+        if "theme" in changes:
+            yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING", [user_id, changes["theme"], changes["theme"].title(), now, now])
+        values = {k: (Jsonb(v) if k in ("tags", "source_ref", "metadata") and v is not None else v)
+                  for k, v in changes.items()}
+        assignments = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in [*values, "updated_at"])
+        yield Q(sql.SQL("UPDATE items SET {} WHERE user_id = %s AND id = %s").format(assignments),
+                [*values.values(), now, user_id, item_id])
+        if (changes.get("content", old[0]["content"]), changes.get("title", old[0]["title"])) != (
+                old[0]["content"], old[0]["title"]):
+            yield from self._mark_stale(user_id, item_id, model, now)
+        return (yield from self._item_by_id(user_id, item_id))
+
+    @operation
+    def delete_item(self, user_id: str, item_id: int) -> Op:
+        return (yield Q("DELETE FROM items WHERE user_id = %s AND id = %s", [user_id, item_id])) > 0
+
+    @operation
+    def list_items(self, filters: Filters, limit: int, offset: int) -> Op:
+        cond, params = q.where(filters)
+        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE {} ORDER BY i.created_at DESC, i.id DESC LIMIT %s OFFSET %s")
+                       .format(cond), [*params, limit, offset])
+        return [_row_times(r) for r in rows]
+
+    @operation
+    def count_items(self, filters: Filters) -> Op:
+        cond, params = q.where(filters)
+        rows = yield Q(sql.SQL("SELECT count(*) AS n FROM items i WHERE {}").format(cond), params)
+        return rows[0]["n"]
+
+    @operation
+    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> Op:
+        if user_id is None:
+            rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.id = ANY(%s)"), [list(ids)])
+        else:
+            rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = ANY(%s)"), [user_id, list(ids)])
+        return [_row_times(r) for r in rows]
+
+    @operation
+    def list_themes(self, user_id: str, now: datetime) -> Op:
+        rows = yield Q("SELECT t.slug, t.display_name, t.description, t.created_at,"
+                       " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
+                       "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
+                       " FROM themes t WHERE t.user_id = %s ORDER BY active_count DESC, t.slug", [now, user_id])
+        return [_row_times(r) for r in rows]
+
+    # -- facts ------------------------------------------------------------------------------
+
+    @operation
+    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
+        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND category = %s AND key = %s FOR UPDATE",
+                       [user_id, fact["category"], fact["key"]])
+        if not rows:
+            (item_id,) = yield from self._insert([item], model, now)
+            rows = yield Q(
+                "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
+                " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at, updated_at,"
+                " item_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                [user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
+                 fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
+                 fact.get("person"), fact.get("expires_at"), now, now, now, item_id])
+            fact_id = rows[0]["id"]
+            yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact_id, user_id, item_id])
+            action, previous = "added", None
+        else:
+            old = rows[0]
+            fact_id, previous = old["id"], old["value"]
+            if old["value"] == fact["value"]:
+                action = "unchanged"
+                yield Q("UPDATE facts SET last_verified_at = %s, expires_at = coalesce(%s, expires_at),"
+                        " confidence = greatest(confidence, %s) WHERE user_id = %s AND id = %s",
+                        [now, fact.get("expires_at"), fact["confidence"], user_id, fact_id])
+            else:
+                action = "updated"
+                yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context,"
+                        " valid_from, valid_to) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        [user_id, fact_id, old["value"], old["source"], old["confidence"], old["source_context"],
+                         old["updated_at"], now])
+                yield Q("UPDATE facts SET value = %s, source = %s, confidence = %s, source_context = %s,"
+                        " source_session_id = %s, source_message_id = %s, person = %s, expires_at = %s,"
+                        " last_verified_at = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                        [fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
+                         fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
+                         fact.get("expires_at"), now, now, user_id, fact_id])
+            current = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
+            yield from self._sync_fact_item(current[0], item, model, now)
+        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
+        return action, _row_times(rows[0]), previous
+
+    def _sync_fact_item(self, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
+        """Make the fact's searchable item match the stored fact (recreated if it was deleted)."""
+        user_id, item_id = fact["user_id"], fact["item_id"]
+        rows = [] if item_id is None else (yield Q("SELECT content, title FROM items WHERE user_id = %s AND id = %s",
+                                                     [user_id, item_id]))
+        if not rows:
+            (item_id,) = yield from self._insert([item], model, now)
+            yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact["id"], user_id, item_id])
+            yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, user_id, fact["id"]])
+            rows = [{"content": item.content, "title": item.title}]
+        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING", [user_id, item.theme, item.theme.title(), now, now])
+        yield Q("UPDATE items SET content = %s, title = %s, theme = %s, metadata = %s, source = %s, confidence = %s,"
+                " person = %s, expires_at = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                [item.content, item.title, item.theme, Jsonb(item.metadata or {}), fact["source"], fact["confidence"],
+                 fact["person"], fact["expires_at"], now, user_id, item_id])
+        if (rows[0]["content"], rows[0]["title"]) != (item.content, item.title):
+            yield from self._mark_stale(user_id, item_id, model, now)
+
+    @operation
+    def get_fact(self, user_id: str, category: str, key: str) -> Op:
+        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND category = %s AND key = %s", [user_id, category, key])
+        return _row_times(rows[0]) if rows else None
+
+    @operation
+    def delete_facts(self, user_id: str, key: str, category: str | None) -> Op:
+        cond = "user_id = %s AND key = %s" + ("" if category is None else " AND category = %s")
+        params = [user_id, key] + ([] if category is None else [category])
+        rows = yield Q(f"DELETE FROM facts WHERE {cond} RETURNING item_id", params)
+        item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
+        if item_ids:
+            yield Q("DELETE FROM items WHERE user_id = %s AND id = ANY(%s)", [user_id, item_ids])
+        return len(rows)
+
+    @operation
+    def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
+                   search: str | None, category: str | None, now: datetime, include_expired: bool = False) -> Op:
+        parts, params = [sql.SQL("TRUE")], []
+        if user_id is not None:
+            parts.append(sql.SQL("user_id = %s"))
+            params.append(user_id)
+        if category is not None:
+            parts.append(sql.SQL("category = %s"))
+            params.append(category)
+        if search:
+            parts.append(sql.SQL("(key ILIKE %s OR value ILIKE %s OR category ILIKE %s)"))
+            params.extend([like_pattern(search)] * 3)
+        if not include_expired:
+            parts.append(sql.SQL("(expires_at IS NULL OR expires_at > %s)"))
+            params.append(now)
+        if sort_by not in q.FACT_SORTS:
+            raise StorageError(f"cannot sort facts by {sort_by!r}")
+        order = sql.SQL("{} {}, updated_at DESC, id").format(sql.Identifier(sort_by),
+                                                            sql.SQL("DESC" if descending else "ASC"))
+        rows = yield Q(sql.SQL("SELECT * FROM facts WHERE {} ORDER BY {} LIMIT %s OFFSET %s")
+                       .format(sql.SQL(" AND ").join(parts), order), [*params, limit, offset])
+        return [_row_times(r) for r in rows]
+
+    @operation
+    def fact_history(self, fact_ids: Sequence[int]) -> Op:
+        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
+        rows = yield Q("SELECT * FROM fact_history WHERE fact_id = ANY(%s) ORDER BY valid_to", [list(out)])
+        for row in rows:
+            out[row["fact_id"]].append(_row_times(row))
+        return out
+
+    # -- summaries, sessions, users ---------------------------------------------------------
+
+    @operation
+    def get_summary(self, user_id: str) -> Op:
+        rows = yield from self._summaries(user_id, 1)
+        return rows[0] if rows else None
+
+    @operation
+    def summary_history(self, user_id: str, limit: int) -> Op:
+        return (yield from self._summaries(user_id, limit))
+
+    def _summaries(self, user_id: str, limit: int) -> Op:
+        rows = yield Q("SELECT content, version, created_at FROM summaries WHERE user_id = %s"
+                       " ORDER BY version DESC LIMIT %s", [user_id, limit])
+        return [_row_times(r) for r in rows]
+
+    @operation
+    def set_summary(self, user_id: str, content: str, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
+        yield Q("SELECT id FROM users WHERE id = %s FOR UPDATE", [user_id])  # serialises version numbers
+        rows = yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s,"
+                       " coalesce(max(version), 0) + 1, %s, %s FROM summaries WHERE user_id = %s"
+                       " RETURNING content, version, created_at", [user_id, content, now, user_id])
+        return _row_times(rows[0])
+
+    @operation
+    def mark_session_extracted(self, user_id: str, session_id: str, at: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, at])
+        yield Q("INSERT INTO session_state (user_id, session_id, extracted_at, updated_at) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (user_id, session_id) DO UPDATE SET extracted_at = excluded.extracted_at,"
+                " updated_at = excluded.updated_at", [user_id, session_id, at, at])
+
+    @operation
+    def get_extracted_at(self, user_id: str, session_id: str) -> Op:
+        rows = yield Q("SELECT extracted_at FROM session_state WHERE user_id = %s AND session_id = %s",
+                       [user_id, session_id])
+        return to_utc(rows[0]["extracted_at"]) if rows and rows[0]["extracted_at"] else None
+
+    @operation
+    def forget_user(self, user_id: str) -> Op:
+        counts = {}
+        for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings"):
+            rows = yield Q(sql.SQL("SELECT count(*) AS n FROM {} WHERE user_id = %s").format(sql.Identifier(table)),
+                           [user_id])
+            counts[table] = rows[0]["n"]
+        yield Q("DELETE FROM users WHERE id = %s", [user_id])
+        return counts
+
+    @operation
+    def list_users(self) -> Op:
+        rows = yield Q("SELECT u.id, u.created_at, (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
+                       " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id")
+        return [_row_times(r) for r in rows]
+
+    # -- retrieval candidates ---------------------------------------------------------------
+
+    @operation
+    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
+        if not terms:
+            return []
+        cond, params = q.where(filters)
+        # websearch_to_tsquery never raises on user text; terms are plain word tokens joined by "or"
+        rows = yield Q(sql.SQL("SELECT i.id, ts_rank_cd(i.content_tsv, tq) AS score FROM items i,"
+                               " websearch_to_tsquery('english', %s) tq WHERE i.content_tsv @@ tq AND {}"
+                               " ORDER BY score DESC, i.id LIMIT %s").format(cond),
+                       [" or ".join(terms), *params, k])
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    @operation
+    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
+        if not terms:
+            return []
+        cond, params = q.where(filters)
+        hits, hit_params = q.substring_hits(list(terms))
+        rows = yield Q(sql.SQL("SELECT id, hits FROM (SELECT i.id, i.created_at, {} AS hits FROM items i WHERE {}) s"
+                               " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT %s").format(hits, cond),
+                       [*hit_params, *params, k])
+        return [(r["id"], float(r["hits"])) for r in rows]
+
+    @operation
+    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
+        if not self.has_vector:
+            return []
+        yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
+        text, params = q.semantic_candidates(filters, model, int(query.size), _vec(query), k)
+        rows = yield Q(text, params)
+        if not rows and filters.user_id is not None:
+            other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
+                            " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
+            if other:
+                raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
+                                     f"{other[0]['dimensions']}")
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    @operation
+    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> Op:
+        if not self.has_vector or not ids:
+            return {}
+        dims = sql.Literal(int(query.size))
+        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("user_id = %s")
+        rows = yield Q(sql.SQL("SELECT item_id, 1 - (embedding::vector({d}) <=> %s::vector({d})) AS score"
+                               " FROM embeddings WHERE {u} AND model = %s AND dimensions = {d} AND state = 'ready'"
+                               " AND item_id = ANY(%s)").format(d=dims, u=user),
+                       [_vec(query), *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
+        return {r["item_id"]: float(r["score"]) for r in rows}
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    @operation
+    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> Op:
+        if not self.has_vector:
+            return []
+        user = sql.SQL("") if user_id is None else sql.SQL(" AND i.user_id = %s")
+        rows = yield Q(sql.SQL("SELECT i.id, i.user_id, {t} AS text FROM items i LEFT JOIN embeddings e"
+                               " ON e.user_id = i.user_id AND e.item_id = i.id WHERE i.id > %s"
+                               " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready'){u}"
+                               " ORDER BY i.id LIMIT %s").format(t=q.EMBED_TEXT, u=user),
+                       [after_id, model, *([] if user_id is None else [user_id]), limit])
+        return [(r["id"], r["user_id"], r["text"]) for r in rows]
+
+    @operation
+    def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
+                         now: datetime) -> Op:
+        if not self.has_vector or not results:
+            return 0
+        for dims in {int(r[3].size) for r in results if r[3] is not None}:
+            yield from self._ensure_vector_index(model, dims)
+        stored = 0
+        for item_id, user_id, text, vector, error in results:
+            stored += yield Q(
+                sql.SQL("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, error, embedding, updated_at)"
+                        " SELECT i.user_id, i.id, %s, %s, %s, %s, %s::vector, %s FROM items i"
+                        " WHERE i.user_id = %s AND i.id = %s AND {t} = %s"
+                        " ON CONFLICT (user_id, item_id) DO UPDATE SET model = excluded.model,"
+                        " dimensions = excluded.dimensions, state = excluded.state, error = excluded.error,"
+                        " embedding = excluded.embedding, updated_at = excluded.updated_at").format(t=q.EMBED_TEXT),
+                [model, None if vector is None else int(vector.size), "error" if vector is None else "ready", error,
+                 None if vector is None else _vec(vector), now, user_id, item_id, text])
+        return stored
+
+    @operation
+    def reset_embeddings(self, user_id: str | None, now: datetime) -> Op:
+        user = sql.SQL("") if user_id is None else sql.SQL(" WHERE user_id = %s")
+        return (yield Q(sql.SQL("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL,"
+                                " updated_at = %s") + user, [now] + ([] if user_id is None else [user_id])))
+
+    @operation
+    def embedding_stats(self, model: str | None) -> Op:
+        total = (yield Q("SELECT count(*) AS n FROM items"))[0]["n"]
+        rows = yield Q("SELECT state, model = %s AS current, count(*) AS n FROM embeddings GROUP BY 1, 2", [model])
+        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "other_model": 0}
+        for row in rows:
+            stats[row["state"] if row["current"] else "other_model"] += row["n"]
+        stats["missing"] = total - sum(r["n"] for r in rows)
+        return stats

@@ -1,0 +1,187 @@
+"""Runners for ``PostgresQueries``: a blocking one on ``ConnectionPool``, a native async one on
+``AsyncConnectionPool``. One pooled connection and one transaction per backend call; driver
+errors leave as ``StorageError`` / ``BackendUnavailableError`` with the password masked."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from ..config import DatabaseURL
+from ..errors import BackendUnavailableError, StorageError
+from ..sansio import Op, advance, install
+from .postgres import PostgresQueries, Q
+
+log = logging.getLogger(__name__)
+
+POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
+
+
+def _where(url: DatabaseURL) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.dsn or "")
+    host = parts.hostname or "local socket"
+    return f"{host}{':' + str(parts.port) if parts.port else ''}/{parts.path.lstrip('/') or '(default db)'}"
+
+
+def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    password = None
+    try:
+        from urllib.parse import urlsplit
+
+        password = urlsplit(url.dsn or "").password
+    except ValueError:
+        pass
+    if password:
+        message = message.replace(password, "***")
+    if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):
+        return BackendUnavailableError(f"PostgreSQL at {_where(url)} is unavailable: {message}")
+    return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
+
+
+def _result(cur: Any) -> Any:
+    return cur.fetchall() if cur.description is not None else cur.rowcount
+
+
+class PostgresBackend(PostgresQueries):
+    """Blocking PostgreSQL backend."""
+
+    def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self._init_state(url)
+        self._check(url, connect_timeout)
+        self.pool = ConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+                                   kwargs={"row_factory": dict_row}, check=ConnectionPool.check_connection,
+                                   timeout=connect_timeout, name="navi-memory")
+        try:
+            self.pool.open(wait=True, timeout=connect_timeout)
+        except (psycopg.Error, PoolTimeout) as exc:
+            self.pool.close()
+            raise _translate(url, exc) from exc
+        self._detect()
+
+    def _check(self, url: DatabaseURL, timeout: float) -> None:
+        try:
+            psycopg.connect(url.dsn or "", connect_timeout=max(1, int(timeout))).close()
+        except psycopg.Error as exc:
+            raise _translate(url, exc) from exc
+
+    def _detect(self) -> None:
+        rows = self._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        names = {r["extname"] for r in rows}
+        self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _own_tx(self, query: Q) -> Any:
+        try:
+            with self.pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SET lock_timeout = '5s'")  # DDL beside an open transaction: never hang
+                        cur.execute(query.text, query.params)
+                        return _result(cur)
+                finally:
+                    conn.autocommit = False
+        except psycopg.Error as exc:
+            return exc
+
+    def _run(self, gen: Op) -> Any:
+        try:
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                done, query = advance(gen, None)
+                while not done:
+                    if query.own_tx:
+                        value = self._own_tx(query)
+                    elif query.many:
+                        cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    else:
+                        cur.execute(query.text, query.params)
+                        value = _result(cur)
+                    done, query = advance(gen, value)
+                return query
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise _translate(self.url, exc) from exc
+
+
+class AsyncPostgresBackend(PostgresQueries):
+    """Native asyncio PostgreSQL backend; create with ``await AsyncPostgresBackend.connect(url)``."""
+
+    def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool) -> None:
+        self._init_state(url)
+        self.pool = pool
+
+    @classmethod
+    async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
+                      connect_timeout: float = CONNECT_TIMEOUT) -> "AsyncPostgresBackend":
+        try:
+            conn = await psycopg.AsyncConnection.connect(url.dsn or "", connect_timeout=max(1, int(connect_timeout)))
+            await conn.close()
+        except psycopg.Error as exc:
+            raise _translate(url, exc) from exc
+        pool = AsyncConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+                                   kwargs={"row_factory": dict_row}, check=AsyncConnectionPool.check_connection,
+                                   timeout=connect_timeout, name="navi-memory-async")
+        try:
+            await pool.open(wait=True, timeout=connect_timeout)
+        except (psycopg.Error, PoolTimeout) as exc:
+            await pool.close()
+            raise _translate(url, exc) from exc
+        backend = cls(url, pool)
+        rows = await backend._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        names = {r["extname"] for r in rows}
+        backend.has_vector, backend.has_trgm = "vector" in names, "pg_trgm" in names
+        return backend
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def _own_tx(self, query: Q) -> Any:
+        try:
+            async with self.pool.connection() as conn:
+                await conn.set_autocommit(True)
+                try:
+                    async with conn.cursor() as cur:
+                        await cur.execute("SET lock_timeout = '5s'")
+                        await cur.execute(query.text, query.params)
+                        return await cur.fetchall() if cur.description is not None else cur.rowcount
+                finally:
+                    await conn.set_autocommit(False)
+        except psycopg.Error as exc:
+            return exc
+
+    async def _run(self, gen: Op) -> Any:
+        try:
+            async with self.pool.connection() as conn, conn.cursor() as cur:
+                done, query = advance(gen, None)
+                while not done:
+                    if query.own_tx:
+                        value = await self._own_tx(query)
+                    elif query.many:
+                        await cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    else:
+                        await cur.execute(query.text, query.params)
+                        value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                    done, query = advance(gen, value)
+                return query
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise _translate(self.url, exc) from exc
+
+
+def iter_once(query: Q) -> Op:
+    """A one-statement operation."""
+    return (yield query)
+
+
+install(PostgresBackend, PostgresQueries, sync=True)
+install(AsyncPostgresBackend, PostgresQueries, sync=False)

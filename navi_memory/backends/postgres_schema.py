@@ -1,0 +1,141 @@
+"""PostgreSQL schema as numbered, idempotent migration steps.
+
+Every table carries ``user_id`` and every primary key starts with it, so the tables can be
+distributed by ``user_id`` on Citus. ``embeddings.embedding`` is an untyped ``vector`` column:
+each model gets its own partial HNSW index on ``embedding::vector(N)`` (pgvector's recipe for
+several dimensions in one column), created when the model's first vector is stored.
+"""
+
+from __future__ import annotations
+
+from ..models import EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+TSV_EXPRESSION = (
+    "setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
+    "setweight(to_tsvector('english', content), 'B')"
+)
+
+CORE = [
+    """CREATE TABLE IF NOT EXISTS users (
+        id text PRIMARY KEY,
+        created_at timestamptz NOT NULL DEFAULT now()
+    )""",
+    """CREATE TABLE IF NOT EXISTS themes (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        slug text NOT NULL,
+        display_name text NOT NULL,
+        description text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, slug)
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS items (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        id bigserial NOT NULL,
+        theme text NOT NULL,
+        type text NOT NULL CHECK (type IN {_in(ITEM_TYPES)}),
+        title text,
+        content text NOT NULL,
+        tags jsonb NOT NULL DEFAULT '[]',
+        status text NOT NULL DEFAULT 'active' CHECK (status IN {_in(ITEM_STATUSES)}),
+        pinned boolean NOT NULL DEFAULT false,
+        source text,
+        source_ref jsonb,
+        person text,
+        confidence integer CHECK (confidence BETWEEN 0 AND 100),
+        observed_at timestamptz,
+        expires_at timestamptz,
+        metadata jsonb NOT NULL DEFAULT '{{}}',
+        fact_id bigint,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        content_tsv tsvector GENERATED ALWAYS AS ({TSV_EXPRESSION}) STORED,
+        PRIMARY KEY (user_id, id),
+        FOREIGN KEY (user_id, theme) REFERENCES themes(user_id, slug)
+    )""",
+    "CREATE INDEX IF NOT EXISTS items_user_created ON items (user_id, created_at DESC)",
+    "CREATE INDEX IF NOT EXISTS items_user_theme ON items (user_id, theme, created_at DESC)",
+    "CREATE INDEX IF NOT EXISTS items_user_type ON items (user_id, type)",
+    "CREATE INDEX IF NOT EXISTS items_tsv ON items USING gin (content_tsv)",
+    f"""CREATE TABLE IF NOT EXISTS facts (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        id bigserial NOT NULL,
+        category text NOT NULL CHECK (category IN {_in(FACT_CATEGORIES)}),
+        key text NOT NULL,
+        value text NOT NULL,
+        source text NOT NULL CHECK (source IN {_in(FACT_SOURCES)}),
+        confidence integer NOT NULL CHECK (confidence BETWEEN 0 AND 100),
+        source_context text,
+        source_session_id text,
+        source_message_id text,
+        person text,
+        expires_at timestamptz,
+        last_verified_at timestamptz,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        item_id bigint,
+        PRIMARY KEY (user_id, id),
+        UNIQUE (user_id, category, key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS facts_user_updated ON facts (user_id, updated_at DESC)",
+    """CREATE TABLE IF NOT EXISTS fact_history (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        id bigserial NOT NULL,
+        fact_id bigint NOT NULL,
+        value text NOT NULL,
+        source text NOT NULL,
+        confidence integer NOT NULL,
+        source_context text,
+        valid_from timestamptz NOT NULL,
+        valid_to timestamptz NOT NULL,
+        PRIMARY KEY (user_id, id),
+        FOREIGN KEY (user_id, fact_id) REFERENCES facts(user_id, id) ON DELETE CASCADE
+    )""",
+    """CREATE TABLE IF NOT EXISTS summaries (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        version integer NOT NULL,
+        content text NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, version)
+    )""",
+    """CREATE TABLE IF NOT EXISTS session_state (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        session_id text NOT NULL,
+        extracted_at timestamptz,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, session_id)
+    )""",
+]
+
+
+def embeddings_table(vector_type: str) -> str:
+    """``vector`` with pgvector, ``real[]`` without it (vectors are then stored but not searched)."""
+    return f"""CREATE TABLE IF NOT EXISTS embeddings (
+        user_id text NOT NULL,
+        item_id bigint NOT NULL,
+        model text NOT NULL,
+        dimensions integer,
+        state text NOT NULL CHECK (state IN {_in(EMBEDDING_STATES)}),
+        error text,
+        embedding {vector_type},
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, item_id),
+        FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id) ON DELETE CASCADE
+    )"""
+
+
+EMBEDDING_INDEXES = ["CREATE INDEX IF NOT EXISTS embeddings_user_model ON embeddings (user_id, model, state)"]
+
+TRIGRAM_INDEXES = [
+    "CREATE INDEX IF NOT EXISTS items_content_trgm ON items USING gin (content gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS facts_key_trgm ON facts USING gin (key gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS facts_value_trgm ON facts USING gin (value gin_trgm_ops)",
+    "CREATE INDEX IF NOT EXISTS facts_category_trgm ON facts USING gin (category gin_trgm_ops)",
+]
+
+LATEST_VERSION = 1

@@ -1,0 +1,93 @@
+"""SQL for the PostgreSQL backend, composed with ``psycopg.sql``: pure functions, no I/O.
+
+Values always travel as parameters; only identifiers and a few trusted constants (the model name
+and vector size, which a partial HNSW index must see as literals) are composed into the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from psycopg import sql
+
+from ..backends.base import Filters
+from ..retrieval.query import like_pattern
+
+ITEM_SELECT = sql.SQL(
+    "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
+    " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.fact_id, i.created_at,"
+    " i.updated_at, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
+    " e.updated_at AS emb_updated FROM items i"
+    " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
+)
+
+EMBED_TEXT = sql.SQL(
+    "CASE WHEN i.title IS NULL OR i.title = '' THEN i.content ELSE i.title || chr(10) || i.content END"
+)
+
+FACT_SORTS = {"category", "key", "updated_at", "created_at", "confidence"}
+HNSW_MAX_DIMENSIONS = 2000
+
+
+def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
+    """The WHERE conditions on items ``i`` for a filter set."""
+    parts: list[sql.Composable] = [sql.SQL("TRUE")]
+    params: list[Any] = []
+
+    def add(text: str, *values: Any) -> None:
+        parts.append(sql.SQL(text))
+        params.extend(values)
+
+    if f.user_id is not None:
+        add("i.user_id = %s", f.user_id)
+    if f.status != "any":
+        add("i.status = %s", f.status)
+    if f.theme is not None:
+        add("i.theme = %s", f.theme)
+    if f.types:
+        add("i.type = ANY(%s)", list(f.types))
+    if f.since is not None:
+        add("i.created_at >= %s", f.since)
+    if f.person is not None:
+        add("i.person = %s", f.person)
+    if not f.include_expired:
+        add("(i.expires_at IS NULL OR i.expires_at > %s)", f.now)
+    return sql.SQL(" AND ").join(parts), params
+
+
+def vector_index_name(model: str, dimensions: int) -> sql.Identifier:
+    digest = hashlib.sha1(f"{model}\x00{dimensions}".encode()).hexdigest()[:12]
+    return sql.Identifier(f"embeddings_hnsw_{digest}")
+
+
+def create_vector_index(model: str, dimensions: int, m: int = 16, ef_construction: int = 64) -> sql.Composed:
+    """A partial HNSW index for one model: vectors of other models/sizes never enter it."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw ((embedding::vector({dims})) vector_cosine_ops)"
+        " WITH (m = {m}, ef_construction = {efc}) WHERE model = {model} AND dimensions = {dims}"
+    ).format(name=vector_index_name(model, dimensions), dims=sql.Literal(dimensions), m=sql.Literal(m),
+             efc=sql.Literal(ef_construction), model=sql.Literal(model))
+
+
+def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int) -> tuple[sql.Composed, list[Any]]:
+    """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies."""
+    cond, params = where(f)
+    dims = sql.Literal(dimensions)
+    distance = sql.SQL("(e.embedding::vector({dims}) <=> %s::vector({dims}))").format(dims=dims)
+    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("e.user_id = %s")
+    text = sql.SQL(
+        "SELECT e.item_id AS id, 1 - {distance} AS score FROM embeddings e"
+        " JOIN items i ON i.user_id = e.user_id AND i.id = e.item_id"
+        " WHERE {user} AND e.model = {model} AND e.dimensions = {dims} AND e.state = 'ready' AND {cond}"
+        " ORDER BY {distance} LIMIT %s"
+    ).format(distance=distance, user=user, model=sql.Literal(model), dims=dims, cond=cond)
+    user_params = [] if f.user_id is None else [f.user_id]
+    return text, [query, *user_params, *params, query, k]
+
+
+def substring_hits(terms: list[str]) -> tuple[sql.Composed, list[Any]]:
+    """Number of terms found as substrings of title or content (ILIKE; pg_trgm indexes it)."""
+    one = sql.SQL("(i.content ILIKE %s OR coalesce(i.title, '') ILIKE %s)::int")
+    params = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
+    return sql.SQL(" + ").join([one] * len(terms)), params

@@ -1,0 +1,49 @@
+"""Helpers that look at the SQLite file directly, bypassing the store."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+def _connect(path: Path | str) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def table_names(path: Path | str) -> list[str]:
+    """Every ordinary table of the file (FTS5 shadow tables included, virtual tables excluded)."""
+    with _connect(path) as conn:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+            " ORDER BY name").fetchall()
+    return [r[0] for r in rows]
+
+
+def dump_tables(path: Path | str) -> dict[str, list[tuple]]:
+    """All rows of all tables, each table's rows sorted, for before/after comparisons."""
+    out: dict[str, list[tuple]] = {}
+    conn = _connect(path)
+    try:
+        for name in table_names(path):
+            rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            out[name] = sorted(rows, key=repr)
+    finally:
+        conn.close()
+    return out
+
+
+def count_rows(path: Path | str, table: str, where: str = "1=1", params: tuple = ()) -> int:
+    conn = _connect(path)
+    try:
+        return conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}', params).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def fts_integrity_ok(path: Path | str) -> None:
+    """Raise sqlite3.Error when the FTS5 index disagrees with the items table."""
+    conn = sqlite3.connect(str(path))
+    try:
+        conn.execute("INSERT INTO items_fts (items_fts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        conn.close()

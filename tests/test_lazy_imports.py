@@ -1,0 +1,59 @@
+"""Importing and opening a store must not pull in heavy optional frameworks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+HEAVY = ["langchain_core", "langchain", "langchain_ollama", "llama_index", "torch", "sentence_transformers",
+         "psycopg", "psycopg_pool", "pgvector"]
+
+
+def run(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_open_and_use_store_loads_no_heavy_framework(tmp_path):
+    out = run(f"""
+        import json, sys
+        import navi_memory
+        from navi_memory import MemoryStore
+        store = MemoryStore.open("sqlite:///{tmp_path}/memory.db", embeddings="hashing")
+        item = store.add(user_id="u", content="I love lattes")
+        hits = store.search("lattes", user_id="u")
+        store.upsert_fact(user_id="u", category="profile", key="name", value="U")
+        store.close()
+        heavy = {HEAVY!r}
+        print(json.dumps({{"loaded": [m for m in heavy if m in sys.modules], "hits": [h.id for h in hits],
+                          "item": item}}))
+    """)
+    assert out["loaded"] == []
+    assert out["hits"] == [out["item"]]
+
+
+def test_default_environment_open_loads_no_heavy_framework(tmp_path):
+    # No embeddings argument: "auto" may pick a local model, but opening must not load it yet
+    # (the first embedding call may; that is the provider's job).
+    out = run(f"""
+        import json, sys
+        from navi_memory import MemoryStore
+        store = MemoryStore.open("sqlite:///{tmp_path}/memory.db")
+        store.list_items(user_id="u")
+        print(json.dumps({{"loaded": [m for m in {HEAVY!r} if m in sys.modules], "model": store.embedding_model}}))
+    """)
+    assert out["loaded"] == []
+
+
+def test_bare_import_is_light():
+    out = run(f"""
+        import json, sys
+        import navi_memory
+        print(json.dumps({{"loaded": [m for m in {HEAVY!r} + ["navi_memory.store", "sqlite3"]
+                                      if m in sys.modules]}}))
+    """)
+    assert out["loaded"] == []
