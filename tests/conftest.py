@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from navi_memory import MemoryStore, Settings
 
 from .fakes import FakeClock, FakeEmbeddings
+from .helpers import dump_tables
+from .pg import PostgresServer, dump_schema
 
-# The one place to add backends: e.g.
-#   pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)
-# and teach ``backend_url`` below how to make an empty database for it.
-BACKENDS = [pytest.param("sqlite", id="sqlite")]
+# The one place to add backends. PostgreSQL runs against $NAVI_MEMORY_TEST_POSTGRES_URL when set,
+# else a throwaway PostgreSQL 16 + pgvector started from the `pgserver` package; each test gets
+# its own schema (search_path), so tests never see each other's rows.
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
 
 
 def backend_url(name: str, tmp_path: Path) -> str:
     if name == "sqlite":
         return f"sqlite:///{tmp_path}/memory.db"
-    raise ValueError(f"no test database for backend {name!r}")
+    raise ValueError(f"no file-based test database for backend {name!r}")
 
 
 @pytest.fixture(autouse=True)
@@ -38,9 +43,52 @@ def backend_name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def db_url(backend_name: str, tmp_path: Path) -> str:
-    return backend_url(backend_name, tmp_path)
+def db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    if backend_name == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        url = server.fresh_schema_url()
+        yield url
+        server.drop_schema(url)
+        return
+    yield backend_url(backend_name, tmp_path)
+
+
+@pytest.fixture
+def new_db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
+    """A factory of fresh, empty databases of the current backend (for tests needing two)."""
+    made: list[str] = []
+
+    def make() -> str:
+        if backend_name == "postgres":
+            url = request.getfixturevalue("postgres_server").fresh_schema_url()
+        else:
+            folder = tmp_path / f"db{len(made)}"
+            folder.mkdir()
+            url = backend_url(backend_name, folder)
+        made.append(url)
+        return url
+
+    yield make
+    if backend_name == "postgres":
+        for url in made:
+            request.getfixturevalue("postgres_server").drop_schema(url)
+
+
+@pytest.fixture
+def dump(backend_name: str, db_url: str, tmp_path: Path) -> Callable[[], dict]:
+    """A function returning every row of every table of the test database (sorted), for
+    before/after comparisons on any backend."""
+    if backend_name == "sqlite":
+        return lambda: dump_tables(tmp_path / "memory.db")
+    return lambda: dump_schema(db_url)
 
 
 @pytest.fixture

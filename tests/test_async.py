@@ -10,7 +10,6 @@ import pytest
 from navi_memory import AsyncMemoryStore, MemoryStore, NotFoundError, ValidationError
 
 from .fakes import FakeClock, FakeEmbeddings
-from .conftest import backend_url
 
 U = "alice"
 
@@ -40,16 +39,16 @@ def sclock():
 
 
 @pytest.fixture
-async def astore(backend_name, tmp_path, aclock):
-    s = await AsyncMemoryStore.open(backend_url(backend_name, tmp_path / "a"), embeddings=FakeEmbeddings(),
+async def astore(new_db_url, aclock):
+    s = await AsyncMemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(),
                                     clock=aclock)
     yield s
     await s.close()
 
 
 @pytest.fixture
-def sstore(backend_name, tmp_path, sclock):
-    s = MemoryStore.open(backend_url(backend_name, tmp_path / "s"), embeddings=FakeEmbeddings(), clock=sclock)
+def sstore(new_db_url, sclock):
+    s = MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(), clock=sclock)
     yield s
     s.close()
 
@@ -121,9 +120,9 @@ async def test_async_concurrent_writes_all_land(astore):
     assert len(await astore.list_items(user_id=U, limit=100)) == 20
 
 
-async def test_async_with_sync_only_provider_and_outage(backend_name, tmp_path):
+async def test_async_with_sync_only_provider_and_outage(db_url):
     provider = SyncOnlyEmbeddings()
-    async with await AsyncMemoryStore.open(backend_url(backend_name, tmp_path), embeddings=provider) as s:
+    async with await AsyncMemoryStore.open(db_url, embeddings=provider) as s:
         item = await s.add(user_id=U, content="I love lattes")
         assert (await s.get(item, user_id=U)).embedding.state == "ready"
         assert (await s.search("lattes", user_id=U))[0].signals["semantic"] is True

@@ -8,7 +8,6 @@ import pytest
 
 from navi_memory import MemoryStore, NaviMemoryError, NotFoundError, Settings, ValidationError
 
-from .helpers import dump_tables
 
 U = "alice"
 MAX = 32 * 1024
@@ -26,13 +25,13 @@ def seeded(store):
     return store, ids
 
 
-def unchanged_after(db_path, call, error):
-    before = dump_tables(db_path)
+def unchanged_after(dump, call, error):
+    before = dump()
     assert before["items"] and before["facts"] and before["embeddings"]
     with pytest.raises(error) as info:
         call()
     assert isinstance(info.value, NaviMemoryError)
-    assert dump_tables(db_path) == before
+    assert dump() == before
     return info.value
 
 
@@ -50,19 +49,19 @@ BAD_CONTENT = [
 
 
 @pytest.mark.parametrize("content", BAD_CONTENT)
-def test_bad_content_on_add(seeded, db_path, content):
+def test_bad_content_on_add(seeded, dump, content):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.add(user_id=U, content=content), ValidationError)
+    unchanged_after(dump, lambda: store.add(user_id=U, content=content), ValidationError)
 
 
 @pytest.mark.parametrize("content", BAD_CONTENT)
-def test_bad_content_on_update_fact_and_summary(seeded, db_path, content):
+def test_bad_content_on_update_fact_and_summary(seeded, dump, content):
     store, ids = seeded
-    unchanged_after(db_path, lambda: store.update(ids["item"], user_id=U, content=content), ValidationError)
-    unchanged_after(db_path, lambda: store.upsert_fact(user_id=U, category="profile", key="k", value=content),
+    unchanged_after(dump, lambda: store.update(ids["item"], user_id=U, content=content), ValidationError)
+    unchanged_after(dump, lambda: store.upsert_fact(user_id=U, category="profile", key="k", value=content),
                     ValidationError)
-    unchanged_after(db_path, lambda: store.set_summary(content, user_id=U), ValidationError)
-    unchanged_after(db_path, lambda: store.add_many([{"user_id": U, "content": "ok"},
+    unchanged_after(dump, lambda: store.set_summary(content, user_id=U), ValidationError)
+    unchanged_after(dump, lambda: store.add_many([{"user_id": U, "content": "ok"},
                                                      {"user_id": U, "content": content}]), ValidationError)
 
 
@@ -72,17 +71,17 @@ def test_content_at_exactly_the_limit_is_accepted(store):
     assert store.add(user_id=U, content=b"valid utf-8 bytes \xc3\xa9") > 0
 
 
-def test_custom_smaller_content_limit(db_url, db_path, clock):
+def test_custom_smaller_content_limit(db_url, dump, clock):
     settings = Settings(url=db_url, max_content_bytes=100)
     with MemoryStore.open(db_url, embeddings=False, settings=settings, clock=clock) as s:
         s.add(user_id=U, content="x" * 100)
         s.upsert_fact(user_id=U, category="other", key="k", value="v")
-        before = dump_tables(db_path)
+        before = dump()
         with pytest.raises(ValidationError, match="100"):
             s.add(user_id=U, content="x" * 101)
         with pytest.raises(ValidationError):
             s.upsert_fact(user_id=U, category="other", key="k", value="v" * 101)
-        assert dump_tables(db_path) == before
+        assert dump() == before
 
 
 def test_content_limit_from_environment(db_url, monkeypatch, clock):
@@ -97,10 +96,10 @@ def test_content_limit_from_environment(db_url, monkeypatch, clock):
     {"confidence": 50.5}, {"confidence": "high"}, {"key": ""}, {"key": "k\x00"}, {"expires_days": -1},
     {"expires_days": math.nan}, {"expires_at": "not a date"}, {"expires_at": "2030-01-01", "expires_days": 1},
 ])
-def test_bad_fact_fields(seeded, db_path, kwargs):
+def test_bad_fact_fields(seeded, dump, kwargs):
     store, _ = seeded
     fields = {"category": "profile", "key": "name", "value": "Al", **kwargs}
-    unchanged_after(db_path, lambda: store.upsert_fact(user_id=U, **fields), ValidationError)
+    unchanged_after(dump, lambda: store.upsert_fact(user_id=U, **fields), ValidationError)
 
 
 @pytest.mark.parametrize("fields", [
@@ -111,30 +110,30 @@ def test_bad_fact_fields(seeded, db_path, kwargs):
     {"unknown_field": 1}, {"embedding": [0.1, math.nan]}, {"embedding": [math.inf]}, {"embedding": []},
     {"embedding": ["a"]},
 ])
-def test_bad_item_fields(seeded, db_path, fields):
+def test_bad_item_fields(seeded, dump, fields):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.add(user_id=U, content="fine", **fields), ValidationError)
+    unchanged_after(dump, lambda: store.add(user_id=U, content="fine", **fields), ValidationError)
 
 
 @pytest.mark.parametrize("changes", [{"type": "diary"}, {"status": "any"}, {"confidence": -5}, {"id": 9}, {"expires_days": 3}, {"tags": [""]}])
-def test_bad_item_updates(seeded, db_path, changes):
+def test_bad_item_updates(seeded, dump, changes):
     store, ids = seeded
-    unchanged_after(db_path, lambda: store.update(ids["item"], user_id=U, **changes), ValidationError)
+    unchanged_after(dump, lambda: store.update(ids["item"], user_id=U, **changes), ValidationError)
 
 
 @pytest.mark.parametrize("user_id", [None, "", "   ", "u" * 257, "a\x00b", 3.5, ["alice"]])
-def test_bad_user_ids(seeded, db_path, user_id):
+def test_bad_user_ids(seeded, dump, user_id):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.add(user_id=user_id, content="x"), ValidationError)
-    unchanged_after(db_path, lambda: store.forget(user_id=user_id), ValidationError)
+    unchanged_after(dump, lambda: store.add(user_id=user_id, content="x"), ValidationError)
+    unchanged_after(dump, lambda: store.forget(user_id=user_id), ValidationError)
     with pytest.raises(ValidationError):
         store.search("lattes", user_id=user_id)
 
 
 @pytest.mark.parametrize("limit", [0, -1, 51, 10**9, 1.5, "10", True, None])
-def test_bad_search_limits(seeded, db_path, limit):
+def test_bad_search_limits(seeded, dump, limit):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.search("lattes", user_id=U, limit=limit), ValidationError)
+    unchanged_after(dump, lambda: store.search("lattes", user_id=U, limit=limit), ValidationError)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -142,71 +141,71 @@ def test_bad_search_limits(seeded, db_path, limit):
     {"recency_days": -1}, {"recency_days": math.inf}, {"theme": "!!!"}, {"query_embedding": [math.nan, 1.0]},
     {"query_embedding": []},
 ])
-def test_bad_search_options(seeded, db_path, kwargs):
+def test_bad_search_options(seeded, dump, kwargs):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.search("lattes", user_id=U, **kwargs), ValidationError)
+    unchanged_after(dump, lambda: store.search("lattes", user_id=U, **kwargs), ValidationError)
 
 
 @pytest.mark.parametrize("query", [b"\xff", 42, "a\x00b"])
-def test_bad_queries(seeded, db_path, query):
+def test_bad_queries(seeded, dump, query):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.search(query, user_id=U), ValidationError)
+    unchanged_after(dump, lambda: store.search(query, user_id=U), ValidationError)
 
 
 @pytest.mark.parametrize("kwargs", [
     {"sort_by": "value"}, {"sort_by": "id; DROP TABLE facts"}, {"sort_order": "up"}, {"limit": 0},
     {"limit": -1}, {"offset": -1}, {"offset": "1"}, {"category": "hobbies"},
 ])
-def test_bad_fact_listing_options(seeded, db_path, kwargs):
+def test_bad_fact_listing_options(seeded, dump, kwargs):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.get_all_facts(user_id=U, **kwargs), ValidationError)
+    unchanged_after(dump, lambda: store.get_all_facts(user_id=U, **kwargs), ValidationError)
 
 
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 10_001}, {"offset": -1}, {"status": "gone"},
                                     {"types": ["diary"]}])
-def test_bad_item_listing_options(seeded, db_path, kwargs):
+def test_bad_item_listing_options(seeded, dump, kwargs):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.list_items(user_id=U, **kwargs), ValidationError)
+    unchanged_after(dump, lambda: store.list_items(user_id=U, **kwargs), ValidationError)
 
 
 @pytest.mark.parametrize("bad_id", ["abc", "", 0, -3, 1.0, 2**63, None, True, [1]])
-def test_non_int_or_out_of_range_ids(seeded, db_path, bad_id):
+def test_non_int_or_out_of_range_ids(seeded, dump, bad_id):
     store, _ = seeded
     for call in (lambda: store.get(bad_id, user_id=U), lambda: store.update(bad_id, user_id=U, pinned=True),
                  lambda: store.pin(bad_id, user_id=U), lambda: store.archive(bad_id, user_id=U),
                  lambda: store.delete(bad_id, user_id=U)):
-        unchanged_after(db_path, call, ValidationError)
+        unchanged_after(dump, call, ValidationError)
 
 
 @pytest.mark.parametrize("owner", ["unknown", "bob"])
-def test_unknown_and_foreign_ids_are_not_found(seeded, db_path, owner):
+def test_unknown_and_foreign_ids_are_not_found(seeded, dump, owner):
     store, ids = seeded
     item_id = 999_999 if owner == "unknown" else ids["bob_item"]
     for call in (lambda: store.get(item_id, user_id=U), lambda: store.update(item_id, user_id=U, content="new"),
                  lambda: store.pin(item_id, user_id=U), lambda: store.archive(item_id, user_id=U),
                  lambda: store.delete(item_id, user_id=U)):
-        error = unchanged_after(db_path, call, NotFoundError)
+        error = unchanged_after(dump, call, NotFoundError)
         assert isinstance(error, LookupError) and "bob" not in str(error)
 
 
-def test_unknown_fact_keys_are_not_found(seeded, db_path):
+def test_unknown_fact_keys_are_not_found(seeded, dump):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.delete_fact("nope", user_id=U), NotFoundError)
-    unchanged_after(db_path, lambda: store.delete_fact("drink", user_id="bob"), NotFoundError)
-    unchanged_after(db_path, lambda: store.delete_fact("drink", user_id=U, category="profile"), NotFoundError)
-    unchanged_after(db_path, lambda: store.delete_fact("drink", user_id=U, category="bogus"), ValidationError)
+    unchanged_after(dump, lambda: store.delete_fact("nope", user_id=U), NotFoundError)
+    unchanged_after(dump, lambda: store.delete_fact("drink", user_id="bob"), NotFoundError)
+    unchanged_after(dump, lambda: store.delete_fact("drink", user_id=U, category="profile"), NotFoundError)
+    unchanged_after(dump, lambda: store.delete_fact("drink", user_id=U, category="bogus"), ValidationError)
 
 
 def test_validation_error_is_also_value_error():
     assert issubclass(ValidationError, ValueError) and issubclass(NotFoundError, LookupError)
 
 
-def test_bad_maintenance_arguments(seeded, db_path):
+def test_bad_maintenance_arguments(seeded, dump):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.backfill(batch_size=0), ValidationError)
-    unchanged_after(db_path, lambda: store.summary_history(user_id=U, limit=0), ValidationError)
-    unchanged_after(db_path, lambda: store.mark_session_extracted("", user_id=U), ValidationError)
-    unchanged_after(db_path, lambda: store.mark_session_extracted("s2", user_id=U, at="soon"), ValidationError)
+    unchanged_after(dump, lambda: store.backfill(batch_size=0), ValidationError)
+    unchanged_after(dump, lambda: store.summary_history(user_id=U, limit=0), ValidationError)
+    unchanged_after(dump, lambda: store.mark_session_extracted("", user_id=U), ValidationError)
+    unchanged_after(dump, lambda: store.mark_session_extracted("s2", user_id=U, at="soon"), ValidationError)
 
 
 @pytest.mark.parametrize("call", [
@@ -216,18 +215,18 @@ def test_bad_maintenance_arguments(seeded, db_path):
     pytest.param(lambda s: s.add_many(None), id="add-many-None"),
     pytest.param(lambda s: s.add_many(5), id="add-many-int"),
 ])
-def test_wrongly_typed_collections_raise_validation_error(seeded, db_path, call):
+def test_wrongly_typed_collections_raise_validation_error(seeded, dump, call):
     store, _ = seeded
-    unchanged_after(db_path, lambda: call(store), ValidationError)
+    unchanged_after(dump, lambda: call(store), ValidationError)
 
 
 @pytest.mark.parametrize("value", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
-def test_out_of_range_datetimes_raise_validation_error(seeded, db_path, value):
+def test_out_of_range_datetimes_raise_validation_error(seeded, dump, value):
     store, _ = seeded
-    unchanged_after(db_path, lambda: store.add(user_id=U, content="x", observed_at=value), ValidationError)
+    unchanged_after(dump, lambda: store.add(user_id=U, content="x", observed_at=value), ValidationError)
 
 
-def test_string_false_does_not_pin(seeded, db_path):
+def test_string_false_does_not_pin(seeded, dump):
     store, ids = seeded
     try:
         item_id = store.add(user_id=U, content="not pinned", pinned="false")

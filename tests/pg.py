@@ -1,0 +1,77 @@
+"""A PostgreSQL server for the tests: $NAVI_MEMORY_TEST_POSTGRES_URL, or pgserver (PG 16 + pgvector)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+ENV_URL = "NAVI_MEMORY_TEST_POSTGRES_URL"
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """The URL with ``options=-c search_path=<schema>,public`` (public keeps the extensions visible)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-c search_path={schema},public"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@dataclass
+class PostgresServer:
+    url: str
+    handle: Any = None
+    schemas: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls) -> "PostgresServer":
+        url = os.environ.get(ENV_URL)
+        handle = None
+        if not url:
+            pgserver = pytest.importorskip("pgserver", reason=f"set {ENV_URL} or install pgserver")
+            handle = pgserver.get_server(tempfile.mkdtemp(prefix="navi-pg-"), cleanup_mode="delete")
+            url = handle.get_uri()
+        server = cls(url, handle)
+        server.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        return server
+
+    def execute(self, statement: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(statement)
+
+    def fresh_schema_url(self) -> str:
+        schema = "t_" + uuid.uuid4().hex[:12]
+        self.execute(f"CREATE SCHEMA {schema}")
+        self.schemas.append(schema)
+        return with_search_path(self.url, schema)
+
+    def drop_schema(self, url: str) -> None:
+        schema = dict(parse_qsl(urlsplit(url).query))["options"].split("=", 1)[1].split(",")[0]
+        self.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.cleanup()
+
+
+def dump_schema(url: str) -> dict[str, list[tuple]]:
+    """All rows of all tables of the URL's schema, each table sorted."""
+    import psycopg
+    from psycopg import sql
+
+    out: dict[str, list[tuple]] = {}
+    with psycopg.connect(url) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            " AND table_type = 'BASE TABLE' ORDER BY table_name")]
+        for table in tables:
+            rows = conn.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(table))).fetchall()
+            out[table] = sorted(rows, key=repr)
+    return out
