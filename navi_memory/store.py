@@ -54,8 +54,9 @@ class _StoreBase(MemoryOperations):
 
     @staticmethod
     def _lexical_only_backend(backend: Any, embedder: Embedder | None) -> Embedder | None:
-        if embedder is not None and getattr(backend, "has_vector", True) is False:
-            log.warning("the database cannot store vectors (pgvector missing): lexical-only search")
+        if getattr(backend, "has_vector", True) is False:
+            reason = getattr(backend, "vector_error", None) or "the vector extension is not installed"
+            log.warning("pgvector is not available (%s): memory runs lexical-only (full-text search)", reason)
             return None
         return embedder
 

@@ -75,3 +75,39 @@ def dump_schema(url: str) -> dict[str, list[tuple]]:
             rows = conn.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(table))).fetchall()
             out[table] = sorted(rows, key=repr)
     return out
+
+
+NOVECTOR_ENV_URL = "NAVI_MEMORY_TEST_POSTGRES_NOVECTOR_URL"
+DEBIAN_SOCKET_URL = "postgresql:///postgres?host=/var/run/postgresql"
+
+
+def novector_server_url() -> str | None:
+    """A PostgreSQL without pgvector (the machine's Debian PostgreSQL 15), if one is reachable."""
+    import psycopg
+
+    url = os.environ.get(NOVECTOR_ENV_URL) or DEBIAN_SOCKET_URL
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            has_vector = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    except psycopg.Error:
+        return None
+    return None if has_vector else url
+
+
+def fresh_database(server_url: str) -> str:
+    """Create an empty database on the server; returns its URL."""
+    import psycopg
+
+    name = "navi_t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(server_url)
+    return f"{parts.scheme}://{parts.netloc}/{name}" + (f"?{parts.query}" if parts.query else "")
+
+
+def drop_database(server_url: str, url: str) -> None:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -54,6 +54,7 @@ class PostgresQueries:
 
     has_vector: bool = False
     has_trgm: bool = False
+    vector_error: str | None = None  # why pgvector could not be enabled
     ef_search: int = 100
 
     def _init_state(self, url: DatabaseURL) -> None:
@@ -69,8 +70,7 @@ class PostgresQueries:
     def migrate(self) -> Op:
         error = yield Q("CREATE EXTENSION IF NOT EXISTS vector", own_tx=True)
         if isinstance(error, Exception):
-            log.warning("pgvector is not available (%s): PostgreSQL memory runs lexical-only (FTS)",
-                        str(error).splitlines()[0])
+            self.vector_error = str(error).splitlines()[0]
         rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
         names = {r["extname"] for r in rows}
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
@@ -378,12 +378,7 @@ class PostgresQueries:
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
         if not terms:
             return []
-        cond, params = q.where(filters)
-        # websearch_to_tsquery never raises on user text; terms are plain word tokens joined by "or"
-        rows = yield Q(sql.SQL("SELECT i.id, ts_rank_cd(i.content_tsv, tq) AS score FROM items i,"
-                               " websearch_to_tsquery('english', %s) tq WHERE i.content_tsv @@ tq AND {}"
-                               " ORDER BY score DESC, i.id LIMIT %s").format(cond),
-                       [" or ".join(terms), *params, k])
+        rows = yield Q(*q.lexical_candidates(filters, list(terms), k))
         return [(r["id"], float(r["score"])) for r in rows]
 
     @operation

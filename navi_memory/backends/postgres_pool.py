@@ -81,16 +81,13 @@ class PostgresBackend(PostgresQueries):
         self.pool.close()
 
     def _own_tx(self, query: Q) -> Any:
+        # A separate, unpooled connection: borrowing from the pool while every pooled connection
+        # is held by a caller waiting for this statement would deadlock the pool.
         try:
-            with self.pool.connection() as conn:
-                conn.autocommit = True
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute("SET lock_timeout = '5s'")  # DDL beside an open transaction: never hang
-                        cur.execute(query.text, query.params)
-                        return _result(cur)
-                finally:
-                    conn.autocommit = False
+            with psycopg.connect(self.url.dsn or "", autocommit=True) as conn, conn.cursor() as cur:
+                cur.execute("SET lock_timeout = '5s'")  # DDL beside open transactions: never hang
+                cur.execute(query.text, query.params)
+                return _result(cur)
         except psycopg.Error as exc:
             return exc
 
@@ -147,15 +144,11 @@ class AsyncPostgresBackend(PostgresQueries):
 
     async def _own_tx(self, query: Q) -> Any:
         try:
-            async with self.pool.connection() as conn:
-                await conn.set_autocommit(True)
-                try:
-                    async with conn.cursor() as cur:
-                        await cur.execute("SET lock_timeout = '5s'")
-                        await cur.execute(query.text, query.params)
-                        return await cur.fetchall() if cur.description is not None else cur.rowcount
-                finally:
-                    await conn.set_autocommit(False)
+            async with await psycopg.AsyncConnection.connect(self.url.dsn or "", autocommit=True) as conn:
+                async with conn.cursor() as cur:
+                    await cur.execute("SET lock_timeout = '5s'")
+                    await cur.execute(query.text, query.params)
+                    return await cur.fetchall() if cur.description is not None else cur.rowcount
         except psycopg.Error as exc:
             return exc
 

@@ -86,6 +86,19 @@ def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: 
     return text, [query, *user_params, *params, query, k]
 
 
+def lexical_candidates(f: Filters, terms: list[str], k: int) -> tuple[sql.Composed, list[Any]]:
+    """Full-text candidates ranked by ts_rank_cd. The tsquery is written inline (not in FROM) so
+    the planner folds it to a constant and can use the GIN index; websearch_to_tsquery never
+    raises on user text, and the terms are plain word tokens joined by "or"."""
+    cond, params = where(f)
+    text = sql.SQL(
+        "SELECT i.id, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', %s)) AS score FROM items i"
+        " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
+    ).format(cond)
+    expression = " or ".join(terms)
+    return text, [expression, expression, *params, k]
+
+
 def substring_hits(terms: list[str]) -> tuple[sql.Composed, list[Any]]:
     """Number of terms found as substrings of title or content (ILIKE; pg_trgm indexes it)."""
     one = sql.SQL("(i.content ILIKE %s OR coalesce(i.title, '') ILIKE %s)::int")

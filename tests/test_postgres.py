@@ -1,0 +1,139 @@
+"""PostgreSQL-only behaviour: index use, degraded servers, faults, pools."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import numpy as np
+import psycopg
+import pytest
+
+from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore
+from navi_memory.backends import postgres_sql as q
+from navi_memory.backends.base import Filters
+from navi_memory.models import utcnow
+
+from .fakes import FakeEmbeddings
+from .pg import drop_database, fresh_database, novector_server_url
+
+pytestmark = pytest.mark.postgres
+U = "alice"
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    url = postgres_server.fresh_schema_url()
+    yield url
+    postgres_server.drop_schema(url)
+
+
+@pytest.fixture
+def novector_url():
+    server = novector_server_url()
+    if server is None:
+        pytest.skip("no PostgreSQL without pgvector here (set NAVI_MEMORY_TEST_POSTGRES_NOVECTOR_URL)")
+    url = fresh_database(server)
+    yield url
+    drop_database(server, url)
+
+
+def explain(url: str, text, params) -> str:
+    """The plan with sequential scans discouraged: shows that an index *can* serve the query (on
+    the few thousand rows of a test the planner may still prefer to read the whole table)."""
+    with psycopg.connect(url) as conn:
+        conn.execute("SET enable_seqscan = off")
+        rows = conn.execute(psycopg.sql.SQL("EXPLAIN ") + text, params).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def test_candidate_queries_use_the_hnsw_and_gin_indexes(pg_url):
+    rng = np.random.default_rng(7)
+    with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-32") as store:
+        store.add_many([{"user_id": U, "content": f"note {n} about {'oat milk lattes' if n % 500 == 0 else 'tea'}",
+                         "embedding": rng.normal(size=32)} for n in range(3000)])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        filters = Filters(user_id=U, now=utcnow())
+        query = rng.normal(size=32)
+        text, params = q.semantic_candidates(filters, "random-32", 32, "[" + ",".join(map(str, query)) + "]", 10)
+        assert "embeddings_hnsw_" in explain(pg_url, text, params)
+        assert "items_tsv" in explain(pg_url, *q.lexical_candidates(filters, ["lattes"], 10))
+
+
+def test_migrate_is_idempotent(pg_url):
+    with MemoryStore.open(pg_url, embeddings=False) as store:
+        store.add(user_id=U, content="kept across migrations")
+        assert store.migrate() == store.migrate() == 1
+    with MemoryStore.open(pg_url, embeddings=False) as again:
+        assert [i.content for i in again.list_items(user_id=U)] == ["kept across migrations"]
+
+
+def test_unreachable_server_names_host_and_db_but_not_the_password():
+    with pytest.raises(BackendUnavailableError) as info:
+        MemoryStore.open("postgresql://navi:s3cr3t-pw@127.0.0.1:1/memorydb", embeddings=False)
+    message = str(info.value)
+    assert "127.0.0.1:1/memorydb" in message
+    assert "s3cr3t-pw" not in message and "s3cr3t-pw" not in repr(info.value)
+
+
+def test_pool_recovers_after_connections_are_killed(pg_url, postgres_server):
+    with MemoryStore.open(pg_url, embeddings=False) as store:
+        store.add(user_id=U, content="before the restart")
+        postgres_server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                " WHERE pid <> pg_backend_pid() AND datname = current_database()")
+        for _ in range(3):  # the pool drops dead connections on checkout and opens new ones
+            store.add(user_id=U, content="after the restart")
+        assert len(store.list_items(user_id=U)) == 4
+
+
+async def test_async_pool_runs_concurrent_writes(pg_url):
+    store = await AsyncMemoryStore.open(pg_url, embeddings=FakeEmbeddings())
+    try:
+        ids = await asyncio.gather(*(store.add(user_id=U, content=f"concurrent note {n}") for n in range(32)))
+        assert len(set(ids)) == 32
+        assert len(await store.list_items(user_id=U, limit=100)) == 32
+        assert (await store.search("concurrent", user_id=U, limit=5))[0].signals["semantic"] is True
+    finally:
+        await store.close()
+
+
+def test_without_pgvector_search_is_lexical_with_one_warning(novector_url, caplog):
+    with caplog.at_level(logging.WARNING, logger="navi_memory"):
+        store = MemoryStore.open(novector_url, embeddings=FakeEmbeddings())
+    try:
+        warnings = [r for r in caplog.records if "pgvector" in r.getMessage()]
+        assert len(warnings) == 1 and "lexical-only" in warnings[0].getMessage()
+        assert store.embedding_model is None
+        item = store.add(user_id=U, content="I drink oat milk lattes")
+        assert store.get(item, user_id=U).embedding is None
+        results = store.search("oat milk", user_id=U)
+        assert [r.id for r in results] == [item]
+        assert results[0].signals == {"fts": True, "semantic": False, "substring": False}
+    finally:
+        store.close()
+
+
+def test_trigram_indexes_serve_the_substring_fallback(novector_url):
+    with psycopg.connect(novector_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")  # what a DBA does; the app never requires it
+    with MemoryStore.open(novector_url, embeddings=False) as store:
+        assert store._backend.has_trgm is True
+        store.add_many([{"user_id": "other", "content": f"filler note number {n}"} for n in range(3000)])
+        item = store.add(user_id=U, content="I drink oat milk lattes")
+        with psycopg.connect(novector_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        results = store.search("atte", user_id=U)
+        assert [r.id for r in results] == [item] and results[0].signals["substring"] is True
+        hits, params = q.substring_hits(["atte"])
+        text = psycopg.sql.SQL("SELECT i.id FROM items i WHERE i.content ILIKE %s")
+        assert "items_content_trgm" in explain(novector_url, text, [params[0]])
+        facts = psycopg.sql.SQL("SELECT id FROM facts WHERE value ILIKE %s")
+        assert "facts_value_trgm" in explain(novector_url, facts, ["%latte%"])
+
+
+def test_without_pg_trgm_substring_search_still_works(novector_url):
+    with MemoryStore.open(novector_url, embeddings=False) as store:
+        assert store._backend.has_trgm is False
+        item = store.add(user_id=U, content="I drink oat milk lattes")
+        assert [r.id for r in store.search("atte", user_id=U)] == [item]
