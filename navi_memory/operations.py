@@ -304,7 +304,7 @@ class MemoryOperations:
         rows = [r for r in rows if r["key"] == key]
         if not rows:
             raise NotFoundError(f"no fact {key!r} for this user")
-        history = yield db("fact_history", [rows[0]["id"]])
+        history = yield db("fact_history", uid, [rows[0]["id"]])
         return convert.fact(rows[0], history)
 
     @operation
@@ -329,7 +329,7 @@ class MemoryOperations:
             v.choice(sort_by, "sort_by", FACT_SORT_FIELDS), v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
             v.optional_text(search, "search", 1024),
             None if category is None else v.choice(category, "category", FACT_CATEGORIES), self._now(), include_expired)
-        history = (yield db("fact_history", [r["id"] for r in rows])) if include_history and rows else {}
+        history = (yield db("fact_history", uid, [r["id"] for r in rows])) if include_history and rows else {}
         return [convert.fact(r, history) for r in rows]
 
     # -- search ----------------------------------------------------------------------------

@@ -311,9 +311,11 @@ class PostgresQueries:
         return [_row_times(r) for r in rows]
 
     @operation
-    def fact_history(self, fact_ids: Sequence[int]) -> Op:
+    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
         out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
-        rows = yield Q("SELECT * FROM fact_history WHERE fact_id = ANY(%s) ORDER BY valid_to", [list(out)])
+        user = sql.SQL("TRUE") if user_id is None else sql.SQL("user_id = %s")
+        rows = yield Q(sql.SQL("SELECT * FROM fact_history WHERE {} AND fact_id = ANY(%s) ORDER BY valid_to").format(user),
+                       ([] if user_id is None else [user_id]) + [list(out)])
         for row in rows:
             out[row["fact_id"]].append(_row_times(row))
         return out

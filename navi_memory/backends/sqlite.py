@@ -439,11 +439,12 @@ class SQLiteBackend:
             rows = conn.execute(sql, [*params, -1 if limit is None else limit, offset]).fetchall()
         return [_fact_from_row(r) for r in rows]
 
-    def fact_history(self, fact_ids: Sequence[int]) -> dict[int, list[dict]]:
+    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> dict[int, list[dict]]:
         out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT * FROM fact_history WHERE fact_id IN (SELECT value FROM json_each(?))"
-                                " ORDER BY valid_to", (json.dumps(list(out)),)).fetchall()
+            rows = conn.execute("SELECT * FROM fact_history WHERE (? IS NULL OR user_id = ?) AND fact_id IN"
+                                " (SELECT value FROM json_each(?)) ORDER BY valid_to",
+                                (user_id, user_id, json.dumps(list(out)))).fetchall()
         for row in rows:
             out[row["fact_id"]].append(_fact_from_row(row))
         return out
