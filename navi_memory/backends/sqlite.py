@@ -28,6 +28,9 @@ from .sqlite_vectors import VectorCache
 _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
     e.error AS emb_error, e.updated_at AS emb_updated
     FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"""
+# Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
+# scan every row of the user and test each against the list: O(items of the user) per search.
+_ITEM_SELECT_BY_IDS = _ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
 _FACT_SORTS = {"category": "category", "key": "key", "updated_at": "updated_at",
                "created_at": "created_at", "confidence": "confidence"}
 _ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
@@ -317,7 +320,7 @@ class SQLiteBackend:
             return conn.execute(f"SELECT count(*) FROM items i WHERE {where}", params).fetchone()[0]
 
     def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[dict]:
-        sql = f"{_ITEM_SELECT} WHERE i.id IN (SELECT value FROM json_each(?))"
+        sql = f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT value FROM json_each(?))"
         params: list[Any] = [json.dumps([int(i) for i in ids])]
         if user_id is not None:
             sql += " AND i.user_id = ?"
@@ -510,10 +513,15 @@ class SQLiteBackend:
         if not expression:
             return []
         where, params = _filter_sql(filters)
-        sql = ("SELECT i.id, bm25(items_fts, 2.0, 1.0) AS rank FROM items_fts JOIN items i ON i.id = items_fts.rowid"
-               f" WHERE items_fts MATCH ? AND {where} ORDER BY rank LIMIT ?")
+        # Rank inside FTS5 first and join items only for the best matches; when the filters reject
+        # too many of those, rank them all (as before), so the result does not change.
+        sql = ("SELECT i.id, f.rank FROM (SELECT rowid, bm25(items_fts, 2.0, 1.0) AS rank FROM items_fts"
+               " WHERE items_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN items i ON i.id = f.rowid"
+               f" WHERE {where} ORDER BY f.rank LIMIT ?")
         with self._transaction(write=False) as conn:
-            rows = conn.execute(sql, [expression, *params, k]).fetchall()
+            rows = conn.execute(sql, [expression, max(4 * k, 200), *params, k]).fetchall()
+            if len(rows) < k:
+                rows = conn.execute(sql, [expression, -1, *params, k]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
 
     def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
@@ -551,7 +559,7 @@ class SQLiteBackend:
                 order = top_k_order(sims, wanted)
                 chunk = [int(ids[j]) for j in order]
                 allowed = {r[0] for r in conn.execute(
-                    f"SELECT i.id FROM items i WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
+                    f"SELECT i.id FROM items i NOT INDEXED WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
                     [json.dumps(chunk), *params])}
                 out = [(int(ids[j]), float(sims[j])) for j in order if int(ids[j]) in allowed][:k]
                 if len(out) >= k or len(order) < wanted:

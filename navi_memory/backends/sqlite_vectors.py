@@ -13,8 +13,6 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..vectors import VectorIndex, from_blob
 
 @dataclass
@@ -63,19 +61,20 @@ class VectorCache:
             "FROM embeddings WHERE user_id = ? AND gen > ? ORDER BY item_id",
             (model, user_id, entry.gen),
         ).fetchall()
-        batches: dict[int, tuple[list[int], list[np.ndarray]]] = {}
+        batches: dict[int, tuple[list[int], list[bytes]]] = {}  # by blob length
         for item_id, usable, blob in rows:
             for index in entry.indexes.values():
                 index.remove(item_id)
             if usable:
-                vec = from_blob(blob)
-                ids, vectors = batches.setdefault(vec.size, ([], []))
+                ids, blobs = batches.setdefault(len(blob), ([], []))
                 ids.append(item_id)
-                vectors.append(vec)
-        for size, (ids, vectors) in batches.items():
+                blobs.append(blob)
+        for width, (ids, blobs) in batches.items():
+            size = width // 4
             if size not in entry.indexes:
                 entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)))
-            entry.indexes[size].upsert_many(ids, np.vstack(vectors))
+            # one buffer for all rows instead of an array per row and a vstack
+            entry.indexes[size].upsert_many(ids, from_blob(b"".join(blobs)).reshape(len(ids), size))
 
     def _evict(self) -> None:
         total = sum(e.nbytes() for e in self._entries.values())

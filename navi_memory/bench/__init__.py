@@ -1,0 +1,1 @@
+"""Benchmarks run by ``navi-memory bench ...`` (numpy + standard library only)."""
