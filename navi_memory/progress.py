@@ -15,6 +15,7 @@ class Progress:
         self.tty = self.stream.isatty()
         self._last = 0.0
         self._done = 0
+        self._drawn_at = -1
 
     def __call__(self, done: int, total: int | None = None) -> None:
         self._done = done
@@ -24,6 +25,7 @@ class Progress:
         if now - self._last < (0.1 if self.tty else 5.0) and done != self.total:
             return
         self._last = now
+        self._drawn_at = done
         self._draw(end="" if self.tty else "\n")
 
     def _draw(self, end: str) -> None:
@@ -37,4 +39,7 @@ class Progress:
         self.stream.flush()
 
     def close(self) -> None:
-        self._draw(end="\n" if self.tty else "\n")
+        if self.tty:
+            self.stream.write("\n")
+        elif self._drawn_at != self._done:
+            self._draw(end="\n")
