@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, NaviMemoryError,
+from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
                      NotFoundError, StorageError, ValidationError)
-from .models import Fact, FactChange, FactVersion, Item, SearchResult, Summary, Theme
+from .models import (AddResult, ExtractionReport, Fact, FactChange, FactVersion, Item, Message, SearchResult, Session,
+                     Summary, Theme, ToolCall)
 
 __version__ = "0.1.0"
 
@@ -20,6 +21,7 @@ _LAZY = {
     "AsyncMemoryStore": ("navi_memory.store", "AsyncMemoryStore"),
     "Settings": ("navi_memory.config", "Settings"),
     "HashingEmbeddings": ("navi_memory.embeddings", "HashingEmbeddings"),
+    "PipelineOptions": ("navi_memory.pipeline", "PipelineOptions"),
 }
 
 
@@ -35,8 +37,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings",
+    "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings", "PipelineOptions",
     "Item", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
+    "Session", "Message", "ToolCall", "ExtractionReport", "AddResult",
     "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
-    "StorageError", "BackendUnavailableError", "__version__",
+    "ExtractionError", "StorageError", "BackendUnavailableError", "__version__",
 ]

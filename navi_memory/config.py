@@ -12,6 +12,13 @@ NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 3
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
+NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
+OLLAMA_HOST                     Ollama server for the chat model (and embeddings, unless overridden)
+OLLAMA_API_KEY                  bearer token for the chat server (never logged)
+NAVI_MEMORY_CHAT_TIMEOUT        seconds before a chat call is abandoned (default 120)
+NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (default 5; 0 = never)
+NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
+NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
 ==============================  ==========================================================
 """
 
@@ -21,7 +28,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
@@ -47,14 +54,23 @@ def default_url(environ: Mapping[str, str] | None = None) -> str:
     return f"sqlite:///{default_data_dir(environ) / 'memory.db'}"
 
 
-def _int_env(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+def _number_env(env: Mapping[str, str], name: str, default: Any, kind: type = int) -> Any:
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
-        return int(raw)
+        return kind(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
+        noun = "an integer" if kind is int else "a number"
+        raise ConfigurationError(f"{name} must be {noun}, got {raw!r}") from exc
+
+
+def _int_env(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    return _number_env(env, name, default, int)
+
+
+def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
+    return _number_env(env, name, default, float)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,13 @@ class Settings:
     fusion: str = "weighted"
     ollama_host: str | None = None
     ollama_api_key: str | None = field(default=None, repr=False)
+    chat_model: str | None = None
+    chat_host: str | None = None
+    chat_api_key: str | None = field(default=None, repr=False)
+    chat_timeout: float = 120.0
+    extract_every: int = 5
+    stale_minutes: float = 30.0
+    dedup_threshold: float = 0.8
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -75,11 +98,7 @@ class Settings:
         fusion = env.get("NAVI_MEMORY_FUSION", "weighted").strip() or "weighted"
         if fusion not in FUSIONS:
             raise ConfigurationError(f"NAVI_MEMORY_FUSION must be one of {FUSIONS}, got {fusion!r}")
-        timeout_raw = env.get("NAVI_MEMORY_EMBEDDING_TIMEOUT", "").strip()
-        try:
-            timeout = float(timeout_raw) if timeout_raw else 30.0
-        except ValueError as exc:
-            raise ConfigurationError("NAVI_MEMORY_EMBEDDING_TIMEOUT must be a number") from exc
+        timeout = _float_env(env, "NAVI_MEMORY_EMBEDDING_TIMEOUT", 30.0)
         return cls(
             url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
             embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
@@ -92,6 +111,13 @@ class Settings:
             ollama_host=(env.get("EMBEDDING_OLLAMA_HOST", "").strip() or env.get("OLLAMA_HOST", "").strip())
             or None,
             ollama_api_key=env.get("EMBEDDING_OLLAMA_API_KEY", "").strip() or None,
+            chat_model=env.get("NAVI_MEMORY_CHAT_MODEL", "").strip() or None,
+            chat_host=env.get("OLLAMA_HOST", "").strip() or None,
+            chat_api_key=env.get("OLLAMA_API_KEY", "").strip() or None,
+            chat_timeout=_float_env(env, "NAVI_MEMORY_CHAT_TIMEOUT", 120.0),
+            extract_every=_int_env(env, "NAVI_MEMORY_EXTRACT_EVERY", 5) or 0,
+            stale_minutes=_float_env(env, "NAVI_MEMORY_STALE_MINUTES", 30.0),
+            dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),
         )
 
 

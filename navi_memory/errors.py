@@ -7,6 +7,7 @@ The whole tree, in one place::
     ├── ValidationError             bad input: empty/oversized/NUL content, invalid enum, limit out of range
     ├── NotFoundError               unknown id, or an id that belongs to another user (indistinguishable)
     ├── EmbeddingError              the embedding provider failed, or returned a bad vector
+    ├── ExtractionError             the chat model failed, or its reply was unusable even after a repair request
     └── StorageError                the database failed; the driver's exception is chained as __cause__
         └── BackendUnavailableError the database cannot be reached or opened
 
@@ -37,6 +38,12 @@ class EmbeddingError(NaviMemoryError):
     """The embedding provider failed or produced an unusable vector."""
 
 
+class ExtractionError(NaviMemoryError):
+    """The chat model behind fact extraction or summaries failed, or its reply could not be used.
+
+    The memory pipeline records it on the session (state ``error``) and retries on the next run."""
+
+
 class StorageError(NaviMemoryError):
     """The database backend failed; the original driver error is the ``__cause__``."""
 
@@ -51,6 +58,7 @@ __all__ = [
     "ValidationError",
     "NotFoundError",
     "EmbeddingError",
+    "ExtractionError",
     "StorageError",
     "BackendUnavailableError",
 ]

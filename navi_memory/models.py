@@ -1,4 +1,4 @@
-"""Plain data returned by the store: items, facts, themes, summaries and search results.
+"""Plain data returned by the store: items, facts, themes, summaries, search results, sessions.
 
 Every model reads both as an object (``r.content``) and as a mapping (``r["content"]``), and
 ``to_dict()`` gives JSON-ready values (datetimes as ISO 8601 strings).
@@ -19,6 +19,9 @@ FACT_SOURCES = ("conversation", "tool_call", "auto_discovery", "user_explicit")
 EMBEDDING_STATES = ("pending", "ready", "error")
 FACT_SORT_FIELDS = ("category", "key", "updated_at", "created_at", "confidence")
 FUSIONS = ("weighted", "rrf")
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
+SESSION_STATES = ("open", "running", "extracted", "error")
+LLM_PURPOSES = ("extract", "repair", "dedup", "summary")
 
 
 def utcnow() -> datetime:
@@ -195,3 +198,101 @@ class BackfillReport(_Record):
     embedded: int = 0
     failed: int = 0
     remaining: int = 0
+
+
+@dataclass
+class ToolCall(_Record):
+    """A tool the assistant asked to run; ``arguments`` is JSON text."""
+
+    name: str
+    arguments: str = ""
+    id: str | None = None
+
+
+@dataclass
+class Message(_Record):
+    """One conversation message: role ``system``, ``user``, ``assistant`` or ``tool``."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    seq: int | None = None
+    created_at: datetime | None = None
+
+
+@dataclass
+class Session(_Record):
+    """A conversation and where the memory pipeline stands with it.
+
+    ``state``: ``open`` (not processed yet), ``running``, ``extracted``, ``error`` (``error``
+    holds the message; the session is retried on the next run)."""
+
+    user_id: str
+    session_id: str
+    state: str = "open"
+    created_at: datetime | None = None
+    last_active: datetime | None = None
+    extracted_at: datetime | None = None
+    message_count: int = 0
+    user_messages: int = 0
+    error: str | None = None
+    attempts: int = 0
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass
+class ExtractionReport(_Record):
+    """What one pipeline run did for a session.
+
+    ``state``: ``extracted``, ``error`` (recorded on the session, retried later), ``skipped``
+    (``reason`` says why: no user id, already running elsewhere). ``changes`` are the fact
+    outcomes (added / updated / unchanged); ``llm_calls`` and the token counts are this run's cost."""
+
+    session_id: str
+    user_id: str | None
+    state: str
+    reason: str | None = None
+    error: str | None = None
+    changes: list[FactChange] = field(default_factory=list)
+    notes: int = 0
+    chunks: int = 0
+    used_llm: bool = False
+    prefiltered: bool = False
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    summary_updated: bool = False
+
+    def _count(self, action: str) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def added(self) -> int:
+        return self._count("added")
+
+    @property
+    def updated(self) -> int:
+        return self._count("updated")
+
+    @property
+    def unchanged(self) -> int:
+        return self._count("unchanged")
+
+
+@dataclass
+class AddResult(_Record):
+    """Outcome of ``add_messages``: what was stored and which triggers fired.
+
+    ``scheduled``: an extraction was queued in the background; ``report``: the extraction's
+    result when it ran inline (``background=False``)."""
+
+    session_id: str
+    user_id: str | None
+    added: int = 0
+    created: bool = False
+    triggers: list[str] = field(default_factory=list)
+    scheduled: bool = False
+    skipped: str | None = None
+    report: ExtractionReport | None = None

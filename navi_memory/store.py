@@ -1,7 +1,9 @@
 """``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
 
-The operations live in ``operations.MemoryOperations`` as generators that yield their I/O; this
-module only decides how that I/O is executed. Nothing here knows SQL or ranking.
+The operations live in ``operations.MemoryOperations`` and ``session_operations.SessionOperations``
+as generators that yield their I/O; this module only decides how that I/O is executed: database
+and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and background extractions
+(a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
 """
 
 from __future__ import annotations
@@ -16,16 +18,21 @@ from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError
 from .models import FUSIONS, utcnow
 from .operations import Call, MemoryOperations
+from .pipeline import PipelineOptions
+from .pipeline.background import TaskJobs, ThreadJobs
+from .pipeline.llm import ChatClient, resolve_chat_model
 from .sansio import Op, advance, install
+from .session_operations import SessionOperations
 from . import validation as v
 
 log = logging.getLogger("navi_memory")
 
 
-class _StoreBase(MemoryOperations):
+class _StoreBase(SessionOperations):
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
-                 clock: Callable[[], datetime] | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
+                 pipeline: PipelineOptions | None = None) -> None:
         self._backend = backend
         self._embedder = embedder
         self._model = embedding_model or (embedder.model_name if embedder else None)
@@ -34,6 +41,8 @@ class _StoreBase(MemoryOperations):
         self.fusion = v.choice(fusion or settings.fusion, "fusion", FUSIONS)
         self.embed_on_write = embed_on_write
         self._clock = clock or utcnow
+        self._chat = chat
+        self.pipeline = pipeline or PipelineOptions.from_settings(settings)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.settings.url and parse_url(self.settings.url)!s}, embeddings={self._model!r})"
@@ -46,6 +55,18 @@ class _StoreBase(MemoryOperations):
     @property
     def embedder(self) -> Embedder | None:
         return self._embedder
+
+    @property
+    def chat_model(self) -> ChatClient | None:
+        """The chat model used for extraction and summaries (None: no-LLM mode, rules only)."""
+        return self._chat
+
+    def set_chat_model(self, model: Any) -> None:
+        """Use another chat model: a LangChain chat model, an Ollama model name, or None/False for none."""
+        self._chat = resolve_chat_model(model if model is not None else False, self.settings)
+
+    def _spawn_key(self, call: Call) -> tuple:
+        return (call.name, call.kwargs.get("user_id"), *call.args)
 
     @staticmethod
     def _settings(url: str | None, settings: Settings | None) -> Settings:
@@ -68,24 +89,38 @@ class MemoryStore(_StoreBase):
     def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
              settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
              embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
-             backend_options: dict[str, Any] | None = None) -> "MemoryStore":
+             backend_options: dict[str, Any] | None = None, chat_model: Any = None,
+             pipeline: PipelineOptions | None = None) -> "MemoryStore":
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
-        name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment."""
+        name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment.
+        ``chat_model``: a LangChain chat model for fact extraction and summaries, an Ollama model
+        name, ``False`` for none (rules only), or None for the environment (``NAVI_MEMORY_CHAT_MODEL``)."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
+        chat = resolve_chat_model(chat_model, settings)
         backend = open_backend(parse_url(settings.url), **(backend_options or {}))
         if migrate:
             backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._jobs = ThreadJobs()
 
     def migrate(self) -> int:
         """Create or upgrade the schema (idempotent); returns the schema version."""
         return self._backend.migrate()
 
+    def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Block until queued background extractions have finished; False if ``timeout`` ran out."""
+        return self._jobs.wait(timeout)
+
     def close(self) -> None:
+        """Finish queued background extractions, then close the database."""
+        self._jobs.close()
         self._backend.close()
 
     def __enter__(self) -> "MemoryStore":
@@ -97,6 +132,12 @@ class MemoryStore(_StoreBase):
     def _execute(self, call: Call) -> Any:
         if call.target == "db":
             return getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        if call.target == "llm":
+            assert self._chat is not None
+            return self._chat.invoke(call.name, *call.args, **call.kwargs)
+        if call.target == "spawn":
+            method = getattr(self, call.name)
+            return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
         assert self._embedder is not None
         if call.name == "query":
             return self._embedder.embed_query(*call.args)
@@ -120,21 +161,33 @@ class AsyncMemoryStore(_StoreBase):
     async def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
                    settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
                    embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
-                   backend_options: dict[str, Any] | None = None) -> "AsyncMemoryStore":
+                   backend_options: dict[str, Any] | None = None, chat_model: Any = None,
+                   pipeline: PipelineOptions | None = None) -> "AsyncMemoryStore":
         """Async twin of ``MemoryStore.open``."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
+        chat = resolve_chat_model(chat_model, settings)
         backend = await open_async_backend(parse_url(settings.url), **(backend_options or {}))
         if migrate:
             await backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._jobs = TaskJobs()
 
     async def migrate(self) -> int:
         return await self._backend.migrate()
 
+    async def wait_for_background(self, timeout: float | None = None) -> bool:
+        """Wait until background extraction tasks have finished; False if ``timeout`` ran out."""
+        return await self._jobs.wait(timeout)
+
     async def close(self) -> None:
+        """Finish background extraction tasks, then close the database."""
+        await self._jobs.close()
         await self._backend.close()
 
     async def __aenter__(self) -> "AsyncMemoryStore":
@@ -146,6 +199,12 @@ class AsyncMemoryStore(_StoreBase):
     async def _execute(self, call: Call) -> Any:
         if call.target == "db":
             return await getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        if call.target == "llm":
+            assert self._chat is not None
+            return await self._chat.ainvoke(call.name, *call.args, **call.kwargs)
+        if call.target == "spawn":
+            method = getattr(self, call.name)
+            return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
         assert self._embedder is not None
         if call.name == "query":
             return await self._embedder.aembed_query(*call.args)
@@ -162,5 +221,6 @@ class AsyncMemoryStore(_StoreBase):
         return out
 
 
-install(MemoryStore, MemoryOperations, sync=True)
-install(AsyncMemoryStore, MemoryOperations, sync=False)
+for _operations in (MemoryOperations, SessionOperations):
+    install(MemoryStore, _operations, sync=True)
+    install(AsyncMemoryStore, _operations, sync=False)

@@ -33,7 +33,7 @@ def backend_url(name: str, tmp_path: Path) -> str:
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The store reads NAVI_MEMORY_* and OLLAMA_HOST; tests must not depend on the caller's shell."""
     for name in list(os.environ):
-        if name.startswith("NAVI_MEMORY_") or name in ("OLLAMA_HOST", "EMBEDDING_OLLAMA_HOST",
+        if name.startswith("NAVI_MEMORY_") or name in ("OLLAMA_HOST", "OLLAMA_API_KEY", "EMBEDDING_OLLAMA_HOST",
                                                        "EMBEDDING_OLLAMA_API_KEY"):
             monkeypatch.delenv(name, raising=False)
 

@@ -64,7 +64,7 @@ def test_candidate_queries_use_the_hnsw_and_gin_indexes(pg_url):
 def test_migrate_is_idempotent(pg_url):
     with MemoryStore.open(pg_url, embeddings=False) as store:
         store.add(user_id=U, content="kept across migrations")
-        assert store.migrate() == store.migrate() == 1
+        assert store.migrate() == store.migrate() == 2
     with MemoryStore.open(pg_url, embeddings=False) as again:
         assert [i.content for i in again.list_items(user_id=U)] == ["kept across migrations"]
 

@@ -10,7 +10,8 @@ from navi_memory import Summary
 from .helpers import count_rows, dump_tables, fts_integrity_ok, table_names
 
 U = "alice"
-USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings")
+USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings", "messages",
+               "llm_calls")
 
 
 def test_summary_is_none_until_set(store):
@@ -72,7 +73,7 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
     bob_before = {t: count_rows(db_path, t, "user_id = ?", ("bob",)) for t in USER_TABLES}
     counts = store.forget(user_id="alice")
     assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 2,
-                      "session_state": 1, "embeddings": 3}
+                      "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0}
     for table in USER_TABLES:
         assert count_rows(db_path, table, "user_id = ?", ("alice",)) == 0, table
     assert count_rows(db_path, "users", "id = ?", ("alice",)) == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from psycopg import sql
@@ -22,26 +22,11 @@ from ..sansio import Op, operation
 from ..timeutil import to_utc
 from . import postgres_schema as schema
 from . import postgres_sql as q
+from .postgres_sessions import SESSION_TABLES, PostgresSessionQueries
+from .postgres_sql import Q, row_times as _row_times
 from .base import Filters, NewItem
 
 log = logging.getLogger(__name__)
-
-
-class Q(NamedTuple):
-    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions)."""
-
-    text: Any
-    params: Sequence[Any] | None = None
-    many: bool = False
-    own_tx: bool = False
-
-
-def _row_times(row: dict[str, Any]) -> dict[str, Any]:
-    for key, value in row.items():
-        if isinstance(value, datetime):
-            row[key] = to_utc(value)
-    return row
 
 
 def _vec(vector: np.ndarray) -> str:
@@ -49,17 +34,24 @@ def _vec(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-class PostgresQueries:
+class PostgresQueries(PostgresSessionQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
-    ef_search: int = 100
+    ef_search: int = 100  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
+    exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
 
-    def _init_state(self, url: DatabaseURL) -> None:
+    def _init_state(self, url: DatabaseURL, defer_vector_index: bool = False, ef_search: int | None = None,
+                    exact_below: int | None = None) -> None:
         self.url = url
         self._indexed: set[tuple[str, int]] = set()
+        self.defer_vector_index = defer_vector_index  # bulk loads: build_vector_index() after the load
+        if ef_search is not None:
+            self.ef_search = ef_search
+        if exact_below is not None:
+            self.exact_below = exact_below
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url.safe!r})"
@@ -87,7 +79,9 @@ class PostgresQueries:
                 yield Q("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
         for statement in schema.EMBEDDING_INDEXES + (schema.TRIGRAM_INDEXES if self.has_trgm else []):
             yield Q(statement)
-        yield Q("INSERT INTO navi_schema_migrations (version) VALUES (%s) ON CONFLICT DO NOTHING",
+        for statement in schema.SESSIONS:
+            yield Q(statement)
+        yield Q("INSERT INTO navi_schema_migrations (version) SELECT generate_series(1, %s) ON CONFLICT DO NOTHING",
                 [schema.LATEST_VERSION])
         return schema.LATEST_VERSION
 
@@ -100,13 +94,28 @@ class PostgresQueries:
         return rows[0]["v"]
 
     def _ensure_vector_index(self, model: str, dimensions: int) -> Op:
-        if (model, dimensions) in self._indexed or not self.has_vector:
+        if (model, dimensions) in self._indexed or not self.has_vector or self.defer_vector_index:
             return
         if dimensions <= q.HNSW_MAX_DIMENSIONS:
             error = yield Q(q.create_vector_index(model, dimensions), own_tx=True)
             if isinstance(error, Exception):
                 log.warning("could not create the HNSW index for %s (%s); searches scan exactly", model, error)
         self._indexed.add((model, dimensions))
+
+    @operation
+    def build_vector_index(self, model: str, dimensions: int, m: int = 16, ef_construction: int = 64,
+                           maintenance_work_mem: str | None = None) -> Op:
+        """Build the model's HNSW index now (``CREATE INDEX IF NOT EXISTS``, so a no-op when it exists).
+        For bulk loads: open with ``defer_vector_index=True``, load, then call this once, which is
+        much faster than maintaining the index row by row. False without pgvector or above 2,000
+        dimensions (searches then scan exactly)."""
+        if not self.has_vector or dimensions > q.HNSW_MAX_DIMENSIONS:
+            return False
+        if maintenance_work_mem:
+            yield Q(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
+        yield Q(q.create_vector_index(model, dimensions, m, ef_construction))
+        self._indexed.add((model, dimensions))
+        return True
 
     # -- items ------------------------------------------------------------------------------
 
@@ -361,7 +370,8 @@ class PostgresQueries:
     @operation
     def forget_user(self, user_id: str) -> Op:
         counts = {}
-        for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings"):
+        for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
+                      *SESSION_TABLES):
             rows = yield Q(sql.SQL("SELECT count(*) AS n FROM {} WHERE user_id = %s").format(sql.Identifier(table)),
                            [user_id])
             counts[table] = rows[0]["n"]
@@ -399,8 +409,15 @@ class PostgresQueries:
         if not self.has_vector:
             return []
         yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
-        text, params = q.semantic_candidates(filters, model, int(query.size), _vec(query), k)
-        rows = yield Q(text, params)
+        dims, vector = int(query.size), _vec(query)
+        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
+        if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
+            # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
+            # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
+            # few or none survive. Such a user is small enough to compare all of its vectors.
+            count = yield Q(*q.count_vectors(filters.user_id, model, dims, self.exact_below))
+            if count[0]["n"] < self.exact_below:
+                rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k, exact=True))
         if not rows and filters.user_id is not None:
             other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
                             " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])

@@ -15,6 +15,7 @@ from ..config import DatabaseURL
 from ..errors import BackendUnavailableError, StorageError
 from ..sansio import Op, advance, install
 from .postgres import PostgresQueries, Q
+from .postgres_sessions import PostgresSessionQueries
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,8 @@ class PostgresBackend(PostgresQueries):
     """Blocking PostgreSQL backend."""
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
-                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
-        self._init_state(url)
+                 connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
+        self._init_state(url, **tuning)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, check=ConnectionPool.check_connection,
@@ -113,13 +114,13 @@ class PostgresBackend(PostgresQueries):
 class AsyncPostgresBackend(PostgresQueries):
     """Native asyncio PostgreSQL backend; create with ``await AsyncPostgresBackend.connect(url)``."""
 
-    def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool) -> None:
-        self._init_state(url)
+    def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
+        self._init_state(url, **tuning)
         self.pool = pool
 
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
-                      connect_timeout: float = CONNECT_TIMEOUT) -> "AsyncPostgresBackend":
+                      connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> "AsyncPostgresBackend":
         try:
             conn = await psycopg.AsyncConnection.connect(url.dsn or "", connect_timeout=max(1, int(connect_timeout)))
             await conn.close()
@@ -133,7 +134,7 @@ class AsyncPostgresBackend(PostgresQueries):
         except (psycopg.Error, PoolTimeout) as exc:
             await pool.close()
             raise _translate(url, exc) from exc
-        backend = cls(url, pool)
+        backend = cls(url, pool, **tuning)
         rows = await backend._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         backend.has_vector, backend.has_trgm = "vector" in names, "pg_trgm" in names
@@ -176,5 +177,6 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-install(PostgresBackend, PostgresQueries, sync=True)
-install(AsyncPostgresBackend, PostgresQueries, sync=False)
+for _queries in (PostgresSessionQueries, PostgresQueries):
+    install(PostgresBackend, _queries, sync=True)
+    install(AsyncPostgresBackend, _queries, sync=False)

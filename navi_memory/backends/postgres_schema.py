@@ -8,7 +8,8 @@ several dimensions in one column), created when the model's first vector is stor
 
 from __future__ import annotations
 
-from ..models import EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES
+from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
+                      MESSAGE_ROLES, SESSION_STATES)
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -138,4 +139,49 @@ TRIGRAM_INDEXES = [
     "CREATE INDEX IF NOT EXISTS facts_category_trgm ON facts USING gin (category gin_trgm_ops)",
 ]
 
-LATEST_VERSION = 1
+# Version 2: conversations. Sessions extend session_state (mark_session_extracted keeps working).
+SESSIONS = [
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS created_at timestamptz",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS last_active timestamptz",
+    f"ALTER TABLE session_state ADD COLUMN IF NOT EXISTS state text NOT NULL DEFAULT 'open'"
+    f" CHECK (state IN {_in(SESSION_STATES)})",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS error text",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS claimed_at timestamptz",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS message_count integer NOT NULL DEFAULT 0",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS user_messages integer NOT NULL DEFAULT 0",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS extracted_seq integer NOT NULL DEFAULT 0",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS extracted_user_messages integer NOT NULL DEFAULT 0",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS chunked_seq integer NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS session_state_active ON session_state (user_id, last_active)",
+    f"""CREATE TABLE IF NOT EXISTS messages (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        session_id text NOT NULL,
+        seq integer NOT NULL,
+        role text NOT NULL CHECK (role IN {_in(MESSAGE_ROLES)}),
+        content text NOT NULL DEFAULT '',
+        name text,
+        tool_calls jsonb,
+        tool_call_id text,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, session_id, seq),
+        FOREIGN KEY (user_id, session_id) REFERENCES session_state(user_id, session_id) ON DELETE CASCADE
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS llm_calls (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        id bigserial NOT NULL,
+        session_id text,
+        purpose text NOT NULL CHECK (purpose IN {_in(LLM_PURPOSES)}),
+        model text,
+        input_tokens integer NOT NULL DEFAULT 0,
+        output_tokens integer NOT NULL DEFAULT 0,
+        estimated boolean NOT NULL DEFAULT false,
+        ok boolean NOT NULL,
+        error text,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS llm_calls_session ON llm_calls (user_id, session_id)",
+]
+
+LATEST_VERSION = 2

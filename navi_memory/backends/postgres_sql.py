@@ -7,12 +7,33 @@ and vector size, which a partial HNSW index must see as literals) are composed i
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple, Sequence
 
 from psycopg import sql
 
 from ..backends.base import Filters
 from ..retrieval.query import like_pattern
+from ..timeutil import to_utc
+
+
+class Q(NamedTuple):
+    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
+    returning the error instead of raising (for optional DDL such as extensions)."""
+
+    text: Any
+    params: Sequence[Any] | None = None
+    many: bool = False
+    own_tx: bool = False
+
+
+def row_times(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with every timestamp as an aware UTC datetime."""
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            row[key] = to_utc(value)
+    return row
+
 
 ITEM_SELECT = sql.SQL(
     "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
@@ -70,11 +91,15 @@ def create_vector_index(model: str, dimensions: int, m: int = 16, ef_constructio
              efc=sql.Literal(ef_construction), model=sql.Literal(model))
 
 
-def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int) -> tuple[sql.Composed, list[Any]]:
-    """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies."""
+def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int,
+                        exact: bool = False) -> tuple[sql.Composed, list[Any]]:
+    """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies.
+    ``exact``: the distance on the uncast column, which the HNSW index cannot serve, so the rows
+    come from the (user_id, model, state) btree and are all compared."""
     cond, params = where(f)
     dims = sql.Literal(dimensions)
-    distance = sql.SQL("(e.embedding::vector({dims}) <=> %s::vector({dims}))").format(dims=dims)
+    distance = sql.SQL("(e.embedding <=> %s::vector)" if exact else
+                       "(e.embedding::vector({dims}) <=> %s::vector({dims}))").format(dims=dims)
     user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("e.user_id = %s")
     text = sql.SQL(
         "SELECT e.item_id AS id, 1 - {distance} AS score FROM embeddings e"
@@ -84,6 +109,12 @@ def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: 
     ).format(distance=distance, user=user, model=sql.Literal(model), dims=dims, cond=cond)
     user_params = [] if f.user_id is None else [f.user_id]
     return text, [query, *user_params, *params, query, k]
+
+
+def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[sql.Composed, list[Any]]:
+    """How many ready vectors the user has for the model, counting no further than ``cap``."""
+    return (sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM embeddings WHERE user_id = %s AND model = %s"
+                    " AND state = 'ready' AND dimensions = %s LIMIT %s) s"), [user_id, model, dimensions, cap])
 
 
 def lexical_candidates(f: Filters, terms: list[str], k: int) -> tuple[sql.Composed, list[Any]]:

@@ -23,6 +23,7 @@ from ..timeutil import from_db, to_db
 from ..vectors import VectorIndex, from_blob, to_blob, top_k_order
 from .base import Filters, NewItem
 from .sqlite_schema import LATEST_VERSION, MIGRATIONS
+from .sqlite_sessions import SESSION_TABLES, SQLiteSessions
 from .sqlite_vectors import VectorCache
 
 _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
@@ -54,9 +55,11 @@ def _translate_errors(cls: type) -> type:
 
         return method
 
-    for name, fn in list(vars(cls).items()):
-        if callable(fn) and not name.startswith("_"):
-            setattr(cls, name, wrap(fn))
+    methods: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # the mixins' methods too; the class's own win
+        methods.update((n, f) for n, f in vars(klass).items() if callable(f) and not n.startswith("_"))
+    for name, fn in methods.items():
+        setattr(cls, name, wrap(fn))
     return cls
 
 
@@ -110,7 +113,7 @@ def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 @_translate_errors
-class SQLiteBackend:
+class SQLiteBackend(SQLiteSessions):
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
@@ -492,7 +495,8 @@ class SQLiteBackend:
         counts: dict[str, int] = {}
         with self._transaction(write=True) as conn:
             user = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
-            for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings"):
+            for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
+                          *SESSION_TABLES):
                 counts[table] = conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
         if user is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..models import EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES
+from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
+                      MESSAGE_ROLES, SESSION_STATES)
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -132,6 +133,52 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 updated_at TEXT NOT NULL,
                 PRIMARY KEY (user_id, session_id)
             )""",
+        ],
+    ),
+    (
+        2,
+        [
+            # Sessions extend session_state (kept: mark_session_extracted / get_extracted_at).
+            "ALTER TABLE session_state ADD COLUMN created_at TEXT",
+            "ALTER TABLE session_state ADD COLUMN last_active TEXT",
+            f"ALTER TABLE session_state ADD COLUMN state TEXT NOT NULL DEFAULT 'open'"
+            f" CHECK (state IN {_in(SESSION_STATES)})",
+            "ALTER TABLE session_state ADD COLUMN error TEXT",
+            "ALTER TABLE session_state ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE session_state ADD COLUMN claimed_at TEXT",
+            "ALTER TABLE session_state ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE session_state ADD COLUMN user_messages INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE session_state ADD COLUMN extracted_seq INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE session_state ADD COLUMN extracted_user_messages INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE session_state ADD COLUMN chunked_seq INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX IF NOT EXISTS session_state_active ON session_state (user_id, last_active)",
+            f"""CREATE TABLE IF NOT EXISTS messages (
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                role TEXT NOT NULL CHECK (role IN {_in(MESSAGE_ROLES)}),
+                content TEXT NOT NULL DEFAULT '',
+                name TEXT,
+                tool_calls TEXT,
+                tool_call_id TEXT,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (user_id, session_id, seq),
+                FOREIGN KEY (user_id, session_id) REFERENCES session_state(user_id, session_id) ON DELETE CASCADE
+            )""",
+            f"""CREATE TABLE IF NOT EXISTS llm_calls (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                session_id TEXT,
+                purpose TEXT NOT NULL CHECK (purpose IN {_in(LLM_PURPOSES)}),
+                model TEXT,
+                input_tokens INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                estimated INTEGER NOT NULL DEFAULT 0,
+                ok INTEGER NOT NULL,
+                error TEXT,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS llm_calls_session ON llm_calls (user_id, session_id)",
         ],
     ),
 ]

@@ -1,0 +1,139 @@
+"""Is a new fact one we already have? Same key, an equivalent key, or an embedding neighbour.
+
+``decide`` compares a candidate with the facts on file and returns what to do:
+
+- ``add``: nothing like it is on file;
+- ``update``: the same attribute (same category and key, or an equivalent key such as ``city``
+  for ``location``) with a different value: the new value supersedes the old, which stays in
+  the fact's history;
+- ``unchanged``: the same value is on file (under this key or an equivalent one);
+- ``keep``: a different value, but the one on file came from a tool and the new one is only
+  inferred from chat: the tool result wins (reported as unchanged);
+- ``judge``: an embedding neighbour above the threshold with a different value and no rule to
+  tell whether it is the same attribute; the chat model decides (``judge``, one call for all
+  pairs), or without one the fact is added.
+
+Pure functions except ``judge``, a sans-I/O step.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..errors import ExtractionError
+from ..sansio import Op
+from . import prompts
+from .extract import ExtractedFact, find_json
+from .llm import ask
+
+log = logging.getLogger(__name__)
+
+TOOL_SOURCES = ("tool_call", "auto_discovery")
+QUALIFIERS = {"user", "users", "current", "main", "primary", "preferred", "favorite", "favourite", "usual",
+              "default", "personal", "home", "my", "their", "present"}
+# Keys (after dropping qualifiers) that name the same attribute of a person.
+SYNONYMS = [
+    {"name", "full_name", "first_name", "given_name", "called"},
+    {"location", "city", "town", "residence", "lives_in", "live_in", "based_in", "place_of_residence", "address_city"},
+    {"occupation", "job", "job_title", "profession", "role", "work_role", "position", "title"},
+    {"employer", "company", "workplace", "works_at", "work_at", "organization", "organisation", "employer_name"},
+    {"os", "operating_system"},
+    {"editor", "ide", "code_editor", "text_editor"},
+    {"shell", "command_shell"},
+    {"age", "years_old"},
+    {"timezone", "time_zone", "tz"},
+    {"native_language", "mother_tongue", "first_language"},
+    {"email", "email_address", "e_mail"},
+    {"phone", "phone_number", "mobile", "mobile_number"},
+]
+_CANONICAL = {key: sorted(group)[0] for group in SYNONYMS for key in group}
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # add | update | unchanged | keep | judge
+    target: Mapping[str, Any] | None = None  # the fact on file it concerns
+    reason: str = "new"
+
+
+def norm_value(value: str) -> str:
+    text = re.sub(r"\s+", " ", str(value).casefold()).strip().strip(".!,;:\"'`“”‘’ ")
+    return re.sub(r"^(?:the|a|an) ", "", text)
+
+
+def canonical_key(key: str) -> str:
+    tokens = [t for t in re.split(r"[_\W]+", key.casefold()) if t]
+    kept = [t for t in tokens if t not in QUALIFIERS] or tokens
+    joined = "_".join(kept)
+    if joined in _CANONICAL:
+        return _CANONICAL[joined]
+    singular = "_".join(t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith("ss") else t for t in kept)
+    return _CANONICAL.get(singular, singular)
+
+
+def same_attribute(key_a: str, key_b: str) -> bool:
+    return canonical_key(key_a) == canonical_key(key_b)
+
+
+def _against(candidate: ExtractedFact, existing: Mapping[str, Any], why: str) -> Decision:
+    if norm_value(candidate.value) == norm_value(existing["value"]):
+        return Decision("unchanged", existing, f"same value ({why})")
+    if existing.get("source") in TOOL_SOURCES and candidate.source == "conversation":
+        return Decision("keep", existing, "a tool result on file outranks a value inferred from chat")
+    return Decision("update", existing, f"new value supersedes the old ({why})")
+
+
+def decide(candidate: ExtractedFact, known: Sequence[Mapping[str, Any]],
+           similar: Sequence[tuple[Mapping[str, Any], float]] = (), threshold: float = 0.8) -> Decision:
+    """What to do with ``candidate`` given the facts on file and its embedding neighbours among
+    them (fact, cosine similarity)."""
+    for fact in known:
+        if fact["category"] == candidate.category and fact["key"] == candidate.key:
+            return _against(candidate, fact, "same key")
+    value = norm_value(candidate.value)
+    for fact in known:
+        if same_attribute(fact["key"], candidate.key) and (
+                fact["category"] == candidate.category or norm_value(fact["value"]) == value):
+            return _against(candidate, fact, f"{candidate.key} is {fact['key']}")
+    for fact, score in sorted(similar, key=lambda pair: -pair[1]):
+        if score < threshold:
+            break
+        if norm_value(fact["value"]) == value:
+            return Decision("unchanged", fact, f"same value under {fact['key']} (similarity {score:.2f})")
+        return Decision("judge", fact, f"close to {fact['key']} (similarity {score:.2f})")
+    return Decision("add")
+
+
+def parse_verdict(text: str, count: int) -> set[int]:
+    """Pair numbers (1-based) the model called the same; anything unreadable counts as not same."""
+    payload, problem = find_json(text)
+    if problem is not None or not isinstance(payload, dict) or not isinstance(payload.get("same"), list):
+        log.info("dedup verdict unreadable (%s): treating the pairs as different facts", problem or text[:80])
+        return set()
+    return {n for n in payload["same"] if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= count}
+
+
+def judge(pairs: Sequence[tuple[ExtractedFact, Mapping[str, Any]]], ledger: list[dict]) -> Op:
+    """One chat call deciding which (candidate, fact on file) pairs are the same attribute."""
+    if not pairs:
+        return set()
+    rows = [({"category": c.category, "key": c.key, "value": c.value}, old) for c, old in pairs]
+    try:
+        reply = yield from ask("dedup", prompts.dedup_messages(rows), ledger)
+    except ExtractionError as exc:
+        log.warning("dedup judge failed, keeping the facts apart: %s", exc)
+        return set()
+    return parse_verdict(reply.text, len(pairs))
+
+
+def resolve(decision: Decision, candidate: ExtractedFact, same: bool) -> Decision:
+    """A ``judge`` decision once the verdict is in."""
+    if decision.action != "judge":
+        return decision
+    if not same or decision.target is None:
+        return Decision("add", None, f"judged different from {decision.target['key'] if decision.target else '?'}")
+    return _against(candidate, decision.target, f"judged the same as {decision.target['key']}")
+

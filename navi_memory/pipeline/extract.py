@@ -1,0 +1,180 @@
+"""Facts and notes from the chat model's reply: tolerant JSON parsing, validation, one repair.
+
+The pure half (``parse_reply``, ``interpret``, ``normalize_fact``) turns whatever came back into
+checked ``ExtractedFact`` rows: JSON found inside prose or code fences, an unknown category mapped
+to ``other``, the source mapped to a confidence (tool results 95, explicit statements 90, else 70).
+``extract`` is the sans-I/O step: one call with structured output where the model has it; if the
+reply is unusable, exactly one repair request; if that fails too, ``ExtractionError``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..errors import ExtractionError
+from ..models import FACT_CATEGORIES, FACT_SOURCES
+from ..operations import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
+from ..sansio import Op
+from . import prompts
+from .llm import LLMReply, ask
+
+log = logging.getLogger(__name__)
+
+CATEGORY_ALIASES = {"preference": "preferences", "likes": "preferences", "habits": "preferences",
+                    "project": "projects", "goals": "projects", "goal": "projects", "work": "projects",
+                    "tech": "technical", "technology": "technical", "setup": "technical", "environment": "technical",
+                    "personal": "profile", "identity": "profile", "bio": "profile", "person": "profile"}
+SOURCE_ALIASES = {"tool": "tool_call", "tool_result": "tool_call", "tool_output": "tool_call", "tools": "tool_call",
+                  "explicit": "user_explicit", "user": "user_explicit", "user_stated": "user_explicit",
+                  "stated": "user_explicit", "auto": "auto_discovery", "discovery": "auto_discovery",
+                  "chat": "conversation", "inferred": "conversation", "inference": "conversation"}
+MAX_VALUE_CHARS = 1000
+MAX_CONTEXT_CHARS = 300
+MAX_KEY_CHARS = 64
+MAX_NOTES = 10
+MAX_NOTE_CHARS = 1000
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    category: str
+    key: str
+    value: str
+    source: str = "conversation"
+    confidence: int = DEFAULT_CONFIDENCE
+    source_context: str | None = None
+
+
+@dataclass
+class Extraction:
+    facts: list[ExtractedFact] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dropped: int = 0  # entries without a usable key or value
+
+
+def snake_key(raw: str) -> str:
+    key = re.sub(r"[^\w]+", "_", raw.strip().lower(), flags=re.UNICODE).strip("_")
+    return key[:MAX_KEY_CHARS].rstrip("_")
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return ", ".join(str(v).strip() for v in value)
+    return None
+
+
+def normalize_fact(raw: Any) -> ExtractedFact | None:
+    """One fact from the model, checked; None when it has no usable key or value."""
+    if not isinstance(raw, Mapping):
+        return None
+    key = _text(raw.get("key"))
+    value = _text(raw.get("value"))
+    if not key or not value or not snake_key(key):
+        return None
+    category = (_text(raw.get("category")) or "other").lower()
+    category = category if category in FACT_CATEGORIES else CATEGORY_ALIASES.get(category, "other")
+    source = (_text(raw.get("source")) or "conversation").lower()
+    source = source if source in FACT_SOURCES else SOURCE_ALIASES.get(source, "conversation")
+    context = _text(raw.get("source_context"))
+    return ExtractedFact(category=category, key=snake_key(key), value=value[:MAX_VALUE_CHARS], source=source,
+                         confidence=SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
+                         source_context=context[:MAX_CONTEXT_CHARS] if context else None)
+
+
+def _note(raw: Any) -> str | None:
+    if isinstance(raw, Mapping):
+        raw = raw.get("text") or raw.get("note") or raw.get("content")
+    text = _text(raw) if not isinstance(raw, list) else None
+    return text[:MAX_NOTE_CHARS] if text else None
+
+
+def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
+    """A decoded reply as an ``Extraction``, or the problem with it. A bare list is a list of
+    facts (the older format); a single fact object is accepted too."""
+    if isinstance(payload, list):
+        facts_raw, notes_raw = payload, []
+    elif isinstance(payload, Mapping):
+        if "facts" in payload or "notes" in payload:
+            facts_raw, notes_raw = payload.get("facts") or [], payload.get("notes") or []
+        elif "key" in payload and "value" in payload:
+            facts_raw, notes_raw = [payload], []
+        else:
+            return None, "the JSON object has no \"facts\" list"
+    else:
+        return None, f"expected a JSON object, got {type(payload).__name__}"
+    if not isinstance(facts_raw, list) or not isinstance(notes_raw, list):
+        return None, "\"facts\" and \"notes\" must be lists"
+    merged: dict[tuple[str, str], ExtractedFact] = {}
+    for raw in facts_raw:
+        fact = normalize_fact(raw)
+        if fact is not None:
+            merged.pop((fact.category, fact.key), None)  # a later duplicate wins
+            merged[(fact.category, fact.key)] = fact
+    dropped = len(facts_raw) - sum(1 for raw in facts_raw if normalize_fact(raw) is not None)
+    if facts_raw and not merged:
+        return None, f"none of the {len(facts_raw)} facts has a usable \"key\" and \"value\""
+    notes = [n for n in (_note(raw) for raw in notes_raw) if n][:MAX_NOTES]
+    return Extraction(list(merged.values()), notes, dropped), None
+
+
+def find_json(text: str) -> tuple[Any, str | None]:
+    """The first JSON object or array in ``text`` (prose and code fences around it are fine)."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    problem = "the reply contains no JSON object"
+    for candidate in candidates:
+        starts = [i for i, ch in enumerate(candidate) if ch in "{["][:64]
+        for start in starts:
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError as exc:
+                if exc.pos >= len(candidate.rstrip()) - 1 or "Unterminated" in exc.msg:
+                    problem = f"the JSON is cut off after {len(candidate)} characters"
+                elif problem.startswith("the reply contains no"):
+                    problem = f"invalid JSON: {exc.msg} at character {exc.pos}"
+                continue
+            if isinstance(value, (dict, list)):
+                return value, None
+    return None, problem
+
+
+def parse_reply(text: str) -> tuple[Extraction | None, str | None]:
+    payload, problem = find_json(text or "")
+    if problem is not None:
+        return None, problem
+    return interpret(payload)
+
+
+def from_reply(reply: LLMReply) -> tuple[Extraction | None, str | None]:
+    if reply.parsed is not None:
+        result, problem = interpret(reply.parsed)
+        if problem is None:
+            return result, None
+    return parse_reply(reply.text)
+
+
+def extract(transcript: str, known: Sequence[Mapping[str, str]], ledger: list[dict]) -> Op:
+    """Ask the chat model for facts and notes; one repair request if the first reply is unusable."""
+    messages = prompts.extraction_messages(transcript, known)
+    reply = yield from ask("extract", messages, ledger, prompts.EXTRACTION_SCHEMA)
+    result, problem = from_reply(reply)
+    if result is not None:
+        return result
+    log.info("extraction reply unusable (%s); asking once more", problem)
+    repair = yield from ask("repair", prompts.repair_messages(messages, reply.text, problem or ""), ledger)
+    result, second = parse_reply(repair.text)
+    if result is None:
+        raise ExtractionError(f"the chat model's reply was unusable ({problem}), and again after a repair "
+                              f"request ({second}); first reply began: {reply.text[:120]!r}")
+    return result

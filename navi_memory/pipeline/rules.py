@@ -1,0 +1,173 @@
+"""Deterministic extraction of explicit self-statements, and the cheap pre-filter before the LLM.
+
+Only the user's own words are read (never the assistant's or a tool's). A sentence that is a
+question is ignored, and the patterns are anchored on affirmative first-person forms, so "I don't
+live in Paris" or "do you remember where I live?" record nothing. Every rule fact has source
+``user_explicit``. Pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+from ..models import Message
+
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+_QUESTION = re.compile(r"^\W*(what|who|whom|where|when|why|how|which|can|could|would|should|do|does|did|is|are|am|"
+                       r"was|were|will|shall|may|have|has)\b", re.I)
+_CLAUSE_END = re.compile(r"\s*(?:[,;:!?()]|\.(?:\s|$)|\s-\s|\s(?:and|but|because|since|so|which|who|where|"
+                         r"though|although|while|if|when|as)\s|\s(?:last|next|this)\s(?:week|month|year)\b|"
+                         r"\s(?:yesterday|today|recently|now|anymore|again|\w+\s(?:days|weeks|months|years)\sago)\b)",
+                         re.I)
+_NEGATED = re.compile(r"^(?:not|never|no)\b", re.I)
+_PERSONAL = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|mine|myself|we|we're|our|ours)\b", re.I)
+_REMEMBER = re.compile(r"\b(?:please\s+)?(?:remember|don't forget|do not forget|keep in mind|make a note)\b"
+                       r"(?:\s+(?:that|this))?[:,]?\s*(?P<v>.*)", re.I)
+_STOP = {"a", "an", "the", "to", "of", "in", "on", "for", "my", "and", "or", "with", "is", "are", "that", "i",
+         "i'm", "am", "be", "it", "this", "at", "by", "as", "all", "very", "really"}
+_MY_FIELDS = {"birthday": "birthday", "email": "email", "email address": "email", "phone number": "phone",
+              "age": "age", "job": "occupation", "occupation": "occupation", "profession": "occupation",
+              "pronouns": "pronouns", "timezone": "timezone", "time zone": "timezone",
+              "native language": "native_language", "first language": "native_language",
+              "mother tongue": "native_language", "hometown": "hometown", "home town": "hometown",
+              "partner's name": "partner_name", "wife's name": "partner_name", "husband's name": "partner_name"}
+
+
+@dataclass(frozen=True)
+class RuleFact:
+    category: str
+    key: str
+    value: str
+    source_context: str
+    source: str = "user_explicit"
+
+
+def slug(text: str, words: int = 4) -> str:
+    tokens = [t for t in re.findall(r"[a-z0-9]+", re.sub(r"['’]s\b", "", text.lower())) if t not in _STOP]
+    return "_".join(tokens[:words]) or "item"
+
+
+def clean_value(text: str, max_words: int) -> str:
+    """The value up to the end of its clause, without quotes or trailing punctuation."""
+    end = _CLAUSE_END.search(text)
+    value = (text[:end.start()] if end else text).strip().strip("\"'“”‘’`").strip()
+    value = re.sub(r"\s+", " ", value).rstrip(".!?,;:")
+    return " ".join(value.split()[:max_words])
+
+
+def _title(value: str) -> str:
+    return " ".join(w[:1].upper() + w[1:] for w in value.split())
+
+
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], "tuple[str, str, str] | None"]]
+
+
+def _simple(category: str, key: str, max_words: int, title: bool = False, capital: bool = False) -> Callable:
+    def build(match: re.Match[str]) -> tuple[str, str, str] | None:
+        value = clean_value(match.group("v"), max_words)
+        if not value or _NEGATED.match(value) or (capital and not value[0].isupper()):
+            return None
+        return category, key, _title(value) if title else value
+
+    return build
+
+
+def _preference(match: re.Match[str]) -> tuple[str, str, str] | None:
+    value = clean_value(match.group("v"), 12)
+    return None if not value or _NEGATED.match(value) else ("preferences", f"prefers_{slug(value, 3)}", value)
+
+
+def _favorite(match: re.Match[str]) -> tuple[str, str, str] | None:
+    value = clean_value(match.group("v"), 10)
+    return None if not value or _NEGATED.match(value) else ("preferences", f"favorite_{slug(match.group('k'), 3)}",
+                                                              value)
+
+
+def _my_field(match: re.Match[str]) -> tuple[str, str, str] | None:
+    value = clean_value(match.group("v"), 10)
+    key = _MY_FIELDS[match.group("k").lower()]
+    return None if not value or _NEGATED.match(value) else ("profile", key, value)
+
+
+_NAME = r"(?P<v>[^\s,.;!?][^,.;!?]*)"
+RULES: list[Rule] = [
+    (re.compile(r"\bmy name is\s+" + _NAME, re.I), _simple("profile", "name", 4, title=True)),
+    (re.compile(r"\b(?:i am|i'm) called\s+" + _NAME, re.I), _simple("profile", "name", 4, title=True)),
+    (re.compile(r"\bcall me\s+" + _NAME, re.I), _simple("profile", "name", 3, capital=True)),
+    (re.compile(r"\b(?:i live|i'm living|i am living|i reside|i'm based|i am based) in\s+(?P<v>.+)", re.I),
+     _simple("profile", "location", 6)),
+    (re.compile(r"\bi (?:just |recently )?moved to\s+(?P<v>.+)", re.I), _simple("profile", "location", 6)),
+    (re.compile(r"\bi work as\s+(?:an?\s+)?(?P<v>.+)", re.I), _simple("profile", "occupation", 8)),
+    (re.compile(r"\bi work (?:at|for)\s+(?P<v>.+)", re.I), _simple("profile", "employer", 6)),
+    (re.compile(r"\b(?:i am|i'm) (?P<v>\d{1,3}) years old\b", re.I), _simple("profile", "age", 1)),
+    (re.compile(r"\bi (?:really |strongly |generally |usually )?prefer\s+(?P<v>.+)", re.I), _preference),
+    (re.compile(r"\bmy (?:favou?rite|preferred) (?P<k>[a-z][a-z ]{1,30}?) is\s+(?P<v>.+)", re.I), _favorite),
+    (re.compile(r"\bmy (?P<k>" + "|".join(re.escape(k) for k in sorted(_MY_FIELDS, key=len, reverse=True))
+                + r") is\s+(?P<v>.+)", re.I), _my_field),
+]
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCES.split(text) if s and s.strip()]
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?") or bool(_QUESTION.match(sentence))
+
+
+def _statement_facts(sentence: str) -> list[RuleFact]:
+    out = []
+    for pattern, build in RULES:
+        for match in pattern.finditer(sentence):
+            found = build(match)
+            if found:
+                out.append(RuleFact(*found, source_context=f'user said: "{sentence[:200]}"'))
+    return out
+
+
+def extract_text(text: str) -> list[RuleFact]:
+    """Rule facts in one user message; a "remember that ..." with no other rule inside becomes a
+    fact in category ``other``."""
+    facts: list[RuleFact] = []
+    for sentence in sentences(text):
+        if is_question(sentence):
+            continue
+        found = _statement_facts(sentence)
+        remembered = _REMEMBER.search(sentence)
+        if remembered and not found:
+            value = remembered.group("v").strip().rstrip(".!")
+            if (_PERSONAL.search(value) or len(value.split()) >= 3) and not _NEGATED.match(value):
+                facts.append(RuleFact("other", slug(value, 5), value[:500],
+                                      source_context=f'user asked to remember: "{sentence[:200]}"'))
+        facts.extend(found)
+    return facts
+
+
+def extract(messages: Iterable[Message]) -> list[RuleFact]:
+    """Rule facts in the user messages, later statements winning per (category, key)."""
+    out: dict[tuple[str, str], RuleFact] = {}
+    for message in messages:
+        if message.role == "user":
+            for fact in extract_text(message.content):
+                out.pop((fact.category, fact.key), None)
+                out[(fact.category, fact.key)] = fact
+    return list(out.values())
+
+
+def asks_to_remember(text: str) -> bool:
+    return any(_REMEMBER.search(s) and not is_question(s) for s in sentences(text))
+
+
+def worth_extracting(messages: Sequence[Message]) -> bool:
+    """False when nothing in the messages can hold a fact about the user: no tool output and no
+    user statement in the first person (questions and requests alone do not count)."""
+    for message in messages:
+        if message.role == "tool" and message.content.strip():
+            return True
+        if message.role == "user":
+            for sentence in sentences(message.content):
+                if not is_question(sentence) and (_PERSONAL.search(sentence) or _REMEMBER.search(sentence)):
+                    return True
+    return False

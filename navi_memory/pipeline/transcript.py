@@ -1,0 +1,94 @@
+"""A session rendered as plain text for the extractor, and cut into turn-sized chunks.
+
+Rules (seed 003): ``User:`` and ``Assistant:`` lines; each tool call as ``[Tool call] name(args)``
+with the arguments cut to 200 characters; each tool result as ``[Tool result] name: output`` cut
+to 500 characters; the whole transcript capped at 12,000 characters, keeping the head and the tail
+and dropping the middle. System messages are not rendered. Pure functions.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..models import Message
+
+MAX_TOOL_ARGS = 200
+MAX_TOOL_RESULT = 500
+MAX_TRANSCRIPT = 12_000
+MAX_CHUNK = 4_000
+GAP = "\n\n[... the middle of the conversation is left out ...]\n\n"
+CONTEXT_HEADER = "[Earlier in this conversation, already remembered:]"
+NEW_HEADER = "[New since then:]"
+
+
+def tool_names(messages: Sequence[Message]) -> dict[str, str]:
+    """tool_call_id -> tool name, from the assistants' tool calls."""
+    return {c.id: c.name for m in messages if m.role == "assistant" for c in m.tool_calls if c.id}
+
+
+def _cut(text: str, limit: int, marker: str) -> str:
+    return text if len(text) <= limit else text[:limit] + marker
+
+
+def message_lines(message: Message, names: dict[str, str]) -> list[str]:
+    content = message.content.strip()
+    if message.role == "user":
+        return [f"User: {content}"] if content else []
+    if message.role == "assistant":
+        lines = [f"Assistant: {content}"] if content else []
+        lines += [f"[Tool call] {c.name}({_cut(c.arguments, MAX_TOOL_ARGS, '…')})" for c in message.tool_calls]
+        return lines
+    if message.role == "tool" and content:
+        name = names.get(message.tool_call_id or "") or message.name or "unknown"
+        return [f"[Tool result] {name}: {_cut(content, MAX_TOOL_RESULT, ' …[truncated]')}"]
+    return []
+
+
+def cap(text: str, max_chars: int) -> str:
+    """``text`` unchanged if short enough, else its head and tail around a gap marker, ``max_chars``
+    long at most. Cuts fall on line breaks when one is near."""
+    if len(text) <= max_chars:
+        return text
+    room = max_chars - len(GAP)
+    head_size, tail_size = room - room // 2, room // 2
+    head, tail = text[:head_size], text[len(text) - tail_size:] if tail_size else ""
+    newline = head.rfind("\n")
+    if newline >= head_size * 0.8:
+        head = head[:newline]
+    newline = tail.find("\n")
+    if 0 <= newline <= tail_size * 0.2:
+        tail = tail[newline + 1:]
+    return head + GAP + tail
+
+
+def render(messages: Sequence[Message], max_chars: int = MAX_TRANSCRIPT, context: Sequence[Message] = ()) -> str:
+    """The transcript of ``messages``; ``context`` (earlier, already processed messages) is shown
+    first under its own header so the model can read the new part in context."""
+    names = tool_names([*context, *messages])
+    lines = [line for m in messages for line in message_lines(m, names)]
+    if not lines:
+        return ""
+    earlier = [line for m in context for line in message_lines(m, names)]
+    if earlier:
+        lines = [CONTEXT_HEADER, *earlier, NEW_HEADER, *lines]
+    return cap("\n".join(lines), max_chars)
+
+
+def turns(messages: Sequence[Message], final: bool) -> tuple[list[list[Message]], int]:
+    """Messages grouped into turns (a user message and what followed it), and the seq of the last
+    message covered. Unless ``final``, the last turn is held back: it may still get its answer."""
+    groups: list[list[Message]] = []
+    current: list[Message] = []
+    for message in messages:
+        if message.role == "user" and current:
+            groups.append(current)
+            current = []
+        current.append(message)
+    if current and final:
+        groups.append(current)
+    covered = groups[-1][-1].seq if groups else None
+    return groups, covered or 0
+
+
+def turn_text(turn: Sequence[Message], names: dict[str, str], max_chars: int = MAX_CHUNK) -> str:
+    return cap("\n".join(line for m in turn for line in message_lines(m, names)), max_chars)

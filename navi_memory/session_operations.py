@@ -1,0 +1,352 @@
+"""Conversation memory as store operations: sessions, messages, triggers and the extraction run.
+
+Written once, like ``operations.MemoryOperations``: each public method is a generator yielding
+its I/O — ``db(...)`` for the backend, ``Call("embed", ...)``, ``Call("llm", ...)`` for the chat
+model and ``Call("spawn", ...)`` to run an extraction in the background — and ``sansio.install``
+puts it on ``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio).
+
+One extraction run (``extract_session``) claims the session, stores the new turns as searchable
+chunks, finds candidate facts (explicit statements by rule; the chat model when one is set and the
+pre-filter sees something worth it), resolves them against the facts on file (dedup/supersede),
+stores notes, regenerates the summary when facts changed, and records the outcome and the LLM cost
+on the session. A failure leaves the session in state ``error`` with the message; it is retried on
+the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Sequence
+
+from . import validation as v
+from .backends.base import Filters, NewItem
+from .errors import EmbeddingError, ExtractionError, NaviMemoryError, NotFoundError, ValidationError
+from .models import SESSION_STATES, AddResult, ExtractionReport, FactChange, Message
+from .operations import Call, MemoryOperations, db, fact_item_content
+from .pipeline import PipelineOptions, dedup, extract, rules, sessions, summary, transcript
+from .pipeline import triggers as trigger_rules
+from .pipeline.extract import ExtractedFact
+from .pipeline.llm import ChatClient
+from .sansio import Op, operation
+from . import convert
+
+log = logging.getLogger("navi_memory.pipeline")
+
+NEIGHBOURS = 5
+
+
+def _rule_candidates(found: Sequence[rules.RuleFact]) -> list[ExtractedFact]:
+    return [extract.normalize_fact({"category": f.category, "key": f.key, "value": f.value, "source": f.source,
+                                    "source_context": f.source_context}) for f in found]  # type: ignore[misc]
+
+
+def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedFact]:
+    """One candidate per attribute (category and equivalent key); later groups win."""
+    out: dict[tuple[str, str], ExtractedFact] = {}
+    for group in groups:
+        for fact in group:
+            if fact is not None:
+                slot = (fact.category, dedup.canonical_key(fact.key))
+                out.pop(slot, None)
+                out[slot] = fact
+    return list(out.values())
+
+
+def _fit(text: str, max_bytes: int) -> str:
+    while len(text.encode("utf-8")) > max_bytes:
+        text = text[: max(1, int(len(text) * 0.9))]
+    return text
+
+
+class SessionOperations(MemoryOperations):
+    """The conversation half of the store (it uses the item and fact operations it extends)."""
+
+    _chat: ChatClient | None
+    pipeline: PipelineOptions
+
+    # -- sessions and messages ---------------------------------------------------------------
+
+    @operation
+    def start_session(self, *, user_id: str | None, session_id: str | None = None,
+                      background: bool | None = None) -> Op:
+        """Open (or resume) a session and process the user's stale sessions (in the background
+        by default). Returns the ``Session``; None for a user without an id (nothing is kept)."""
+        if user_id is None:
+            log.info("session without a user id: not remembered")
+            return None
+        uid = v.user_id(user_id)
+        sid = uuid.uuid4().hex if session_id is None else v.text(session_id, "session_id", v.MAX_KEY)
+        row, _ = yield db("open_session", uid, sid, self._now())
+        yield from self._process_stale(uid, sid, background)
+        return sessions.session(row)
+
+    @operation
+    def add_messages(self, session_id: str, messages: Any, *, user_id: str | None, background: bool | None = None,
+                     triggers: bool = True) -> Op:
+        """Append messages (OpenAI or LangChain format) to a session, creating it if needed. A new
+        session first processes the user's stale ones; every ``extract_every`` user messages and on
+        "remember that ..." an extraction runs (background by default). ``triggers=False`` only
+        stores. A user without an id is skipped."""
+        sid = v.text(session_id, "session_id", v.MAX_KEY)
+        if user_id is None:
+            log.info("messages without a user id: not remembered (session %s)", sid)
+            return AddResult(session_id=sid, user_id=None, skipped="no user id")
+        uid = v.user_id(user_id)
+        rows = sessions.normalize_messages(messages, self.max_content_bytes)
+        if not rows:
+            return AddResult(session_id=sid, user_id=uid)
+        row, created = yield db("append_messages", uid, sid, rows, self._now())
+        result = AddResult(session_id=sid, user_id=uid, added=len(rows), created=created)
+        if not triggers:
+            return result
+        if created:
+            yield from self._process_stale(uid, sid, background)
+        result.triggers = trigger_rules.in_conversation(row, rows, self.pipeline.extract_every)
+        if result.triggers:
+            result.scheduled, result.report = yield from self._schedule(uid, sid, False, background)
+        return result
+
+    @operation
+    def add_message(self, session_id: str, role: str, content: str = "", *, user_id: str | None,
+                    tool_calls: Sequence[Any] | None = None, tool_call_id: str | None = None,
+                    name: str | None = None, background: bool | None = None) -> Op:
+        """Append one message; see ``add_messages``."""
+        message = {"role": role, "content": content, "tool_calls": list(tool_calls or []),
+                   "tool_call_id": tool_call_id, "name": name}
+        return (yield from SessionOperations.add_messages(self, session_id, [message], user_id=user_id,
+                                                          background=background))
+
+    @operation
+    def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Op:
+        """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
+        uid, sid = v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)
+        row = yield db("get_session", uid, sid, bool(messages), 0)
+        if row is None:
+            raise NotFoundError(f"no session {sid!r} for this user")
+        return sessions.session(row)
+
+    @operation
+    def list_sessions(self, *, user_id: str | None = None, all_users: bool = False, state: str | None = None,
+                      limit: int = 50, offset: int = 0) -> Op:
+        """Sessions, most recently active first (without messages)."""
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        state = None if state is None else v.choice(state, "state", SESSION_STATES)
+        rows = yield db("list_sessions", uid, state, v.limit(limit, 10_000), v.offset(offset))
+        return [sessions.session(r) for r in rows]
+
+    # -- extraction ----------------------------------------------------------------------------
+
+    @operation
+    def extract_session(self, session_id: str, *, user_id: str | None, final: bool = True,
+                        force: bool = False) -> Op:
+        """Run the pipeline on a session now and return an ``ExtractionReport``. ``final=False``
+        holds back the last turn's chunk (it may still get its answer); ``force`` re-reads the
+        whole session instead of only the messages since the last extraction."""
+        sid = v.text(session_id, "session_id", v.MAX_KEY)
+        if user_id is None:
+            log.info("session %s has no user id: skipped", sid)
+            return ExtractionReport(session_id=sid, user_id=None, state="skipped", reason="no user id")
+        return (yield from self._extract(v.user_id(user_id), sid, final, force))
+
+    @operation
+    def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
+                               stale_minutes: float | None = None, limit: int = 100) -> Op:
+        """Extract every stale session now (of one user, or of all with ``all_users=True``):
+        idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
+        extracted. Returns one report per session."""
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        minutes = self.pipeline.stale_minutes if stale_minutes is None else v.days(stale_minutes, "stale_minutes")
+        stale = yield from self._stale(uid, minutes, v.limit(limit, 100_000))
+        reports = []
+        for owner, sid in stale:
+            reports.append((yield from self._extract(owner, sid, True, False)))
+        return reports
+
+    @operation
+    def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> Op:
+        """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        stats = yield db("usage_stats", uid, v.limit(limit, 10_000))
+        purposes = stats["purposes"]
+        extracted = stats["states"].get("extracted", {}).get("sessions", 0)
+        calls = sum(p["calls"] for p in purposes.values())
+        stats["totals"] = {
+            "sessions": sum(s["sessions"] for s in stats["states"].values()),
+            "messages": sum(s["messages"] for s in stats["states"].values()),
+            "llm_calls": calls, "failed_calls": sum(p["failed"] for p in purposes.values()),
+            "input_tokens": sum(p["input_tokens"] for p in purposes.values()),
+            "output_tokens": sum(p["output_tokens"] for p in purposes.values()),
+            "extraction_calls_per_extracted_session": round(
+                (purposes.get("extract", {}).get("calls", 0) + purposes.get("repair", {}).get("calls", 0))
+                / extracted, 3) if extracted else 0.0,
+        }
+        return stats
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def _stale(self, uid: str | None, minutes: float, limit: int) -> Op:
+        now = self._now()
+        return (yield db("stale_sessions", uid, trigger_rules.cutoff(now, minutes),
+                         trigger_rules.cutoff(now, self.pipeline.lease_minutes), self.pipeline.max_attempts, limit))
+
+    def _process_stale(self, uid: str, current: str, background: bool | None) -> Op:
+        for owner, sid in (yield from self._stale(uid, self.pipeline.stale_minutes, self.pipeline.stale_batch)):
+            if sid != current:
+                yield from self._schedule(owner, sid, True, background)
+
+    def _schedule(self, uid: str, sid: str, final: bool, background: bool | None) -> Op:
+        """Queue an extraction in the background, or run it now; (queued, report)."""
+        if self.pipeline.background if background is None else background:
+            queued = yield Call("spawn", "extract_session", (sid,), {"user_id": uid, "final": final})
+            return bool(queued), None
+        return False, (yield from self._extract(uid, sid, final, False))
+
+    def _extract(self, uid: str, sid: str, final: bool, force: bool) -> Op:
+        now = self._now()
+        if (yield db("get_session", uid, sid, False, 0)) is None:
+            raise NotFoundError(f"no session {sid!r} for this user")
+        claimed = yield db("claim_session", uid, sid, now, trigger_rules.cutoff(now, self.pipeline.lease_minutes))
+        report = ExtractionReport(session_id=sid, user_id=uid, state="extracted")
+        if claimed is None:
+            report.state, report.reason = "skipped", "another run is processing this session"
+            return report
+        ledger: list[dict] = []
+        try:
+            outcome = yield from self._pipeline_run(uid, sid, claimed, final, force, report, ledger)
+        except NaviMemoryError as exc:
+            report.state, report.error = "error", str(exc)[:1000]
+            log.warning("extraction of session %s (user %s) failed: %s", sid, uid, exc)
+            yield db("finish_session", uid, sid, {"state": "error", "error": report.error}, ledger, self._now())
+            self._book(report, ledger)
+            if not isinstance(exc, ExtractionError):
+                raise
+            return report
+        yield db("finish_session", uid, sid, outcome, ledger, self._now())
+        self._book(report, ledger)
+        log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
+                 report.updated, report.unchanged, report.notes, report.llm_calls)
+        return report
+
+    @staticmethod
+    def _book(report: ExtractionReport, ledger: list[dict]) -> None:
+        report.llm_calls = len(ledger)
+        report.input_tokens = sum(c["input_tokens"] for c in ledger)
+        report.output_tokens = sum(c["output_tokens"] for c in ledger)
+
+    def _pipeline_run(self, uid: str, sid: str, claimed: dict, final: bool, force: bool, report: ExtractionReport,
+             ledger: list[dict]) -> Op:
+        opts = self.pipeline
+        after = 0 if force else claimed["extracted_seq"]
+        start = max(0, min(after, claimed["chunked_seq"]) - opts.context_messages)
+        full = yield db("get_session", uid, sid, True, start)
+        messages = [sessions.message(m) for m in full["messages"]]
+        if opts.store_turns:
+            pending = [m for m in messages if m.seq > claimed["chunked_seq"]]
+            report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final)
+        new = [m for m in messages if m.seq > after]
+        context = [m for m in messages if m.seq <= after][-opts.context_messages:] if opts.context_messages else []
+        candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
+        notes: list[str] = []
+        if self._chat is not None and new:
+            if rules.worth_extracting(new):
+                known = yield db("list_facts", uid, 200, 0, "updated_at", True, None, None, self._now())
+                text = transcript.render(new, opts.max_transcript_chars, context)
+                if text:
+                    found = yield from extract.extract(text, known, ledger)
+                    report.used_llm = True
+                    candidates = merge_candidates(candidates, found.facts)
+                    notes = found.notes
+            else:
+                report.prefiltered = True
+        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger)
+        report.notes = yield from self._store_notes(uid, sid, notes)
+        changed = any(c.action != "unchanged" for c in report.changes)
+        report.summary_updated = yield from self._refresh_summary(uid, changed, ledger)
+        return {"state": "extracted", "extracted_seq": full["message_count"],
+                "extracted_user_messages": full["user_messages"]}
+
+    def _store_turns(self, uid: str, sid: str, messages: list[Message], names: dict[str, str], final: bool) -> Op:
+        groups, upto = transcript.turns(messages, final)
+        if not upto:
+            return 0
+        items: list[NewItem] = []
+        for group in groups:
+            text = transcript.turn_text(group, names)
+            if text:
+                items.append(self._new_item(uid, {
+                    "content": _fit(text, self.max_content_bytes), "type": "note", "theme": "conversation",
+                    "source": "conversation", "observed_at": group[0].created_at,
+                    "source_ref": {"session_id": sid, "first_seq": group[0].seq, "last_seq": group[-1].seq}}))
+        ids = yield db("store_chunks", uid, sid, items, upto, self._model, self._now())
+        if self.embed_on_write:
+            yield from self._embed_new([(i, uid, it.content) for i, it in zip(ids, items)])
+        return len(ids)
+
+    def _store_notes(self, uid: str, sid: str, notes: list[str]) -> Op:
+        items = [self._new_item(uid, {"content": _fit(n, self.max_content_bytes), "type": "note", "theme": "notes",
+                                      "source": "chat_extract", "source_ref": {"session_id": sid}}) for n in notes]
+        return len((yield from self._add_many(items)))
+
+    def _neighbours(self, uid: str, candidates: list[ExtractedFact], known: list[dict]) -> Op:
+        """Per candidate, the facts on file whose embeddings are closest to it: [(fact, cosine)]."""
+        out: list[list[tuple[dict, float]]] = [[] for _ in candidates]
+        by_item = {f["item_id"]: f for f in known if f.get("item_id") is not None}
+        if not candidates or not by_item or self._embedder is None or not self._model or not self._embedder.available:
+            return out
+        try:
+            vectors = yield Call("embed", "documents", ([fact_item_content(c.key, c.value) for c in candidates],), {})
+            where = Filters(user_id=uid, now=self._now(), types=("fact",))
+            for index, vector in enumerate(vectors):
+                hits = yield db("semantic_candidates", where, self._model, vector, NEIGHBOURS)
+                out[index] = [(by_item[item], score) for item, score in hits if item in by_item]
+        except EmbeddingError as exc:
+            log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)
+        return out
+
+    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict]) -> Op:
+        if not candidates:
+            return []
+        opts = self.pipeline
+        known = yield db("list_facts", uid, None, 0, "updated_at", True, None, None, self._now())
+        decisions = [dedup.decide(c, known) for c in candidates]
+        fresh = [i for i, d in enumerate(decisions) if d.action == "add"]
+        neighbours = yield from self._neighbours(uid, [candidates[i] for i in fresh], known)
+        for i, near in zip(fresh, neighbours):
+            decisions[i] = dedup.decide(candidates[i], known, near, opts.dedup_threshold)
+        pending = [i for i, d in enumerate(decisions) if d.action == "judge"]
+        same: set[int] = set()
+        if pending and self._chat is not None and opts.llm_dedup:
+            same = yield from dedup.judge([(candidates[i], decisions[i].target) for i in pending], ledger)
+        for number, i in enumerate(pending, 1):
+            decisions[i] = dedup.resolve(decisions[i], candidates[i], number in same)
+        changes: list[FactChange] = []
+        for candidate, decision in zip(candidates, decisions):
+            try:
+                changes.append((yield from self._apply(uid, sid, candidate, decision)))
+            except ValidationError as exc:
+                log.warning("fact %s/%s rejected: %s", candidate.category, candidate.key, exc)
+        return changes
+
+    def _apply(self, uid: str, sid: str, candidate: ExtractedFact, decision: dedup.Decision) -> Op:
+        target = decision.target
+        if decision.action == "keep" and target is not None:
+            return FactChange(action="unchanged", fact=convert.fact(dict(target)))
+        category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
+                                                                                          candidate.key)
+        value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
+        return (yield from MemoryOperations.upsert_fact(
+            self, user_id=uid, category=category, key=key, value=value, source=candidate.source,
+            confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid))
+
+    def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
+        facts = yield db("list_facts", uid, summary.MAX_FACTS, 0, "updated_at", True, None, None, self._now())
+        current = yield db("get_summary", uid)
+        if not summary.needs_update(changed, facts, current):
+            return False
+        text = yield from summary.write(facts, ledger, self._chat is not None)
+        if not text:
+            return False
+        yield db("set_summary", uid, self._content(text), self._now())
+        return True
+
