@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm")
     p = command("users", cmd_users, "list users (admin)")
     _json_flag(p)
+    from .cli_pipeline import add_commands
+
+    add_commands(command)  # ingest, extract, stats, facts, sessions
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)

@@ -280,6 +280,9 @@ class ExtractionReport(_Record):
     def unchanged(self) -> int:
         return self._count("unchanged")
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "added": self.added, "updated": self.updated, "unchanged": self.unchanged}
+
 
 @dataclass
 class AddResult(_Record):

@@ -255,7 +255,9 @@ class SessionOperations(MemoryOperations):
                 if text:
                     found = yield from extract.extract(text, known, ledger)
                     report.used_llm = True
-                    candidates = merge_candidates(candidates, found.facts)
+                    # the model has read the same statements: of the rule facts only identity stays
+                    candidates = merge_candidates([c for c in candidates if c and c.category == "profile"],
+                                                  found.facts)
                     notes = found.notes
             else:
                 report.prefiltered = True

@@ -261,7 +261,8 @@ def test_a_second_run_sends_only_new_messages_with_context(store):
     second = model.prompt(2)
     assert "[Earlier in this conversation, already remembered:]" in second and "[New since then:]" in second
     assert second.index("I'm Eugene.") < second.index("[New since then:]") < second.index("I prefer short answers.")
-    assert "profile/name: Eugene" in second and report.added == 2  # the rule fact and the model's
+    assert "profile/name: Eugene" in second and report.added == 1  # the model's fact; the rule's is left to it
+    assert facts(store) == {("profile", "name"): "Eugene", ("preferences", "answers"): "short"}
     assert report.chunks == 1 and len(store.list_items(user_id=U, theme="conversation")) == 2
 
 

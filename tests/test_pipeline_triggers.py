@@ -36,7 +36,7 @@ def test_no_llm_mode_keeps_turns_and_explicit_statements(store):
         "extracted", False, 0, 2, 2)
     assert facts(store) == {("profile", "name"): "Eugene", ("profile", "location"): "Berlin"}
     assert {f.source for f in store.get_all_facts(user_id=U)} == {"user_explicit"}
-    assert store.get_summary(user_id=U) == "About the user: location: Berlin; name: Eugene."
+    assert store.get_summary(user_id=U) == "About the user: name: Eugene; location: Berlin."
     hits = store.search("book about birds", user_id=U, theme="conversation")
     assert hits and hits[0].content.startswith("User: Can you recommend a book about birds?")
     assert hits[0].metadata == {} and store.get(hits[0].id, user_id=U).source_ref == {

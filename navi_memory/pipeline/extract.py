@@ -115,13 +115,13 @@ def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
         return None, f"expected a JSON object, got {type(payload).__name__}"
     if not isinstance(facts_raw, list) or not isinstance(notes_raw, list):
         return None, "\"facts\" and \"notes\" must be lists"
+    checked = [normalize_fact(raw) for raw in facts_raw]
     merged: dict[tuple[str, str], ExtractedFact] = {}
-    for raw in facts_raw:
-        fact = normalize_fact(raw)
+    for fact in checked:
         if fact is not None:
             merged.pop((fact.category, fact.key), None)  # a later duplicate wins
             merged[(fact.category, fact.key)] = fact
-    dropped = len(facts_raw) - sum(1 for raw in facts_raw if normalize_fact(raw) is not None)
+    dropped = sum(1 for fact in checked if fact is None)
     if facts_raw and not merged:
         return None, f"none of the {len(facts_raw)} facts has a usable \"key\" and \"value\""
     notes = [n for n in (_note(raw) for raw in notes_raw) if n][:MAX_NOTES]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Iterable
 
 from .. import validation as v
@@ -100,7 +99,18 @@ def normalize_messages(raw: Any, max_bytes: int) -> list[dict[str, Any]]:
     items = list(raw)
     if len(items) > MAX_MESSAGES:
         raise ValidationError(f"at most {MAX_MESSAGES} messages per call")
-    return [normalize_message(m, i, max_bytes) for i, m in enumerate(items)]
+    return fill_times([normalize_message(m, i, max_bytes) for i, m in enumerate(items)])
+
+
+def fill_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A message without a timestamp takes its predecessor's (the first ones their successor's), so
+    an imported transcript keeps its own time; with no timestamp at all the store uses now."""
+    last = next((r["created_at"] for r in rows if r["created_at"] is not None), None)
+    for row in rows:
+        if row["created_at"] is None:
+            row["created_at"] = last
+        last = row["created_at"]
+    return rows
 
 
 def message(row: Mapping[str, Any]) -> Message:
@@ -119,7 +129,3 @@ def session(row: Mapping[str, Any]) -> Session:
                    attempts=row.get("attempts") or 0,
                    messages=[message(m) for m in row.get("messages") or []])
 
-
-def latest_time(rows: Iterable[Mapping[str, Any]]) -> datetime | None:
-    times = [r["created_at"] for r in rows if r.get("created_at") is not None]
-    return max(times) if times else None

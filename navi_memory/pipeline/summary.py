@@ -41,7 +41,8 @@ def needs_update(changed: bool, facts: Sequence[Mapping[str, Any]], summary: Map
 def grouped(facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
     order = {c: i for i, c in enumerate(FACT_CATEGORIES)}
     groups: dict[str, list[Mapping[str, Any]]] = {}
-    for fact in sorted(facts, key=lambda f: (order.get(f["category"], 99), f["key"]))[:MAX_FACTS]:
+    ranked = sorted(facts, key=lambda f: (order.get(f["category"], 99), f["key"] != "name", f["key"]))
+    for fact in ranked[:MAX_FACTS]:
         groups.setdefault(fact["category"], []).append(fact)
     return list(groups.items())
 
@@ -78,11 +79,16 @@ def tidy(text: str) -> str:
     return clip_words("\n\n".join(paragraphs[:MAX_PARAGRAPHS]))
 
 
+def _phrase(fact: Mapping[str, Any]) -> str:
+    key = fact["key"].replace("_", " ")
+    return key if str(fact["value"]).casefold() in key.casefold() else f"{key}: {fact['value']}"
+
+
 def compose(facts: Sequence[Mapping[str, Any]]) -> str:
     """The no-LLM summary: one short paragraph per group of categories, at most four."""
     paragraphs = []
     for category, members in grouped(facts):
-        items = "; ".join(f"{f['key'].replace('_', ' ')}: {f['value']}" for f in members)
+        items = "; ".join(_phrase(f) for f in members)
         paragraphs.append(f"{HEADINGS.get(category, category.title())}: {items}.")
     if len(paragraphs) > MAX_PARAGRAPHS:
         paragraphs = paragraphs[:MAX_PARAGRAPHS - 1] + [" ".join(paragraphs[MAX_PARAGRAPHS - 1:])]

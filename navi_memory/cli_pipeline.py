@@ -1,0 +1,164 @@
+"""The conversation-memory commands of ``navi-memory``: ingest, extract, stats, facts, sessions.
+
+They call the same store operations as applications do, always inline (a command's process ends
+when it is done, so nothing is left to a background worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from .cli import _json_flag, _print_json, _user
+from .errors import ExtractionError, ValidationError
+from .models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
+
+
+def _open(args: argparse.Namespace, chat: bool = False) -> Any:
+    from .store import MemoryStore
+
+    return MemoryStore.open(args.db, args.embeddings, chat_model=getattr(args, "chat_model", None) if chat else False)
+
+
+def _read_messages(source: str) -> Any:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{source} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+
+
+def report_line(report: ExtractionReport) -> str:
+    head = f"{report.user_id}/{report.session_id}: {report.state}"
+    if report.state == "skipped":
+        return f"{head} ({report.reason})"
+    if report.state == "error":
+        return f"{head}: {report.error} ({report.llm_calls} LLM calls; retried on the next run)"
+    how = "LLM" if report.used_llm else ("rules, nothing for the LLM" if report.prefiltered else "rules")
+    return (f"{head} by {how}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.notes} notes, {report.chunks} chunks, {report.llm_calls} LLM calls "
+            f"({report.input_tokens} in / {report.output_tokens} out tokens)"
+            + ("; summary updated" if report.summary_updated else ""))
+
+
+def _finish(reports: list[ExtractionReport], as_json: bool) -> None:
+    if as_json:
+        _print_json(reports)
+    else:
+        for report in reports:
+            print(report_line(report))
+    failed = [r for r in reports if r.state == "error"]
+    if failed:
+        raise ExtractionError(f"{len(failed)} of {len(reports)} session(s) failed; they are retried on the next run")
+
+
+def cmd_ingest(args: argparse.Namespace) -> None:
+    payload = _read_messages(args.file)
+    session = args.session or (payload.get("session_id") if isinstance(payload, dict) else None)
+    if session is None:
+        import uuid
+
+        session = uuid.uuid4().hex
+    with _open(args, chat=args.extract) as store:
+        result = store.add_messages(session, payload, user_id=args.user, triggers=False)
+        report = store.extract_session(session, user_id=args.user) if args.extract else None
+    if args.json and report is None:
+        _print_json(result)
+    elif not args.json:
+        print(f"stored {result.added} messages in session {session} for {args.user}"
+              + ("" if args.extract else " (run `navi-memory extract` to process it)"))
+    if report is not None:
+        _finish([report], args.json)
+
+
+def cmd_extract(args: argparse.Namespace) -> None:
+    if args.session and not args.user:
+        raise ValidationError("--session needs --user")
+    with _open(args, chat=True) as store:
+        if args.session:
+            reports = [store.extract_session(args.session, user_id=args.user, force=args.all_messages)]
+        else:
+            reports = store.process_stale_sessions(user_id=args.user, all_users=args.user is None,
+                                                   stale_minutes=args.stale_minutes, limit=args.limit)
+    if not reports and not args.json:
+        print("no stale sessions")
+    _finish(reports, args.json)
+
+
+def cmd_stats(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        stats = store.usage_stats(user_id=args.user, all_users=args.user is None, limit=args.limit)
+    if args.json:
+        _print_json(stats)
+        return
+    totals = stats["totals"]
+    print(f"sessions {totals['sessions']}  messages {totals['messages']}  " + "  ".join(
+        f"{state} {s['sessions']}" for state, s in sorted(stats["states"].items())))
+    print(f"LLM calls {totals['llm_calls']} ({totals['failed_calls']} failed), tokens {totals['input_tokens']} in / "
+          f"{totals['output_tokens']} out; extraction calls per extracted session "
+          f"{totals['extraction_calls_per_extracted_session']}")
+    for purpose, p in sorted(stats["purposes"].items()):
+        print(f"  {purpose:<8} {p['calls']:>6} calls {p['input_tokens']:>9} in {p['output_tokens']:>8} out"
+              f"  in {p['sessions']} sessions")
+    for s in stats["sessions"]:
+        print(f"  {s['user_id']}/{s['session_id']:<34} {s['state']:<10} {s['message_count']:>5} messages"
+              f" {s['llm_calls']:>3} LLM calls {s['input_tokens']:>8} in {s['output_tokens']:>7} out")
+
+
+def cmd_facts(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        facts = store.get_all_facts(user_id=args.user, category=args.category, include_history=args.history)
+    if args.json:
+        _print_json(facts)
+        return
+    for fact in facts:
+        print(f"{fact.category:<12} {fact.key:<28} {fact.value}  ({fact.source}, {fact.confidence})")
+        for old in fact.history:
+            print(f"{'':<41} was {old.value!r} until {old.valid_to:%Y-%m-%d}")
+
+
+def cmd_sessions(args: argparse.Namespace) -> None:
+    with _open(args) as store:
+        sessions = store.list_sessions(user_id=args.user, all_users=args.user is None, state=args.state,
+                                       limit=args.limit)
+    if args.json:
+        _print_json(sessions)
+        return
+    for s in sessions:
+        active = f"{s.last_active:%Y-%m-%d %H:%M}" if s.last_active else "-"
+        print(f"{s.user_id}/{s.session_id:<34} {s.state:<10} {s.message_count:>5} messages  last active {active}"
+              + (f"  error: {s.error}" if s.error else ""))
+
+
+def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """Register the commands on the main parser (``command`` is ``build_parser``'s helper)."""
+    p = command("ingest", cmd_ingest, "store a conversation (a JSON list of OpenAI/LangChain-style messages)")
+    _user(p); _json_flag(p)
+    p.add_argument("file", metavar="FILE", help="JSON file, or - for standard input")
+    p.add_argument("--session", help="session id (default: the file's session_id, else a new id)")
+    p.add_argument("--extract", action="store_true", help="extract facts from it right away")
+    p.add_argument("--chat-model", help="chat model for --extract (default $NAVI_MEMORY_CHAT_MODEL; none: rules)")
+    p = command("extract", cmd_extract, "process stale sessions (or one session): facts, notes, chunks, summary")
+    _user(p, required=False); _json_flag(p)
+    p.add_argument("--session", help="extract this session now, stale or not (needs --user)")
+    p.add_argument("--all-messages", action="store_true", help="with --session: re-read the whole session")
+    p.add_argument("--stale-minutes", type=float, help="idle time that makes a session stale (default 30)")
+    p.add_argument("--limit", type=int, default=100, help="at most this many sessions")
+    p.add_argument("--chat-model", help="chat model (default $NAVI_MEMORY_CHAT_MODEL; none: rules only)")
+    p = command("stats", cmd_stats, "sessions, LLM calls and tokens (per purpose and per session)")
+    _user(p, required=False); _json_flag(p)
+    p.add_argument("--limit", type=int, default=20, help="sessions listed")
+    p = command("facts", cmd_facts, "a user's facts")
+    _user(p); _json_flag(p)
+    p.add_argument("--category", choices=FACT_CATEGORIES)
+    p.add_argument("--history", action="store_true", help="include earlier values")
+    p = command("sessions", cmd_sessions, "sessions, most recently active first")
+    _user(p, required=False); _json_flag(p)
+    p.add_argument("--state", choices=SESSION_STATES)
+    p.add_argument("--limit", type=int, default=50)
