@@ -241,9 +241,8 @@ class SessionOperations(MemoryOperations):
         start = max(0, min(after, claimed["chunked_seq"]) - opts.context_messages)
         full = yield db("get_session", uid, sid, True, start)
         messages = [sessions.message(m) for m in full["messages"]]
-        if opts.store_turns:
-            pending = [m for m in messages if m.seq > claimed["chunked_seq"]]
-            report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final)
+        pending = [m for m in messages if m.seq > claimed["chunked_seq"]]
+        report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final)
         new = [m for m in messages if m.seq > after]
         context = [m for m in messages if m.seq <= after][-opts.context_messages:] if opts.context_messages else []
         candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
@@ -273,7 +272,7 @@ class SessionOperations(MemoryOperations):
         if not upto:
             return 0
         items: list[NewItem] = []
-        for group in groups:
+        for group in groups if self.pipeline.store_turns else []:  # without chunks the mark still moves
             text = transcript.turn_text(group, names)
             if text:
                 items.append(self._new_item(uid, {

@@ -293,8 +293,9 @@ def test_staleness():
     base = {"last_active": NOW - timedelta(minutes=31), "message_count": 4, "extracted_at": None, "extracted_seq": 0}
     assert triggers.is_stale(base, NOW, 30)
     assert not triggers.is_stale({**base, "last_active": NOW - timedelta(minutes=29)}, NOW, 30)
-    done = {**base, "extracted_at": NOW - timedelta(minutes=20), "extracted_seq": 4}
+    done = {**base, "extracted_at": NOW - timedelta(minutes=20), "extracted_seq": 4, "chunked_seq": 4}
     assert not triggers.is_stale(done, NOW, 30)
+    assert triggers.is_stale({**done, "chunked_seq": 2}, NOW, 30)  # a turn still waits to be stored
     assert triggers.is_stale({**done, "extracted_at": NOW - timedelta(minutes=40)}, NOW, 30)
     assert triggers.is_stale({**done, "extracted_seq": 3}, NOW, 30)
     assert not triggers.is_stale({**base, "message_count": 0}, NOW, 30)
@@ -314,3 +315,42 @@ def test_pipeline_options_are_checked():
         PipelineOptions(dedup_threshold=1.5)
     with pytest.raises(ValidationError):
         PipelineOptions(extract_every=-1)
+
+
+# -- the chat model -----------------------------------------------------------------------------
+
+def test_chat_model_resolution():
+    from navi_memory import ConfigurationError, Settings
+    from navi_memory.pipeline.llm import ChatClient, resolve_chat_model
+
+    base = Settings(url="sqlite:///:memory:")
+    assert resolve_chat_model(None, base) is None and resolve_chat_model("none", base) is None
+    assert resolve_chat_model(False, Settings(url="x", chat_model="llama3.2")) is None
+    client = resolve_chat_model(None, Settings(url="x", chat_model="ollama:llama3.2:3b", chat_host="http://h:1",
+                                               chat_api_key="sekrit"))
+    assert isinstance(client, ChatClient) and client.name == "ChatOllama:llama3.2:3b"
+    assert client._model is None  # built on first use
+    model = client.model
+    assert (model.model, model.base_url) == ("llama3.2:3b", "http://h:1")
+    assert model.client_kwargs["headers"] == {"Authorization": "Bearer sekrit"}
+    assert "sekrit" not in repr(Settings(url="x", chat_api_key="sekrit"))
+    with pytest.raises(ConfigurationError):
+        resolve_chat_model(object(), base)
+
+
+async def test_chat_client_failures_become_extraction_errors():
+    import asyncio
+
+    from navi_memory import ExtractionError
+    from navi_memory.pipeline.llm import ChatClient
+
+    from .chat_fakes import ScriptedChat
+
+    client = ChatClient.wrap(ScriptedChat(script=[RuntimeError("boom")]))
+    with pytest.raises(ExtractionError, match="RuntimeError: boom"):
+        client.invoke("extract", [("human", "hi")])
+    slow = ChatClient.wrap(ScriptedChat(script=["late"], agate=asyncio.Event()), timeout=0.05)
+    with pytest.raises(ExtractionError, match="TimeoutError"):
+        await slow.ainvoke("summary", [("human", "hi")])
+    reply = ChatClient.wrap(ScriptedChat(script=["hello"], usage=None)).invoke("summary", [("human", "x" * 400)])
+    assert (reply.text, reply.input_tokens, reply.output_tokens, reply.estimated) == ("hello", 101, 2, True)

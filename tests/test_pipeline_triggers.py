@@ -11,7 +11,7 @@ import time
 import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
-from navi_memory.backends.sqlite_schema import MIGRATIONS
+from navi_memory.backends.sqlite_schema import LATEST_VERSION, MIGRATIONS
 
 from .chat_fakes import ScriptedChat
 from .fakes import FakeClock, FakeEmbeddings
@@ -274,7 +274,30 @@ def test_a_version_1_sqlite_database_is_upgraded(tmp_path):
     conn.commit()
     conn.close()
     with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
-        assert store.migrate() == 2
+        assert store.migrate() == LATEST_VERSION
         assert store.get_extracted_at("old", user_id=U).isoformat() == "2024-01-02T00:00:00+00:00"
         say(store, "old", "I live in Riga.", triggers=False)
         assert store.extract_session("old", user_id=U).added == 1
+
+
+def test_the_turn_held_back_mid_conversation_is_stored_when_the_session_goes_stale(store, clock):
+    store.pipeline.background = False
+    store.pipeline.extract_every = 1
+    result = say(store, "s1", "I collect vinyl records.", "Which genres?")
+    assert result.triggers == ["every_n"] and store.list_items(user_id=U, theme="conversation") == []
+    clock.advance(minutes=31)
+    [report] = store.process_stale_sessions(user_id=U)
+    assert (report.chunks, report.llm_calls, report.changes) == (1, 0, [])
+    assert [c.content for c in store.list_items(user_id=U, theme="conversation")] == [
+        "User: I collect vinyl records.\nAssistant: Which genres?"]
+    assert store.process_stale_sessions(user_id=U) == []
+
+
+def test_without_turn_chunks_sessions_do_not_stay_stale(store, clock):
+    store.pipeline.store_turns = False
+    say(store, "s1", "I live in Oslo.", triggers=False)
+    clock.advance(minutes=31)
+    [report] = store.process_stale_sessions(user_id=U)
+    assert report.chunks == 0 and report.added == 1
+    assert store.list_items(user_id=U, theme="conversation") == []
+    assert store.process_stale_sessions(user_id=U) == []

@@ -84,7 +84,8 @@ class PostgresSessionQueries:
                        limit: int) -> Op:
         rows = yield Q("SELECT user_id, session_id FROM session_state WHERE (%s::text IS NULL OR user_id = %s)"
                        " AND last_active < %s AND message_count > 0"
-                       " AND (extracted_at IS NULL OR extracted_at < last_active OR extracted_seq < message_count)"
+                       " AND (extracted_at IS NULL OR extracted_at < last_active OR extracted_seq < message_count"
+                       " OR chunked_seq < message_count)"
                        " AND attempts < %s AND NOT (state = 'running' AND claimed_at >= %s)"
                        " ORDER BY last_active, user_id, session_id LIMIT %s",
                        [user_id, user_id, cutoff, max_attempts, lease_cutoff, limit])

@@ -110,7 +110,8 @@ class SQLiteSessions:
         """Sessions idle since before ``cutoff`` with activity not yet extracted, oldest first."""
         sql = ("SELECT user_id, session_id FROM session_state WHERE (? IS NULL OR user_id = ?)"
                " AND last_active IS NOT NULL AND last_active < ? AND message_count > 0"
-               " AND (extracted_at IS NULL OR extracted_at < last_active OR extracted_seq < message_count)"
+               " AND (extracted_at IS NULL OR extracted_at < last_active OR extracted_seq < message_count"
+               " OR chunked_seq < message_count)"
                " AND attempts < ?"
                " AND NOT (state = 'running' AND claimed_at >= ?) ORDER BY last_active, user_id, session_id LIMIT ?")
         with self._transaction(write=False) as conn:

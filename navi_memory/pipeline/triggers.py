@@ -1,8 +1,8 @@
 """When the pipeline runs: stale sessions, every N user messages, and "remember that ...". Pure.
 
 A session is **stale** when it has been idle for ``stale_minutes`` (default 30) and has activity
-that was not extracted yet: never extracted, extracted before its last activity, or holding
-messages past the last extracted one. Stale sessions are processed when the user starts a new
+that was not processed yet: never extracted, extracted before its last activity, or holding
+messages past the last extracted (or stored as a chunk) one. Stale sessions are processed when the user starts a new
 session and by ``navi-memory extract``. The backends' ``stale_sessions`` query is the same rule
 in SQL; ``is_stale`` states it for one session.
 """
@@ -27,7 +27,8 @@ def is_stale(session: Mapping[str, Any], now: datetime, minutes: float) -> bool:
     if last is None or last >= cutoff(now, minutes) or not session.get("message_count"):
         return False
     extracted = session.get("extracted_at")
-    return extracted is None or extracted < last or session.get("extracted_seq", 0) < session["message_count"]
+    return (extracted is None or extracted < last or session.get("extracted_seq", 0) < session["message_count"]
+            or session.get("chunked_seq", 0) < session["message_count"])
 
 
 def in_conversation(session: Mapping[str, Any], new_messages: Sequence[Mapping[str, Any]], every: int) -> list[str]:
