@@ -235,7 +235,7 @@ class SessionOperations(MemoryOperations):
         report.output_tokens = sum(c["output_tokens"] for c in ledger)
 
     def _pipeline_run(self, uid: str, sid: str, claimed: dict, final: bool, force: bool, report: ExtractionReport,
-             ledger: list[dict]) -> Op:
+                      ledger: list[dict]) -> Op:
         opts = self.pipeline
         after = 0 if force else claimed["extracted_seq"]
         start = max(0, min(after, claimed["chunked_seq"]) - opts.context_messages)
