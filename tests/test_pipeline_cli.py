@@ -100,14 +100,15 @@ def scripted(monkeypatch):
         return None if choice is False else ChatClient.wrap(model)
 
     monkeypatch.setattr("navi_memory.store.resolve_chat_model", resolve)
+    monkeypatch.setenv("NAVI_MEMORY_EMBEDDINGS", "hashing")  # never load a real model in-process
     return model
 
 
 def test_extract_with_a_chat_model_records_cost(db, transcript_file, scripted, capsys):
     scripted.script = [{"facts": [{"category": "technical", "key": "os", "value": "Arch Linux", "source": "tool_call"}],
                         "notes": []}, "Eugene runs Arch Linux."]
-    assert cli.main(["--db", db, "--embeddings", "hashing", "ingest", "--user", "u1", transcript_file]) == 0
-    assert cli.main(["--db", db, "--embeddings", "hashing", "extract", "--user", "u1"]) == 0
+    assert cli.main(["--db", db, "ingest", "--user", "u1", transcript_file]) == 0
+    assert cli.main(["--db", db, "extract", "--user", "u1"]) == 0
     line = capsys.readouterr().out.splitlines()[-1]
     assert "extracted by LLM: 3 added" in line and "2 LLM calls (240 in / 60 out tokens); summary updated" in line
     assert cli.main(["--db", db, "stats", "--user", "u1", "--json"]) == 0
