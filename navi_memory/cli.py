@@ -388,6 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     latency.add_arguments(b)
     b.set_defaults(bench_run=latency.run)
+    b = benches.add_parser("locomo", help="retrieval quality on the LoCoMo benchmark")
+    from .bench import locomo
+
+    locomo.add_arguments(b)
+    b.set_defaults(bench_run=locomo.run)
     return parser
 
 

@@ -26,6 +26,7 @@ def item(row: dict[str, Any]) -> Item:
         person=row.get("person"), confidence=row.get("confidence"), observed_at=row.get("observed_at"),
         expires_at=row.get("expires_at"), created_at=row.get("created_at"), updated_at=row.get("updated_at"),
         metadata=dict(row.get("metadata") or {}), fact_id=row.get("fact_id"), embedding=embedding,
+        context=row.get("context"),
     )
 
 
@@ -55,4 +56,4 @@ def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], s
 
 
 def match_all_result(row: dict[str, Any]) -> SearchResult:
-    return search_result(row, 0.0, {"fts": False, "semantic": False, "substring": False}, {})
+    return search_result(row, 0.0, {"fts": False, "semantic": False, "substring": False, "context": False}, {})

@@ -106,6 +106,7 @@ class Item(_Record):
     metadata: dict[str, Any] = field(default_factory=dict)
     fact_id: int | None = None
     embedding: EmbeddingInfo | None = None
+    context: str | None = None
 
 
 @dataclass

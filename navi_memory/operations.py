@@ -21,6 +21,7 @@ from .embeddings import Embedder
 from .errors import EmbeddingError, NotFoundError, ValidationError
 from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
                      SEARCH_STATUSES, BackfillReport, Fact, FactChange, Item, Summary, Theme)
+from .retrieval import context
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
 from .sansio import Op, operation
@@ -47,9 +48,10 @@ def db(name: str, *args: Any, **kwargs: Any) -> Call:
     return Call("db", name, args, kwargs)
 
 
-def embedding_text(title: str | None, content: str) -> str:
-    """The text a row is embedded from (the SQL backends compute the same)."""
-    return f"{title}\n{content}" if title else content
+def embedding_text(title: str | None, content: str, context: str | None = None) -> str:
+    """The text a row is embedded from: its context (e.g. the previous turn of a conversation),
+    title and content. The SQL backends compute the same expression (EMBED_TEXT)."""
+    return "".join(f"{part}\n" for part in (context, title) if part) + content
 
 
 def fact_item_content(key: str, value: str) -> str:
@@ -86,7 +88,7 @@ class MemoryOperations:
     def _new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
         unknown = set(fields) - {"content", "type", "theme", "title", "tags", "pinned", "source", "source_ref",
                                  "person", "confidence", "observed_at", "expires_at", "expires_days",
-                                 "metadata", "embedding", "status"}
+                                 "metadata", "embedding", "status", "context"}
         if unknown:
             raise ValidationError(f"unknown item field(s): {', '.join(sorted(unknown))}")
         now = self._now()
@@ -107,6 +109,7 @@ class MemoryOperations:
             observed_at=v.when(fields.get("observed_at"), "observed_at"),
             expires_at=v.expiry(fields.get("expires_at"), fields.get("expires_days"), now),
             metadata=v.mapping(fields.get("metadata"), "metadata", self.max_content_bytes),
+            context=v.optional_text(fields.get("context"), "context", self.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
         )
 
@@ -182,7 +185,7 @@ class MemoryOperations:
             return []
         ids = yield db("insert_items", rows, self._model, self._now())
         if self.embed_on_write:
-            yield from self._embed_new([(i, r.user_id, embedding_text(r.title, r.content))
+            yield from self._embed_new([(i, r.user_id, embedding_text(r.title, r.content, r.context))
                                         for i, r in zip(ids, rows) if r.vector is None])
         return ids
 
@@ -197,7 +200,7 @@ class MemoryOperations:
         """Change fields of an item; a new content or title is re-embedded."""
         uid, iid = v.user_id(user_id), v.item_id(item_id)
         allowed = {"content", "title", "type", "theme", "tags", "status", "pinned", "person", "confidence",
-                   "observed_at", "expires_at", "metadata", "source", "source_ref"}
+                   "observed_at", "expires_at", "metadata", "source", "source_ref", "context"}
         unknown = set(changes) - allowed
         if unknown:
             raise ValidationError(f"cannot update field(s): {', '.join(sorted(unknown))}")
@@ -215,6 +218,7 @@ class MemoryOperations:
             "observed_at": lambda x: v.when(x, "observed_at"),
             "expires_at": lambda x: v.when(x, "expires_at"),
             "metadata": lambda x: v.mapping(x, "metadata", self.max_content_bytes) or {},
+            "context": lambda x: v.optional_text(x, "context", self.max_content_bytes),
             "source": lambda x: v.optional_text(x, "source", v.MAX_KEY),
             "source_ref": lambda x: v.mapping(x, "source_ref", self.max_content_bytes),
         }
@@ -223,8 +227,8 @@ class MemoryOperations:
         row = yield db("update_item", uid, iid, clean, self._model, self._now())
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
-        if self.embed_on_write and ("content" in clean or "title" in clean) and row.get("emb_state") != "ready":
-            yield from self._embed_new([(iid, uid, embedding_text(row["title"], row["content"]))])
+        if self.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
+            yield from self._embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
         return self._item(row)
 
@@ -339,11 +343,18 @@ class MemoryOperations:
                theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
-               include_expired: bool = False) -> Op:
-        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items."""
+               include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT) -> Op:
+        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``context_weight``: share of the best adjacent turn's score (same conversation session,
+        ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
+        the user's items that the query names are added to ``person_hints``."""
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired)
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
+        if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
+                or not 0 <= context_weight <= 1:
+            raise ValidationError("context_weight must be a number from 0 to 1")
         fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         if query is not None and not isinstance(query, str):
@@ -378,6 +389,10 @@ class MemoryOperations:
         fused = plan.fuse(lexical, semantic, substring, extra)
         if not fused:
             return []
+        if context_weight > 0:
+            fused = context.smooth(fused, (yield db("neighbours", f, list(fused))), context_weight)
+        if f.user_id is not None:  # people the query names become person hints
+            hints += tuple((yield db("persons_named", f.user_id, context.name_grams(query or ""))))
         rows = yield db("fetch_items", f.user_id, list(fused))
         return ranking.finish(fused, rows, limit, f.now, hints, decay)
 

@@ -29,7 +29,7 @@ def test_provider_outage_on_write_keeps_the_write_and_lexical_search(store, fake
     assert "ConnectionError" in store.get(first, user_id=U).embedding.error
     results = store.search("lattes", user_id=U)
     assert [r.id for r in results] == [first]
-    assert results[0].signals == {"fts": True, "semantic": False, "substring": False}
+    assert results[0].signals == {"fts": True, "semantic": False, "substring": False, "context": False}
     status = store.embedding_status()
     assert (status["ready"], status["error"], status["pending"]) == (0, 1, 1)
 
@@ -230,7 +230,7 @@ def test_hashing_provider_by_name_works_end_to_end(db_url, clock):
     with MemoryStore.open(db_url, embeddings="hashing", clock=clock) as s:
         item = s.add(user_id=U, content="I love lattes")
         assert s.embedding_model == "hashing-256"
-        assert s.search("lattes", user_id=U)[0].signals == {"fts": True, "semantic": True, "substring": False}
+        assert s.search("lattes", user_id=U)[0].signals == {"fts": True, "semantic": True, "substring": False, "context": False}
         assert s.get(item, user_id=U).embedding.dimensions == 256
 
 

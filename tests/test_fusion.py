@@ -117,8 +117,8 @@ def test_search_plan_uses_50_candidates_weighted_and_40_rrf():
 def test_search_plan_fuse_flags_signals_per_candidate():
     plan = SearchPlan.create("coffee", "weighted")
     fused = plan.fuse([(1, 5.0), (2, 1.0)], [(1, 0.9), (3, 0.2)], [], {2: 0.1})
-    assert fused[1].signals == {"fts": True, "semantic": True, "substring": False}
-    assert fused[2].signals == {"fts": True, "semantic": False, "substring": False}
+    assert fused[1].signals == {"fts": True, "semantic": True, "substring": False, "context": False}
+    assert fused[2].signals == {"fts": True, "semantic": False, "substring": False, "context": False}
     assert fused[2].raw == {"fts": 1.0, "semantic": 0.1}  # looked-up cosine is used for scoring
     assert fused[1].score == approx(1.0)
 

@@ -59,7 +59,7 @@ def test_update_content_re_embeds_and_search_follows_the_new_wording(store, db_p
     assert stored_vector(db_path, item_id).tolist() == pytest.approx(
         fake_embeddings.expected("Prefers swimming at the lake"))
     new = store.search("swimming lake", user_id=U)
-    assert new[0].id == item_id and new[0].signals == {"fts": True, "semantic": True, "substring": False}
+    assert new[0].id == item_id and new[0].signals == {"fts": True, "semantic": True, "substring": False, "context": False}
     old = store.search("hiking mountains", user_id=U)
     assert all(not r.signals["fts"] for r in old)
     assert new[0].scores["semantic"] > max([r.scores.get("semantic", -1) for r in old] or [-1])

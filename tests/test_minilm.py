@@ -31,7 +31,7 @@ def test_paraphrase_is_found_without_shared_words(minilm_store):
     results = store.search(query, user_id="u1", limit=3)
 
     assert results[0].id == target
-    assert results[0].signals == {"fts": False, "semantic": True, "substring": False}
+    assert results[0].signals == {"fts": False, "semantic": True, "substring": False, "context": False}
     assert store.get(target, user_id="u1").embedding.model == "sentence-transformers:all-MiniLM-L6-v2"
 
 

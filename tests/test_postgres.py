@@ -64,7 +64,7 @@ def test_candidate_queries_use_the_hnsw_and_gin_indexes(pg_url):
 def test_migrate_is_idempotent(pg_url):
     with MemoryStore.open(pg_url, embeddings=False) as store:
         store.add(user_id=U, content="kept across migrations")
-        assert store.migrate() == store.migrate() == 2
+        assert store.migrate() == store.migrate() == store._backend.schema_version() >= 3
     with MemoryStore.open(pg_url, embeddings=False) as again:
         assert [i.content for i in again.list_items(user_id=U)] == ["kept across migrations"]
 
@@ -109,7 +109,7 @@ def test_without_pgvector_search_is_lexical_with_one_warning(novector_url, caplo
         assert store.get(item, user_id=U).embedding is None
         results = store.search("oat milk", user_id=U)
         assert [r.id for r in results] == [item]
-        assert results[0].signals == {"fts": True, "semantic": False, "substring": False}
+        assert results[0].signals == {"fts": True, "semantic": False, "substring": False, "context": False}
     finally:
         store.close()
 
@@ -137,3 +137,65 @@ def test_without_pg_trgm_substring_search_still_works(novector_url):
         assert store._backend.has_trgm is False
         item = store.add(user_id=U, content="I drink oat milk lattes")
         assert [r.id for r in store.search("atte", user_id=U)] == [item]
+
+
+def _with_option(url: str, option: str) -> str:
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["options"] = f"{query.get('options', '')} -c {option}".strip()
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+def _hnsw_indexes(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+                                           " AND indexdef LIKE '%%USING hnsw%%'")]
+
+
+def test_deferred_vector_index_is_built_by_build_vector_index(pg_url):
+    rng = np.random.default_rng(3)
+    with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-16",
+                          backend_options={"defer_vector_index": True}) as store:
+        ids = store.add_many([{"user_id": U, "content": f"bulk note {n}", "embedding": rng.normal(size=16)}
+                              for n in range(300)])
+        assert _hnsw_indexes(pg_url) == []  # bulk load: no index maintained row by row
+        query = rng.normal(size=16)
+        before = store.search("bulk", user_id=U, query_embedding=query)  # exact scan meanwhile
+        backend = store._backend
+        assert backend.build_vector_index("random-16", 16, m=8, ef_construction=32, maintenance_work_mem="64MB")
+        (definition,) = _hnsw_indexes(pg_url)
+        assert "m='8'" in definition and "ef_construction='32'" in definition and "'random-16'" in definition
+        assert backend.build_vector_index("random-16", 16) is True  # exists: a no-op
+        assert len(_hnsw_indexes(pg_url)) == 1
+        after = store.search("bulk", user_id=U, query_embedding=query)
+        assert [r.id for r in after] == [r.id for r in before] and set(r.id for r in after) <= set(ids)
+
+
+def test_a_small_user_gets_exact_neighbours_when_the_hnsw_scan_filters_its_rows_out(pg_url):
+    """pgvector 0.6 filters by user after the HNSW scan: a user holding a small share of the index
+    finds few of its rows among the ef_search nearest. enable_sort=off makes the planner take the
+    HNSW scan for that user, as it does on large tables."""
+    rng = np.random.default_rng(11)
+    url = _with_option(pg_url, "enable_sort=off")
+    small = rng.normal(size=(30, 16))
+    with MemoryStore.open(url, embeddings=False, embedding_model="random-16") as store:
+        store.add_many([{"user_id": "big", "content": f"n {n}", "embedding": v} for n, v in enumerate(rng.normal(size=(2000, 16)))])
+        ids = store.add_many([{"user_id": "small", "content": f"s {n}", "embedding": v} for n, v in enumerate(small)])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        backend, query = store._backend, rng.normal(size=16)
+        backend.ef_search = 10
+        filters = Filters(user_id="small", now=utcnow())
+        backend.exact_below = 0  # the HNSW scan alone
+        hnsw_only = backend.semantic_candidates(filters, "random-16", query, 20)
+        backend.exact_below = 1000
+        fixed = backend.semantic_candidates(filters, "random-16", query, 20)
+        backend.exact_below = 25  # the user has more vectors than that: the HNSW result stands
+        capped = backend.semantic_candidates(filters, "random-16", query, 20)
+    cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
+    expected = [ids[i] for i in np.argsort(-cosine)[:20]]
+    assert len(hnsw_only) < 20 and len(capped) == len(hnsw_only)
+    assert [i for i, _ in fixed] == expected
+    assert np.allclose([s for _, s in fixed], np.sort(cosine)[::-1][:20], atol=1e-5)

@@ -55,7 +55,7 @@ def test_long_content_gets_a_short_snippet(store):
 def test_match_all_queries_return_newest_first(store, coffee, query):
     results = store.search(query, user_id=U)
     assert [r.id for r in results] == [coffee["hike"], coffee["espresso"], coffee["latte"]]
-    assert all(r.signals == {"fts": False, "semantic": False, "substring": False} for r in results)
+    assert all(r.signals == {"fts": False, "semantic": False, "substring": False, "context": False} for r in results)
 
 
 def test_limit_defaults_to_10_and_max_is_50(store):
@@ -134,7 +134,7 @@ def test_query_over_the_content_limit_is_a_validation_error(store):
 def test_both_fusions_rank_the_best_match_first(store, coffee, fusion):
     results = store.search("lattes oat milk", user_id=U, fusion=fusion)
     assert results[0].id == coffee["latte"]
-    assert results[0].signals == {"fts": True, "semantic": True, "substring": False}
+    assert results[0].signals == {"fts": True, "semantic": True, "substring": False, "context": False}
 
 
 def test_rrf_scores_are_reciprocal_ranks(store, coffee):
@@ -202,7 +202,7 @@ def test_substring_fallback_when_nothing_else_matches(lexical_store):
     lexical_store.add(user_id=U, content="tea time")
     results = lexical_store.search("atte", user_id=U)  # inside a word: no FTS token, no stem
     assert [r.id for r in results] == [latte]
-    assert results[0].signals == {"fts": False, "semantic": False, "substring": True}
+    assert results[0].signals == {"fts": False, "semantic": False, "substring": True, "context": False}
     assert lexical_store.search("zzz", user_id=U) == []
 
 
@@ -227,7 +227,7 @@ def test_lexical_only_store_searches_with_fts(lexical_store):
     lexical_store.add(user_id=U, content="coffee beans")
     results = lexical_store.search("shoes", user_id=U)
     assert [r.id for r in results] == [a]
-    assert results[0].signals == {"fts": True, "semantic": False, "substring": False}
+    assert results[0].signals == {"fts": True, "semantic": False, "substring": False, "context": False}
     assert lexical_store.get(a, user_id=U).embedding is None
 
 

@@ -48,6 +48,7 @@ class NewItem:
     observed_at: datetime | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    context: str | None = None  # text that situates the item (e.g. the previous turn); indexed, not shown
     vector: np.ndarray | None = None  # precomputed embedding of the active model
 
 

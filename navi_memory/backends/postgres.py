@@ -71,6 +71,7 @@ class PostgresQueries(PostgresSessionQueries):
                 " applied_at timestamptz NOT NULL DEFAULT now())")
         for statement in schema.CORE:
             yield Q(statement)
+        yield from self._upgrade_items()
         yield Q(schema.embeddings_table("vector" if self.has_vector else "real[]"))
         if self.has_vector:
             column = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
@@ -79,11 +80,23 @@ class PostgresQueries(PostgresSessionQueries):
                 yield Q("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
         for statement in schema.EMBEDDING_INDEXES + (schema.TRIGRAM_INDEXES if self.has_trgm else []):
             yield Q(statement)
-        for statement in schema.SESSIONS:
+        for statement in schema.SESSIONS + schema.RETRIEVAL:
             yield Q(statement)
         yield Q("INSERT INTO navi_schema_migrations (version) SELECT generate_series(1, %s) ON CONFLICT DO NOTHING",
                 [schema.LATEST_VERSION])
         return schema.LATEST_VERSION
+
+    def _upgrade_items(self) -> Op:
+        """Version 3 on a database created before it: the context column, and a full-text vector
+        that includes it (a generated column cannot be altered, so it is rebuilt)."""
+        yield Q("ALTER TABLE items ADD COLUMN IF NOT EXISTS context text")
+        rows = yield Q("SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attrdef d JOIN pg_attribute a"
+                       " ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
+                       " WHERE d.adrelid = 'items'::regclass AND a.attname = 'content_tsv'")
+        if rows and "context" not in rows[0]["expr"]:
+            yield Q("ALTER TABLE items DROP COLUMN content_tsv")
+            yield Q(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({schema.TSV_EXPRESSION}) STORED")
+            yield Q("CREATE INDEX IF NOT EXISTS items_tsv ON items USING gin (content_tsv)")
 
     @operation
     def schema_version(self) -> Op:
@@ -131,11 +144,12 @@ class PostgresQueries(PostgresSessionQueries):
                        [len(items)])
         ids = [r["id"] for r in rows]
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-                " person, confidence, observed_at, expires_at, metadata, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(it.user_id, i, it.theme, it.type, it.title, it.content, Jsonb(list(it.tags)), it.status, it.pinned,
                   it.source, None if it.source_ref is None else Jsonb(it.source_ref), it.person, it.confidence,
-                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), now, now) for i, it in zip(ids, items)],
+                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, now, now)
+                 for i, it in zip(ids, items)],
                 many=True)
         if model is not None and self.has_vector:
             for dims in {int(it.vector.size) for it in items if it.vector is not None}:
@@ -168,7 +182,8 @@ class PostgresQueries(PostgresSessionQueries):
 
     @operation
     def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> Op:
-        old = yield Q("SELECT title, content FROM items WHERE user_id = %s AND id = %s FOR UPDATE", [user_id, item_id])
+        text = sql.SQL("SELECT {} AS text FROM items i WHERE i.user_id = %s AND i.id = %s").format(q.EMBED_TEXT)
+        old = yield Q(text + sql.SQL(" FOR UPDATE"), [user_id, item_id])
         if not old:
             return None
         if "theme" in changes:
@@ -179,8 +194,8 @@ class PostgresQueries(PostgresSessionQueries):
         assignments = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in [*values, "updated_at"])
         yield Q(sql.SQL("UPDATE items SET {} WHERE user_id = %s AND id = %s").format(assignments),
                 [*values.values(), now, user_id, item_id])
-        if (changes.get("content", old[0]["content"]), changes.get("title", old[0]["title"])) != (
-                old[0]["content"], old[0]["title"]):
+        new = yield Q(text, [user_id, item_id])
+        if new[0]["text"] != old[0]["text"]:
             yield from self._mark_stale(user_id, item_id, model, now)
         return (yield from self._item_by_id(user_id, item_id))
 
@@ -403,6 +418,30 @@ class PostgresQueries(PostgresSessionQueries):
                                " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT %s").format(hits, cond),
                        [*hit_params, *params, k])
         return [(r["id"], float(r["hits"])) for r in rows]
+
+    @operation
+    def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
+        """For each id, the items stored right before and after it in the same conversation session."""
+        cond, params = q.where(filters)
+        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("c.user_id = %s")
+        rows = yield Q(sql.SQL(
+            "SELECT c.id AS centre, i.id AS neighbour FROM items c JOIN items i ON i.user_id = c.user_id"
+            " AND i.id IN (c.id - 1, c.id + 1) WHERE {} AND c.id = ANY(%s) AND c.source_ref ->> 'session_id' IS NOT NULL"
+            " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {}").format(user, cond),
+            ([] if filters.user_id is None else [filters.user_id]) + [list(ids), *params])
+        out: dict[int, list[int]] = {}
+        for row in rows:
+            out.setdefault(row["centre"], []).append(row["neighbour"])
+        return out
+
+    @operation
+    def persons_named(self, user_id: str, names: Sequence[str]) -> Op:
+        """The persons on this user's items whose name (case-insensitive) is one of ``names``."""
+        if not names:
+            return []
+        rows = yield Q("SELECT DISTINCT person FROM items WHERE user_id = %s AND person IS NOT NULL"
+                       " AND lower(person) = ANY(%s)", [user_id, list(names)])
+        return [r["person"] for r in rows]
 
     @operation
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:

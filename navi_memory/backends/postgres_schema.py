@@ -18,7 +18,8 @@ def _in(values: tuple[str, ...]) -> str:
 
 TSV_EXPRESSION = (
     "setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
-    "setweight(to_tsvector('english', content), 'B')"
+    "setweight(to_tsvector('english', content), 'B') || "
+    "setweight(to_tsvector('english', coalesce(context, '')), 'D')"
 )
 
 CORE = [
@@ -52,6 +53,7 @@ CORE = [
         observed_at timestamptz,
         expires_at timestamptz,
         metadata jsonb NOT NULL DEFAULT '{{}}',
+        context text,
         fact_id bigint,
         created_at timestamptz NOT NULL,
         updated_at timestamptz NOT NULL,
@@ -184,4 +186,7 @@ SESSIONS = [
     "CREATE INDEX IF NOT EXISTS llm_calls_session ON llm_calls (user_id, session_id)",
 ]
 
-LATEST_VERSION = 2
+# version 3: names mentioned in a query are looked up here to become person hints
+RETRIEVAL = ["CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL"]
+
+LATEST_VERSION = 3

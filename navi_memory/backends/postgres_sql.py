@@ -37,14 +37,16 @@ def row_times(row: dict[str, Any]) -> dict[str, Any]:
 
 ITEM_SELECT = sql.SQL(
     "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
-    " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.fact_id, i.created_at,"
+    " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.context, i.fact_id, i.created_at,"
     " i.updated_at, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
     " e.updated_at AS emb_updated FROM items i"
     " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
 )
 
+# The text an item is embedded from; must equal operations.embedding_text (context, title, content).
 EMBED_TEXT = sql.SQL(
-    "CASE WHEN i.title IS NULL OR i.title = '' THEN i.content ELSE i.title || chr(10) || i.content END"
+    "coalesce(nullif(i.context, '') || chr(10), '') || coalesce(nullif(i.title, '') || chr(10), '')"
+    " || i.content"
 )
 
 FACT_SORTS = {"category", "key", "updated_at", "created_at", "confidence"}

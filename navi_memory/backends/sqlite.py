@@ -32,10 +32,13 @@ _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dime
 # Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
 # scan every row of the user and test each against the list: O(items of the user) per search.
 _ITEM_SELECT_BY_IDS = _ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
+# The text an item is embedded from; must equal operations.embedding_text (context, title, content).
+EMBED_TEXT = ("coalesce(nullif(i.context, '') || char(10), '') || coalesce(nullif(i.title, '') || char(10), '')"
+              " || i.content")
 _FACT_SORTS = {"category": "category", "key": "key", "updated_at": "updated_at",
                "created_at": "created_at", "confidence": "confidence"}
 _ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
-                 "person", "confidence", "observed_at", "expires_at", "metadata")
+                 "person", "confidence", "observed_at", "expires_at", "metadata", "context")
 
 
 def _translate_errors(cls: type) -> type:
@@ -237,11 +240,11 @@ class SQLiteBackend(SQLiteSessions):
         before = max(before, conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0])
         conn.executemany(
             "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-            " person, confidence, observed_at, expires_at, metadata, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(it.user_id, it.theme, it.type, it.title, it.content, _json(list(it.tags)), it.status, int(it.pinned),
               it.source, _json(it.source_ref), it.person, it.confidence, to_db(it.observed_at),
-              to_db(it.expires_at), _json(it.metadata or {}), now, now) for it in items],
+              to_db(it.expires_at), _json(it.metadata or {}), it.context, now, now) for it in items],
         )
         ids = list(range(before + 1, before + 1 + len(items)))
         last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
@@ -282,7 +285,8 @@ class SQLiteBackend(SQLiteSessions):
     def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> dict | None:
         stamp = to_db(now)
         with self._transaction(write=True) as conn:
-            old = conn.execute("SELECT title, content FROM items WHERE id = ? AND user_id = ?", (item_id, user_id)).fetchone()
+            old = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ? AND i.user_id = ?",
+                               (item_id, user_id)).fetchone()
             if old is None:
                 return None
             if "theme" in changes:
@@ -299,9 +303,8 @@ class SQLiteBackend(SQLiteSessions):
             assignments = ", ".join(f"{k} = ?" for k in values)
             conn.execute(f"UPDATE items SET {assignments}{', ' if values else ''}updated_at = ? WHERE id = ?",
                          [*values.values(), stamp, item_id])
-            if ("content" in values and values["content"] != old["content"]) or (
-                "title" in values and values["title"] != old["title"]
-            ):
+            new = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ?", (item_id,)).fetchone()
+            if new[0] != old[0]:
                 self._mark_stale(conn, user_id, item_id, model, stamp)
             row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
         return item_from_row(row)
@@ -519,7 +522,7 @@ class SQLiteBackend(SQLiteSessions):
         where, params = _filter_sql(filters)
         # Rank inside FTS5 first and join items only for the best matches; when the filters reject
         # too many of those, rank them all (as before), so the result does not change.
-        sql = ("SELECT i.id, f.rank FROM (SELECT rowid, bm25(items_fts, 2.0, 1.0) AS rank FROM items_fts"
+        sql = ("SELECT i.id, f.rank FROM (SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts"
                " WHERE items_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN items i ON i.id = f.rowid"
                f" WHERE {where} ORDER BY f.rank LIMIT ?")
         with self._transaction(write=False) as conn:
@@ -539,6 +542,32 @@ class SQLiteBackend(SQLiteSessions):
         with self._transaction(write=False) as conn:
             rows = conn.execute(sql, [*hit_params, *params, k]).fetchall()
         return [(r[0], float(r[1])) for r in rows]
+
+    def neighbours(self, filters: Filters, ids: Sequence[int]) -> dict[int, list[int]]:
+        """For each id, the items stored right before and after it in the same conversation session
+        (same user and ``source_ref.session_id``) that pass the filters."""
+        where, params = _filter_sql(filters)
+        out: dict[int, list[int]] = {}
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT c.id, i.id FROM items c NOT INDEXED JOIN items i NOT INDEXED ON i.id IN (c.id - 1, c.id + 1)"
+                " WHERE c.id IN (SELECT value FROM json_each(?)) AND i.user_id = c.user_id"
+                " AND json_extract(c.source_ref, '$.session_id') IS NOT NULL"
+                " AND json_extract(i.source_ref, '$.session_id') = json_extract(c.source_ref, '$.session_id')"
+                f" AND {where}", [json.dumps([int(i) for i in ids]), *params]).fetchall()
+        for centre, neighbour in rows:
+            out.setdefault(centre, []).append(neighbour)
+        return out
+
+    def persons_named(self, user_id: str, names: Sequence[str]) -> list[str]:
+        """The persons on this user's items whose name (case-insensitive) is one of ``names``."""
+        if not names:
+            return []
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
+                                " AND lower(person) IN (SELECT value FROM json_each(?))",
+                                (user_id, json.dumps(list(names)))).fetchall()
+        return [r[0] for r in rows]
 
     def _index(self, conn: sqlite3.Connection, filters: Filters, model: str, dimensions: int) -> VectorIndex | None:
         if filters.user_id is not None:
@@ -581,8 +610,7 @@ class SQLiteBackend(SQLiteSessions):
 
     def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str, str]]:
         """(item_id, user_id, text) of rows without a ready vector of ``model``, by id after ``after_id``."""
-        sql = ("SELECT i.id, i.user_id, CASE WHEN i.title IS NULL OR i.title = '' THEN i.content"
-               " ELSE i.title || char(10) || i.content END AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
+        sql = (f"SELECT i.id, i.user_id, {EMBED_TEXT} AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
                " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')")
         params: list[Any] = [after_id, model]
         if user_id is not None:
@@ -601,8 +629,7 @@ class SQLiteBackend(SQLiteSessions):
             for item_id, user_id, text, vector, error in results:
                 cur = conn.execute(
                     "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
-                    " SELECT id, user_id, ?, ?, ?, ?, ?, ?, ? FROM items WHERE id = ? AND user_id = ? AND CASE WHEN"
-                    " title IS NULL OR title = '' THEN content ELSE title || char(10) || content END = ?"
+                    f" SELECT i.id, i.user_id, ?, ?, ?, ?, ?, ?, ? FROM items i WHERE i.id = ? AND i.user_id = ? AND {EMBED_TEXT} = ?"
                     " ON CONFLICT (item_id) DO UPDATE SET model = excluded.model, dimensions = excluded.dimensions,"
                     " state = excluded.state, error = excluded.error, vector = excluded.vector, gen = excluded.gen,"
                     " updated_at = excluded.updated_at",

@@ -181,6 +181,38 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS llm_calls_session ON llm_calls (user_id, session_id)",
         ],
     ),
+    (
+        3,
+        [
+            # names mentioned in a query are looked up here to become person hints
+            "CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL",
+            # context: text that situates an item (e.g. the previous turn), embedded and indexed with it
+            "ALTER TABLE items ADD COLUMN context TEXT",
+            "DROP TRIGGER IF EXISTS items_fts_insert",
+            "DROP TRIGGER IF EXISTS items_fts_delete",
+            "DROP TRIGGER IF EXISTS items_fts_update",
+            "DROP TABLE IF EXISTS items_fts",
+            """CREATE VIRTUAL TABLE items_fts USING fts5(
+                title, content, context, content='items', content_rowid='id',
+                tokenize='porter unicode61 remove_diacritics 2'
+            )""",
+            """CREATE TRIGGER items_fts_insert AFTER INSERT ON items BEGIN
+                INSERT INTO items_fts (rowid, title, content, context)
+                VALUES (new.id, coalesce(new.title, ''), new.content, coalesce(new.context, ''));
+            END""",
+            """CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, title, content, context)
+                VALUES ('delete', old.id, coalesce(old.title, ''), old.content, coalesce(old.context, ''));
+            END""",
+            """CREATE TRIGGER items_fts_update AFTER UPDATE OF title, content, context ON items BEGIN
+                INSERT INTO items_fts (items_fts, rowid, title, content, context)
+                VALUES ('delete', old.id, coalesce(old.title, ''), old.content, coalesce(old.context, ''));
+                INSERT INTO items_fts (rowid, title, content, context)
+                VALUES (new.id, coalesce(new.title, ''), new.content, coalesce(new.context, ''));
+            END""",
+            "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        ],
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -14,7 +14,7 @@ from .rerank import RankInput, rerank
 
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
 RRF_K_CANDIDATES = 40  # per-signal candidates before RRF (seed 004)
-SIGNALS = ("fts", "semantic", "substring")
+SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a borrowed neighbour score
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class SearchPlan:
                 score=score,
                 raw={name: raw[name][item_id] for name in SIGNALS if item_id in raw[name]},
                 parts=parts,
-                signals={name: item_id in lists[name] for name in SIGNALS},
+                signals={**{name: item_id in lists[name] for name in SIGNALS}, "context": False},
             )
         return out
 

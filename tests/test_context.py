@@ -1,0 +1,100 @@
+"""Conversation context in retrieval: neighbour smoothing, item context, automatic person hints."""
+
+from __future__ import annotations
+
+import pytest
+
+from navi_memory import ValidationError
+from navi_memory.retrieval.context import name_grams, smooth
+from navi_memory.retrieval.search import Fused
+
+U = "alice"
+
+
+def fused(score: float, **signals: bool) -> Fused:
+    base = {"fts": False, "semantic": False, "substring": False, "context": False}
+    return Fused(score=score, raw={}, parts={}, signals={**base, **signals})
+
+
+def test_smooth_adds_a_share_of_the_best_neighbour_and_brings_neighbours_in():
+    scores = {1: fused(1.0, fts=True), 2: fused(0.5, semantic=True)}
+    out = smooth(scores, {1: [2, 9], 2: [1, 3]}, weight=0.2)
+    assert out[1].score == pytest.approx(1.0 + 0.2 * 0.5)
+    assert out[2].score == pytest.approx(0.5 + 0.2 * 1.0)
+    assert out[9].score == pytest.approx(0.2) and out[9].signals["context"] is True
+    assert out[3].score == pytest.approx(0.1) and out[3].signals["fts"] is False
+    assert out[1].parts["context"] == pytest.approx(0.1)
+
+
+def test_smooth_without_neighbours_changes_nothing():
+    scores = {1: fused(1.0, fts=True)}
+    assert smooth(scores, {}, 0.2) == scores
+
+
+def test_name_grams_are_lowercased_runs_of_up_to_three_words():
+    grams = name_grams("When did Mary Ann Smith visit Paris?")
+    assert {"mary", "mary ann", "mary ann smith", "paris"} <= set(grams)
+    assert "when did mary ann" not in grams
+
+
+def conversation(store, session="s1"):
+    turns = ["Bob: Where did you go on holiday last spring?",
+             "Alice: We spent two weeks in Lisbon, walking everywhere.",
+             "Bob: I have a new puppy called Max.",
+             "Alice: Lovely, what breed is it?"]
+    return store.add_many([{"user_id": U, "content": text, "source_ref": {"session_id": session},
+                            "person": text.split(":")[0], "context": turns[n - 1] if n else None}
+                           for n, text in enumerate(turns)])
+
+
+def test_context_is_embedded_and_indexed_but_not_shown(store):
+    ids = conversation(store)
+    item = store.get(ids[1], user_id=U)
+    assert item.context == "Bob: Where did you go on holiday last spring?"
+    assert item.content == "Alice: We spent two weeks in Lisbon, walking everywhere."
+    assert item.embedding.state == "ready"
+    hits = store.search("holiday", user_id=U, context_weight=0)
+    assert ids[1] in [r.id for r in hits]  # found through its context
+    assert all("holiday" not in r.content or r.id == ids[0] for r in hits)
+
+
+def test_changing_the_context_re_embeds(store, fake_embeddings):
+    ids = conversation(store)
+    before = len(fake_embeddings.embedded_texts)
+    store.update(ids[1], user_id=U, context="Bob: any trips this year?")
+    assert fake_embeddings.embedded_texts[before:] == [
+        "Bob: any trips this year?\nAlice: We spent two weeks in Lisbon, walking everywhere."]
+    assert store.get(ids[1], user_id=U).embedding.state == "ready"
+
+
+def test_neighbour_of_a_match_is_returned_with_the_context_signal(lexical_store):
+    ids = conversation(lexical_store)
+    results = {r.id: r for r in lexical_store.search("puppy", user_id=U)}
+    assert results[ids[2]].signals["fts"] is True
+    neighbour = results[ids[3]]  # "what breed is it?" shares no word with the query
+    assert neighbour.signals["context"] is True and neighbour.score < results[ids[2]].score
+    assert results[ids[1]].signals["context"] is True and ids[0] not in results  # only adjacent turns
+
+
+def test_no_smoothing_across_sessions_or_with_weight_zero(lexical_store):
+    first = conversation(lexical_store, "s1")
+    second = conversation(lexical_store, "s2")
+    results = lexical_store.search("puppy", user_id=U, context_weight=0)
+    assert all(not r.signals["context"] for r in results)
+    smoothed = {r.id for r in lexical_store.search("puppy", user_id=U)}
+    assert {first[3], second[3]} <= smoothed
+    assert first[3] + 1 != second[0] or second[0] not in smoothed  # the next session's first turn is not pulled in
+
+
+def test_a_person_named_in_the_query_becomes_a_hint(lexical_store):
+    a = lexical_store.add(user_id=U, content="likes hiking in the mountains", person="Carol")
+    b = lexical_store.add(user_id=U, content="likes hiking near the sea", person="Dave")
+    results = lexical_store.search("does carol like hiking", user_id=U)
+    assert results[0].id == a and results[0].scores.get("person") == pytest.approx(0.15)
+    assert "person" not in {k for r in results if r.id == b for k in r.scores}
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, "0.2", True])
+def test_context_weight_is_validated(lexical_store, weight):
+    with pytest.raises(ValidationError):
+        lexical_store.search("x", user_id=U, context_weight=weight)
