@@ -23,7 +23,7 @@ from . import validation as v
 from .backends.base import Filters, NewItem
 from .errors import EmbeddingError, ExtractionError, NaviMemoryError, NotFoundError, ValidationError
 from .models import SESSION_STATES, AddResult, ExtractionReport, FactChange, Message
-from .operations import Call, MemoryOperations, db, fact_item_content
+from .operations import Call, MemoryOperations, db, embedding_text, fact_item_content
 from .pipeline import PipelineOptions, dedup, extract, rules, sessions, summary, transcript
 from .pipeline import triggers as trigger_rules
 from .pipeline.extract import ExtractedFact
@@ -272,16 +272,19 @@ class SessionOperations(MemoryOperations):
         if not upto:
             return 0
         items: list[NewItem] = []
+        previous = None  # the turn before, as context: a turn often makes sense only with it
         for group in groups if self.pipeline.store_turns else []:  # without chunks the mark still moves
             text = transcript.turn_text(group, names)
             if text:
                 items.append(self._new_item(uid, {
                     "content": _fit(text, self.max_content_bytes), "type": "note", "theme": "conversation",
-                    "source": "conversation", "observed_at": group[0].created_at,
+                    "source": "conversation", "observed_at": group[0].created_at, "context": previous,
                     "source_ref": {"session_id": sid, "first_seq": group[0].seq, "last_seq": group[-1].seq}}))
+                previous = items[-1].content
         ids = yield db("store_chunks", uid, sid, items, upto, self._model, self._now())
         if self.embed_on_write:
-            yield from self._embed_new([(i, uid, it.content) for i, it in zip(ids, items)])
+            yield from self._embed_new([(i, uid, embedding_text(it.title, it.content, it.context))
+                                        for i, it in zip(ids, items)])
         return len(ids)
 
     def _store_notes(self, uid: str, sid: str, notes: list[str]) -> Op:
