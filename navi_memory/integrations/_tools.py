@@ -1,0 +1,223 @@
+"""The memory tools, once for every framework: names, descriptions, argument schemas, JSON output.
+
+``MemoryTools`` binds a store and a user id; each tool is a method (and an ``a``-prefixed
+coroutine) that calls one store operation and returns JSON text for the model. The user id is
+never an argument: a model can only read and write the memory of the user it was given.
+
+Expected failures (unknown id, invalid value) come back as ``{"error": ...}`` so the model can
+correct itself; a database failure comes back as ``{"error": "memory unavailable: ..."}``.
+The LangChain and LlamaIndex adapters wrap these methods with the schemas below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from typing import Any, Callable, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
+from ..models import FACT_CATEGORIES, SearchResult
+
+log = logging.getLogger("navi_memory.integrations")
+
+SNIPPET_CHARS = 300
+ITEM_FIELDS = ("id", "type", "theme", "title", "content", "tags", "status", "pinned", "person", "source",
+               "created_at", "updated_at", "observed_at")
+
+ItemType = Literal["preference", "fact", "instruction", "summary", "note", "other"]
+FactCategory = Literal["profile", "preferences", "technical", "projects", "other"]
+assert set(FactCategory.__args__) == set(FACT_CATEGORIES)  # type: ignore[attr-defined]
+
+
+class SearchArgs(BaseModel):
+    query: str = Field(description="What to look for, in natural words; '*' or '' lists the newest items.")
+    limit: int = Field(default=10, ge=1, le=50, description="Number of results (1-50).")
+    theme: Optional[str] = Field(default=None, description="Only this theme (a slug from memory_list_themes).")
+    types: Optional[list[ItemType]] = Field(default=None, description="Only these item types.")
+    recency_days: Optional[int] = Field(default=None, ge=1, description="Only items from the last N days.")
+    status: Literal["active", "archived", "any"] = Field(
+        default="active", description="'active' (default), 'archived', or 'any' to include archived items.")
+
+
+class AddNoteArgs(BaseModel):
+    content: str = Field(description="The note, self-contained (who, what, when), in one or a few sentences.")
+    theme: Optional[str] = Field(default=None, description="Theme to file it under, e.g. 'work' (default 'general').")
+    title: Optional[str] = Field(default=None, description="A short title.")
+    type: ItemType = Field(default="note", description="'note' (default), 'preference', 'instruction', 'fact' or "
+                                                        "'other'.")
+
+
+class SaveFactArgs(BaseModel):
+    category: FactCategory = Field(description="profile, preferences, technical, projects or other.")
+    key: str = Field(description="A short snake_case attribute name, e.g. 'home_city' or 'coffee_order'.")
+    value: str = Field(description="The value, e.g. 'Berlin'. A new value replaces the old one (kept in history).")
+
+
+class ItemArgs(BaseModel):
+    item_id: int = Field(description="The id of a memory item, as returned by memory_search.")
+
+
+class ForgetArgs(BaseModel):
+    key: str = Field(description="The key of the fact to delete, e.g. 'home_city'.")
+    category: Optional[FactCategory] = Field(default=None, description="Only in this category (default: any).")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+# name: (argument schema, description)
+TOOLS: dict[str, tuple[type[BaseModel], str]] = {
+    "memory_search": (SearchArgs, "Search the long-term memory of the user (notes, facts, past conversations) "
+                                  "by meaning and keywords. Use it before assuming anything about the user, and "
+                                  "when they refer to something from earlier. Returns JSON results with id, "
+                                  "theme, type, content_snippet, created_at, score and signals."),
+    "memory_add_note": (AddNoteArgs, "Store a note in the user's long-term memory: something worth remembering "
+                                     "across conversations. Returns the new item's id."),
+    "memory_save_fact": (SaveFactArgs, "Save a stable fact about the user (name, city, preferences, setup, "
+                                       "projects) as category/key/value. Returns added, updated or unchanged."),
+    "memory_get": (ItemArgs, "Read one memory item in full by its id."),
+    "memory_archive": (ItemArgs, "Archive a memory item that is outdated or wrong: it leaves default searches "
+                                 "but is kept."),
+    "memory_forget": (ForgetArgs, "Delete a fact about the user for good, by key. Use it when the user asks to "
+                                  "forget something or a fact is clearly obsolete."),
+    "memory_list_themes": (NoArgs, "List the themes of the user's memory with their numbers of active items."),
+}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _when(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def result_json(r: SearchResult) -> dict[str, Any]:
+    out = {"id": r.id, "theme": r.theme, "type": r.type, "content_snippet": r.snippet[:SNIPPET_CHARS],
+           "created_at": _when(r.created_at), "score": round(r.score, 4), "signals": dict(r.signals)}
+    if r.fact:
+        out["fact"] = {k: r.fact.get(k) for k in ("category", "key", "value")}
+    if r.person:
+        out["person"] = r.person
+    return out
+
+
+def error_json(exc: Exception) -> str:
+    if isinstance(exc, (ValidationError, NotFoundError)):
+        return dumps({"error": str(exc)})
+    log.warning("memory tool failed: %s", exc)
+    if isinstance(exc, StorageError):
+        return dumps({"error": "memory unavailable: the memory database could not be reached"})
+    return dumps({"error": f"memory unavailable: {exc}"})
+
+
+def is_async_store(store: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(type(store), "search", None))
+
+
+def split_stores(store: Any, async_store: Any = None) -> tuple[Any, Any]:
+    """(blocking store or None, async store or None) from what the caller passed."""
+    if store is not None and is_async_store(store):
+        if async_store is not None and async_store is not store:
+            raise ValueError("store is an AsyncMemoryStore; pass a MemoryStore as store or only one store")
+        return None, store
+    if async_store is not None and not is_async_store(async_store):
+        raise ValueError("async_store must be an AsyncMemoryStore")
+    if store is None and async_store is None:
+        raise ValueError("a MemoryStore (store=) or an AsyncMemoryStore (async_store=) is required")
+    return store, async_store
+
+
+class StoreCaller:
+    """Calls a store operation through the blocking or the async store, whichever fits the caller."""
+
+    def __init__(self, store: Any, async_store: Any = None) -> None:
+        self.sync_store, self.async_store = split_stores(store, async_store)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self.sync_store is None:
+            raise RuntimeError("only an AsyncMemoryStore was given: use the async API (ainvoke, await ...)")
+        return getattr(self.sync_store, name)(*args, **kwargs)
+
+    async def acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self.async_store is not None:
+            return await getattr(self.async_store, name)(*args, **kwargs)
+        return await asyncio.to_thread(getattr(self.sync_store, name), *args, **kwargs)
+
+
+class MemoryTools:
+    """The tool set for one user. ``memory_search(...)`` returns JSON text; ``amemory_search(...)``
+    is its coroutine (native with an ``AsyncMemoryStore``, else run in a worker thread)."""
+
+    def __init__(self, store: Any, user_id: str, *, async_store: Any = None) -> None:
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("user_id must be a non-empty string")
+        self.caller = StoreCaller(store, async_store)
+        self.user_id = user_id
+
+    # (store operation, positional args, keyword args, formatter) per tool
+    def _plan(self, name: str, args: dict[str, Any]) -> tuple[str, tuple, dict[str, Any], Callable[[Any], Any]]:
+        uid = self.user_id
+        if name == "memory_search":
+            return ("search", (args["query"],), {"user_id": uid, "limit": args["limit"], "theme": args["theme"],
+                                                 "types": args["types"], "recency_days": args["recency_days"],
+                                                 "status": args["status"]},
+                    lambda rs: {"results": [result_json(r) for r in rs]})
+        if name == "memory_add_note":
+            return ("add", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
+                                "title": args["title"], "type": args["type"], "source": "tool_call"},
+                    lambda item_id: {"id": item_id, "status": "added"})
+        if name == "memory_save_fact":
+            return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
+                                        "value": args["value"], "source": "tool_call"},
+                    lambda ch: {"action": ch.action, "category": ch.fact.category, "key": ch.fact.key,
+                                "value": ch.fact.value, "previous_value": ch.previous_value})
+        if name == "memory_get":
+            return ("get", (args["item_id"],), {"user_id": uid},
+                    lambda it: {k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS})
+        if name == "memory_archive":
+            return ("archive", (args["item_id"],), {"user_id": uid},
+                    lambda it: {"id": it.id, "status": it.status})
+        if name == "memory_forget":
+            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"]},
+                    lambda n: {"deleted": n, "key": args["key"]})
+        if name == "memory_list_themes":
+            return ("list_themes", (), {"user_id": uid},
+                    lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count}
+                                           for t in ts]})
+        raise KeyError(name)
+
+    def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        schema = TOOLS[name][0]
+        return schema(**kwargs).model_dump()
+
+    def run(self, name: str, **kwargs: Any) -> str:
+        try:
+            op, args, kw, fmt = self._plan(name, self._parse(name, kwargs))
+            return dumps(fmt(self.caller.call(op, *args, **kw)))
+        except NaviMemoryError as exc:
+            return error_json(exc)
+
+    async def arun(self, name: str, **kwargs: Any) -> str:
+        try:
+            op, args, kw, fmt = self._plan(name, self._parse(name, kwargs))
+            return dumps(fmt(await self.caller.acall(op, *args, **kw)))
+        except NaviMemoryError as exc:
+            return error_json(exc)
+
+    def functions(self, name: str) -> tuple[Callable[..., str], Callable[..., Any]]:
+        """(blocking function, coroutine function) of one tool, taking its arguments as keywords."""
+        def sync(**kwargs: Any) -> str:
+            return self.run(name, **kwargs)
+
+        async def run_async(**kwargs: Any) -> str:
+            return await self.arun(name, **kwargs)
+
+        sync.__name__ = name
+        run_async.__name__ = f"a{name}"
+        return sync, run_async
