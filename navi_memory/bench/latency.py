@@ -1,11 +1,12 @@
 """Ingest throughput and search latency of a backend at growing sizes (``navi-memory bench latency``).
 
-For each N: a fresh database, N items of ONE user with precomputed random vectors (fixed seed)
-and short sentences drawn from a Zipf-like vocabulary (so the full-text index holds common and
-rare terms), ingested with ``add_many`` in batches. Then the first search (it loads the vector
-cache), a warm-up, and Q timed hybrid searches whose query vectors are precomputed
-(``query_embedding=``), so no embedding model is ever called; then the same queries lexically,
-on a store opened without embeddings. Only numpy and the standard library are used.
+For each N and layout: a fresh database, N items with precomputed vectors (fixed seed) and short
+sentences drawn from a Zipf-like vocabulary (``bench.data``), ingested with ``add_many`` in
+batches. Then the first search, a warm-up, and Q timed hybrid searches whose query vectors are
+precomputed (``query_embedding=``), so no embedding model is ever called; then the same queries
+lexically, on a store opened without embeddings. On PostgreSQL (``--db postgresql://...`` or
+``--postgres pgserver``) ``bench.postgres`` adds the index build, ANN recall and the peers.
+The SQLite path uses only numpy and the standard library.
 """
 
 from __future__ import annotations
@@ -26,27 +27,10 @@ import numpy as np
 from ..config import Settings, parse_url
 from ..errors import ConfigurationError
 from ..progress import Progress
-from ..retrieval.query import STOP_WORDS
 from ..store import MemoryStore
+from .data import LAYOUTS, USER, VECTOR_KINDS, Corpus, Dataset, Vectors
 
-USER = "bench-user"
-THEMES = ("general", "work", "family", "health", "travel", "food", "music", "projects")
-ZIPF_EXPONENT = 1.07
-VOCABULARY_SIZE = 20_000
-# The head of the vocabulary: real words in rough frequency order (function words first, as in text).
-COMMON = """the to and of a in is that for it on with as was at be this have from or by not are but
-user my prefers likes wants meeting project today tomorrow week time work team call email deadline
-remember coffee morning evening weekend plan trip flight hotel book music song dinner lunch doctor
-appointment birthday family daughter son wife husband friend office report budget review code server
-database deploy release bug test python docs notes idea garden run gym health sleep diet tea pizza
-vegan allergy peanuts travel paris london berlin tokyo train car bike rent house move school class
-exam course read novel movie series game password account bank invoice tax insurance phone laptop
-printer update backup cloud storage kitchen recipe bread cake gift anniversary holiday beach
-mountain hiking camping dog cat vet walk park concert ticket museum language spanish german french""".split()
-_ONSETS = ("b", "c", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
-           "br", "ch", "cl", "dr", "fl", "gr", "pl", "sh", "sl", "st", "th", "tr")
-_VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "io", "ou")
-_CODAS = ("", "", "", "n", "r", "s", "l", "t", "m", "nd", "st")
+__all__ = ["USER", "Corpus", "add_arguments", "run", "main", "run_size", "format_table"]
 
 
 def _sizes(text: str) -> list[int]:
@@ -64,64 +48,39 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _names(allowed: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        names = [p.strip() for p in text.split(",") if p.strip()]
+        if not names or any(n not in allowed for n in names):
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(allowed)} (comma-separated)")
+        return names
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # dest bench_db: the global --db / $NAVI_MEMORY_URL name the user's real memory, never benchmarked
     parser.add_argument("--db", dest="bench_db", metavar="URL", default=None,
-                        help="fresh database URL, '{n}' is replaced by N (default: a SQLite file in a temp dir;"
-                             " the global --db and $NAVI_MEMORY_URL are not used)")
+                        help="SQLite: fresh database URL, '{n}' is replaced by N (default: a file in a temp dir)."
+                             " PostgreSQL: a server URL; the benchmark creates and drops its own databases there."
+                             " The global --db and $NAVI_MEMORY_URL are not used")
+    parser.add_argument("--postgres", choices=["pgserver"], default=None,
+                        help="benchmark PostgreSQL on a throwaway pgserver (PG 16 + pgvector) in a temp dir")
     parser.add_argument("--n", type=_sizes, default=_sizes("10000,100000"),
                         help="comma-separated item counts, e.g. 10000,100000 or 10k,100k")
+    parser.add_argument("--layout", type=_names(LAYOUTS), default=["one"],
+                        help="one (all items of one user) and/or spread (over --users users), e.g. one,spread")
+    parser.add_argument("--users", type=int, default=1000, help="users of the spread layout (default 1000)")
+    parser.add_argument("--vectors", choices=VECTOR_KINDS, default="gaussian",
+                        help="gaussian (iid, no structure) or lowrank (32-d latent + noise, like text embeddings)")
     parser.add_argument("--queries", type=int, default=200, help="timed searches per N (default 200)")
     parser.add_argument("--warmup", type=int, default=20, help="untimed searches before timing (default 20)")
     parser.add_argument("--dim", type=int, default=384, help="vector dimensions (default 384)")
     parser.add_argument("--batch", type=int, default=1000, help="items per add_many call (default 1000)")
     parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="also write the results here")
+    from . import postgres
 
-
-class Corpus:
-    """A fixed vocabulary with Zipf-distributed word frequencies; texts and queries drawn from it."""
-
-    def __init__(self, seed: int, size: int = VOCABULARY_SIZE, exponent: float = ZIPF_EXPONENT) -> None:
-        rng = np.random.default_rng([seed, 0])
-        words = list(dict.fromkeys(COMMON))
-        seen = set(words)
-        while len(words) < size:
-            word = "".join(_ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))]
-                           for _ in range(int(rng.integers(2, 4)))) + _CODAS[rng.integers(len(_CODAS))]
-            if word not in seen:
-                seen.add(word)
-                words.append(word)
-        self.words = np.array(words, dtype=object)
-        weights = 1.0 / np.arange(1, size + 1) ** exponent
-        self._cdf = np.cumsum(weights / weights.sum())
-        content = np.array([w not in STOP_WORDS for w in words])
-        self._query_cdf = np.cumsum(np.where(content, weights, 0.0) / weights[content].sum())
-
-    def _draw(self, rng: np.random.Generator, cdf: np.ndarray, count: int) -> np.ndarray:
-        return self.words[np.minimum(np.searchsorted(cdf, rng.random(count)), len(cdf) - 1)]
-
-    def texts(self, rng: np.random.Generator, count: int, lo: int = 6, hi: int = 24) -> list[str]:
-        """``count`` short notes of ``lo``..``hi`` words (one sentence)."""
-        lengths = rng.integers(lo, hi + 1, size=count)
-        words = self._draw(rng, self._cdf, int(lengths.sum()))
-        out, start = [], 0
-        for length in lengths:
-            sentence = " ".join(words[start:start + length])
-            out.append(sentence[:1].upper() + sentence[1:] + ".")
-            start += length
-        return out
-
-    def queries(self, rng: np.random.Generator, count: int) -> list[str]:
-        """``count`` queries of 2..5 distinct content words (Zipf-weighted, stop words excluded)."""
-        out = []
-        for _ in range(count):
-            want = int(rng.integers(2, 6))
-            words: dict[str, None] = {}
-            while len(words) < want:
-                words.update(dict.fromkeys(self._draw(rng, self._query_cdf, want - len(words))))
-            out.append(" ".join(words))
-        return out
+    postgres.add_arguments(parser)
 
 
 def _stats(ms: Sequence[float]) -> dict[str, float]:
@@ -130,71 +89,73 @@ def _stats(ms: Sequence[float]) -> dict[str, float]:
             "mean": round(float(arr.mean()), 3)}
 
 
-def _timed_search(store: MemoryStore, query: str, vector: np.ndarray | None) -> float:
+def load() -> float:
+    """The 1-minute load average (other jobs on the machine skew latency figures)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def _timed_search(store: MemoryStore, query: str, user: str, vector: np.ndarray | None) -> float:
     start = time.perf_counter()
-    store.search(query, user_id=USER, query_embedding=vector)
+    store.search(query, user_id=user, query_embedding=vector)
     return (time.perf_counter() - start) * 1000.0
 
 
-def _search_series(store: MemoryStore, label: str, queries: list[str], vectors: list[np.ndarray | None],
-                   warmup: int) -> list[float]:
-    times, progress = [], Progress(label, len(queries))
-    for index, (query, vector) in enumerate(zip(queries, vectors)):
-        elapsed = _timed_search(store, query, vector)
-        if index >= warmup:
+def search_series(store: MemoryStore, label: str, data: Dataset, warmup: int, vectors: bool = True) -> dict[str, Any]:
+    """Time every query after the first (which opens caches and indexes): latency stats and the load."""
+    times, total = [], len(data.queries) - 1
+    progress = Progress(label, total)
+    for index in range(1, len(data.queries)):
+        vector = data.query_vectors[index] if vectors else None
+        elapsed = _timed_search(store, data.queries[index], data.query_user(index), vector)
+        if index > warmup:
             times.append(elapsed)
-        progress(index + 1)
+        progress(index)
     progress.close()
-    return times
+    return {**_stats(times), "load": load()}
 
 
-def _open(url: str, model: str | None) -> MemoryStore:
+def ingest(store: MemoryStore, data: Dataset, batch: int, label: str) -> tuple[float, np.ndarray]:
+    """``add_many`` the whole dataset; (seconds spent inside add_many, item ids in data order)."""
+    seconds, ids, progress = 0.0, [], Progress(label, data.n)
+    for rows in data.batches(batch):
+        start = time.perf_counter()
+        ids.extend(store.add_many(rows))
+        seconds += time.perf_counter() - start
+        progress(len(ids))
+    progress.close()
+    return seconds, np.asarray(ids, dtype=np.int64)
+
+
+def open_store(url: str, model: str | None, **backend_options: Any) -> MemoryStore:
     settings = Settings(url=url, embeddings="none")  # the environment must not change what is measured
-    return MemoryStore.open(url, embeddings=False, embedding_model=model, settings=settings)
+    return MemoryStore.open(url, embeddings=False, embedding_model=model, settings=settings,
+                            backend_options=backend_options or None)
 
 
-def run_size(url: str, n: int, args: argparse.Namespace, corpus: Corpus) -> dict[str, Any]:
-    """Ingest ``n`` items into the fresh database at ``url`` and time searches on it."""
+def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
+    """Ingest the dataset into the fresh SQLite database at ``url`` and time searches on it."""
     if parse_url(url).path == ":memory:":
         raise ConfigurationError("the latency benchmark needs a database file (two stores open it)")
     model = f"bench-{args.dim}"
-    store = _open(url, model)
+    store = open_store(url, model)
     lexical = None
+    label = f"sqlite n={data.n} {data.layout}"
     try:
         if store.list_users():
             raise ConfigurationError(f"{url} already holds data; the benchmark needs a fresh database")
-        text_rng = np.random.default_rng([args.seed, n, 1])
-        vec_rng = np.random.default_rng([args.seed, n, 2])
-        ingest_s, done, progress = 0.0, 0, Progress(f"n={n} ingest", n)
-        while done < n:
-            size = min(args.batch, n - done)
-            texts = corpus.texts(text_rng, size)
-            vectors = vec_rng.standard_normal((size, args.dim), dtype=np.float32)
-            themes = text_rng.integers(len(THEMES), size=size)
-            batch = [{"user_id": USER, "content": text, "theme": THEMES[theme], "embedding": vec}
-                     for text, vec, theme in zip(texts, vectors, themes)]
-            start = time.perf_counter()
-            store.add_many(batch)
-            ingest_s += time.perf_counter() - start
-            done += size
-            progress(done)
-        progress.close()
-
-        query_rng = np.random.default_rng([args.seed, n, 3])
-        total = args.warmup + args.queries
-        queries = corpus.queries(query_rng, total + 1)
-        qvecs = list(query_rng.standard_normal((total + 1, args.dim), dtype=np.float32))
-        first_ms = _timed_search(store, queries[0], qvecs[0])  # builds the user's vector index
-        hybrid = _search_series(store, f"n={n} search", queries[1:], qvecs[1:], args.warmup)
-
-        lexical = _open(url, None)
-        plain = _search_series(lexical, f"n={n} lexical", queries[1:], [None] * total, args.warmup)
+        ingest_load = load()
+        ingest_s, _ = ingest(store, data, args.batch, f"{label} ingest")
+        first_ms = _timed_search(store, data.queries[0], data.query_user(0), data.query_vectors[0])
+        hybrid = search_series(store, f"{label} search", data, args.warmup)
+        lexical = open_store(url, None)
+        plain = search_series(lexical, f"{label} lexical", data, args.warmup, vectors=False)
     finally:
         store.close()
         if lexical is not None:
             lexical.close()
-    return {"n": n, "ingest_items_per_s": round(n / ingest_s, 1), "search_ms": _stats(hybrid),
-            "lexical_search_ms": _stats(plain), "first_search_ms": round(first_ms, 3)}
+    return {"backend": "sqlite", "n": data.n, "layout": data.layout, "users": len(data.users),
+            "ingest_items_per_s": round(data.n / ingest_s, 1), "ingest_load": ingest_load,
+            "search_ms": hybrid, "lexical_search_ms": plain, "first_search_ms": round(first_ms, 3)}
 
 
 def _environment() -> dict[str, Any]:
@@ -203,33 +164,61 @@ def _environment() -> dict[str, Any]:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    head = (f"{'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8}"
-            f" {'lex p50':>8} {'lex p95':>8}")
-    title = (f"backend {report['backend']}, dim {report['dim']}, {report['queries']} timed queries"
+    head = (f"{'backend':<10} {'layout':<7} {'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}"
+            f" {'lex p50':>8} {'lex p95':>8} {'load':>5}")
+    title = (f"dim {report['dim']} ({report['vectors']}), {report['queries']} timed queries"
              f" after {report['warmup']} warm-up, add_many batches of {report['batch']}")
     lines = [title, head]
     for r in report["results"]:
-        s, lx = r["search_ms"], r["lexical_search_ms"]
-        lines.append(f"{r['n']:>9,} {r['ingest_items_per_s']:>10,.0f} {r['first_search_ms']:>9.1f}"
-                     f" {s['p50']:>8.2f} {s['p95']:>8.2f} {s['mean']:>8.2f} {lx['p50']:>8.2f} {lx['p95']:>8.2f}")
+        for row in [r] + [r[p] for p in ("sqlite",) if p in r]:
+            s, lx = row["search_ms"], row["lexical_search_ms"]
+            lines.append(f"{row['backend']:<10} {row['layout']:<7} {row['n']:>9,} {row['ingest_items_per_s']:>10,.0f}"
+                         f" {row['first_search_ms']:>9.1f} {s['p50']:>8.2f} {s['p95']:>8.2f} {lx['p50']:>8.2f}"
+                         f" {lx['p95']:>8.2f} {s['load']:>5.2f}")
+    if any(r["backend"] == "postgresql" for r in report["results"]):
+        from . import postgres
+
+        lines.append(postgres.format_details(report))
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the benchmark for every size in ``args.n``; print a table, write JSON if asked, return the report."""
-    if args.queries < 1 or args.warmup < 0 or args.dim < 1 or args.batch < 1:
-        raise ConfigurationError("--queries, --dim and --batch must be positive, --warmup not negative")
+    """Run the benchmark for every size and layout; print a table, write JSON if asked, return the report."""
+    if args.queries < 1 or args.warmup < 0 or args.dim < 1 or args.batch < 1 or args.users < 1:
+        raise ConfigurationError("--queries, --dim, --batch and --users must be positive, --warmup not negative")
     db = getattr(args, "bench_db", None)
-    if db and "{n}" not in db and len(args.n) > 1:
+    postgres = bool(getattr(args, "postgres", None)) or (db is not None and parse_url(db).scheme == "postgresql")
+    if db and not postgres and "{n}" not in db and len(args.n) * len(args.layout) > 1:
         raise ConfigurationError("put '{n}' in --db when benchmarking several sizes: each needs a fresh database")
-    corpus = Corpus(args.seed)
+    corpus, vectors = Corpus(args.seed), Vectors(args.vectors, args.dim, args.seed)
     results = []
     with tempfile.TemporaryDirectory(prefix="navi-bench-") as tmp:
-        for n in args.n:
-            url = db.replace("{n}", str(n)) if db else f"sqlite:///{Path(tmp) / f'bench-{n}.db'}"
-            results.append(run_size(url, n, args, corpus))
-    report = {"backend": parse_url(db).scheme if db else "sqlite", "dim": args.dim, "results": results,
-              "queries": args.queries, "warmup": args.warmup, "batch": args.batch, "seed": args.seed,
+        server = None
+        if postgres:
+            from . import postgres as pg
+
+            server = pg.Server.start(db, args, Path(tmp))
+        try:
+            for n in args.n:
+                for layout in args.layout:
+                    data = Dataset.create(corpus, n, layout, args.users, vectors, args.warmup + args.queries + 1,
+                                          args.seed)
+                    sqlite_url = (db.replace("{n}", str(n)) if db and not postgres
+                                  else f"sqlite:///{Path(tmp) / f'bench-{n}-{layout}.db'}")
+                    if server is None:
+                        results.append(run_size(sqlite_url, data, args))
+                    else:
+                        result = pg.run_size(server, data, args)
+                        if args.compare_sqlite:
+                            result["sqlite"] = run_size(sqlite_url, data, args)
+                            Path(sqlite_url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+                        results.append(result)
+                    del data
+        finally:
+            if server is not None:
+                server.stop()
+    report = {"dim": args.dim, "vectors": args.vectors, "results": results, "queries": args.queries,
+              "warmup": args.warmup, "batch": args.batch, "seed": args.seed,
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "environment": _environment()}
     print(format_table(report))
     if args.json_out:

@@ -1,0 +1,49 @@
+"""The latency benchmark runs end to end on tiny sizes (figures are not checked, only their shape)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from navi_memory.bench import latency
+from navi_memory.bench.data import Corpus, Dataset, Vectors
+
+TINY = ["--n", "400", "--queries", "6", "--warmup", "2", "--dim", "16", "--batch", "150"]
+
+
+def test_dataset_layouts_and_exact_neighbours():
+    data = Dataset.create(Corpus(1), 500, "spread", 7, Vectors("lowrank", 16, 1), 5, seed=1)
+    assert len(data.texts) == 500 and data.vectors.shape == (500, 16) and set(data.owner) <= set(range(7))
+    assert sum(len(b) for b in data.batches(120)) == 500
+    ids = np.arange(1000, 1500)
+    (top,) = data.exact_top(ids, [0])
+    rows = np.flatnonzero(data.owner == data.query_owner[0])
+    assert top <= {int(ids[r]) for r in rows} and len(top) == min(10, len(rows))
+
+
+def test_sqlite_benchmark_with_both_layouts(tmp_path):
+    report = latency.main([*TINY, "--layout", "one,spread", "--users", "5", "--json", str(tmp_path / "r.json")])
+    assert [(r["backend"], r["layout"]) for r in report["results"]] == [("sqlite", "one"), ("sqlite", "spread")]
+    assert all(r["search_ms"]["p95"] > 0 and r["ingest_items_per_s"] > 0 for r in report["results"])
+    assert (tmp_path / "r.json").exists()
+
+
+@pytest.mark.postgres
+def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server):
+    peers = ["--peers", "langchain"] if importlib.util.find_spec("langchain_postgres") else []
+    report = latency.main([*TINY, "--db", postgres_server.url, "--layout", "spread", "--users", "4",
+                           "--vectors", "lowrank", "--recall-queries", "4", "--ef-search", "40,100",
+                           "--hnsw", "16:64,8:32", "--maintained", "30", "--compare-sqlite", *peers])
+    (result,) = report["results"]
+    assert result["backend"] == "postgresql" and result["sqlite"]["backend"] == "sqlite"
+    first, second = result["builds"]
+    assert (first["m"], second["m"]) == (16, 8) and first["build_s"] >= 0
+    assert {(s["ef_search"], s["exact_below"] > 0) for s in first["sweep"]} == {
+        (40, True), (100, True), (40, False), (100, False)}
+    assert all(s["recall_at_10"] >= 0.9 for s in first["sweep"] if s["exact_below"] > 0)
+    assert result["maintained_ingest_items_per_s"] > 0
+    assert all("Execution Time" in result["plans"][name] for name in ("lexical", "semantic"))
+    if peers:
+        assert 0 <= result["langchain"]["recall_at_10"] <= 1 and result["langchain"]["search_ms"]["p50"] > 0
