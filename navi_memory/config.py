@@ -10,6 +10,7 @@ NAVI_MEMORY_EMBEDDING_DIM       fixed vector size: smaller vectors are zero-padd
 NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (default 30)
 NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
+NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
 NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
@@ -82,6 +83,7 @@ class Settings:
     embedding_timeout: float = 30.0
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     fusion: str = "weighted"
+    semantic_weight: float = 0.6
     ollama_host: str | None = None
     ollama_api_key: str | None = field(default=None, repr=False)
     chat_model: str | None = None
@@ -99,8 +101,16 @@ class Settings:
         if fusion not in FUSIONS:
             raise ConfigurationError(f"NAVI_MEMORY_FUSION must be one of {FUSIONS}, got {fusion!r}")
         timeout = _float_env(env, "NAVI_MEMORY_EMBEDDING_TIMEOUT", 30.0)
+        weight_raw = env.get("NAVI_MEMORY_SEMANTIC_WEIGHT", "").strip()
+        try:
+            semantic_weight = float(weight_raw) if weight_raw else 0.6
+        except ValueError as exc:
+            raise ConfigurationError("NAVI_MEMORY_SEMANTIC_WEIGHT must be a number from 0 to 1") from exc
+        if not 0.0 <= semantic_weight <= 1.0:
+            raise ConfigurationError("NAVI_MEMORY_SEMANTIC_WEIGHT must be a number from 0 to 1")
         return cls(
             url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
+            semantic_weight=semantic_weight,
             embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),

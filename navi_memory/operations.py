@@ -343,9 +343,12 @@ class MemoryOperations:
                theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
-               include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT) -> Op:
+               include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
+               semantic_weight: float | None = None) -> Op:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
+        ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
@@ -355,6 +358,9 @@ class MemoryOperations:
         if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
                 or not 0 <= context_weight <= 1:
             raise ValidationError("context_weight must be a number from 0 to 1")
+        weight = self.settings.semantic_weight if semantic_weight is None else semantic_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+            raise ValidationError("semantic_weight must be a number from 0 to 1")
         fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         if query is not None and not isinstance(query, str):
@@ -364,7 +370,7 @@ class MemoryOperations:
         if is_match_all(query):
             rows = yield db("list_items", f, limit, 0)
             return [convert.match_all_result(r) for r in rows]
-        plan = ranking.SearchPlan.create(query or "", fusion)
+        plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
         qvec = None if query_embedding is None else self._vector(query_embedding)
         if qvec is None and self._embedder is not None and self._embedder.available and self._model:
             try:

@@ -98,3 +98,19 @@ def test_a_person_named_in_the_query_becomes_a_hint(lexical_store):
 def test_context_weight_is_validated(lexical_store, weight):
     with pytest.raises(ValidationError):
         lexical_store.search("x", user_id=U, context_weight=weight)
+
+
+def test_semantic_weight_defaults_to_the_settings_and_is_validated(store, monkeypatch, new_db_url):
+    store.add(user_id=U, content="oat milk latte every morning")
+    result = store.search("oat milk", user_id=U)[0]
+    assert result.scores["fused"] == pytest.approx(1.0)  # best on both signals whatever the weight
+    parts = store.search("morning coffee", user_id=U, semantic_weight=1.0)[0].scores
+    assert parts["fused"] == pytest.approx(parts["semantic_part"])
+    for bad in (-0.5, 2, "0.6"):
+        with pytest.raises(ValidationError):
+            store.search("x", user_id=U, semantic_weight=bad)
+    monkeypatch.setenv("NAVI_MEMORY_SEMANTIC_WEIGHT", "0.25")
+    from navi_memory import MemoryStore
+
+    with MemoryStore.open(new_db_url(), embeddings=False) as other:
+        assert other.settings.semantic_weight == 0.25

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from .. import convert
 from ..models import SearchResult
-from .fusion import DEFAULT_WEIGHTS, rrf_fusion, weighted_fusion
+from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import query_terms
 from .rerank import RankInput, rerank
 
@@ -30,10 +30,12 @@ class SearchPlan:
     terms: list[str]
     fusion: str
     k: int
+    semantic_weight: float = STORE_SEMANTIC_WEIGHT
 
     @classmethod
-    def create(cls, query: str, fusion: str) -> "SearchPlan":
-        return cls(query_terms(query), fusion, WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES)
+    def create(cls, query: str, fusion: str, semantic_weight: float = STORE_SEMANTIC_WEIGHT) -> "SearchPlan":
+        k = WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES
+        return cls(query_terms(query), fusion, k, semantic_weight)
 
     def missing_semantic(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]]) -> list[int]:
         """Lexical candidates whose cosine is worth looking up (weighted fusion normalises real values)."""
@@ -47,7 +49,8 @@ class SearchPlan:
         lists = {"fts": dict(lexical), "semantic": dict(semantic), "substring": dict(substring)}
         raw = {**lists, "semantic": {**extra_semantic, **lists["semantic"]}}
         if self.fusion == "weighted":
-            weights = {**DEFAULT_WEIGHTS, "substring": 1.0 if not lexical and not semantic else 0.0}
+            weights = {"semantic": self.semantic_weight, "fts": 1.0 - self.semantic_weight,
+                       "substring": 1.0 if not lexical and not semantic else 0.0}
             fused = weighted_fusion(raw, weights)
         else:
             fused = rrf_fusion({name: [i for i, _ in pairs] for name, pairs in
