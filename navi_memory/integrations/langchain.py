@@ -1,26 +1,51 @@
-"""LangChain adapters: a retriever and the memory tools.
+"""LangChain adapters: retriever, tools, chat history, a memory Runnable and agent middleware.
 
-``NaviMemoryRetriever`` is a ``BaseRetriever`` over ``store.search`` for one user;
-``NaviMemoryToolkit`` gives the memory tools (search, add note, save fact, get, archive, forget,
-list themes) with the user bound at construction. Both call store methods only.
+- ``NaviMemoryRetriever``: a ``BaseRetriever`` over ``store.search`` for one user.
+- ``NaviMemoryToolkit``: the memory tools (search, add note, save fact, get, archive, forget,
+  list themes) with the user bound at construction.
+- ``NaviChatMessageHistory``: a ``BaseChatMessageHistory`` kept as a session of the store, so
+  every message feeds the extraction pipeline (``last_active``, every-N and "remember" triggers).
+- ``NaviMemoryRunnable``: ``prompt | NaviMemoryRunnable(store=..., user_id=...) | model`` adds the
+  memory messages to a plain LCEL chain.
+- ``NaviMemoryMiddleware``: for ``langchain.agents.create_agent``: memory in the prompt, the tools,
+  and the conversation recorded after each run.
 
-Needs the ``langchain`` extra (``langchain-core``).
+The prompt layout is ``navi_memory.prompt``'s contract: the summary as a system message right
+after the main one, the ``## Relevant Memory`` block as a system message right before the current
+user message. Everything here calls store methods only. Needs the ``langchain`` extra.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import json
+import logging
+import uuid
+from typing import Annotated, Any, Awaitable, Callable, Optional, Sequence
 
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.prompt_values import PromptValue
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool
+from langgraph.channels.untracked_value import UntrackedValue
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from typing_extensions import NotRequired
 
-from ..models import SearchResult
+from .. import prompt
+from ..errors import NaviMemoryError, NotFoundError
+from ..models import Message, SearchResult
+from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._tools import TOOLS, MemoryTools, StoreCaller
 
-__all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "result_to_document"]
+__all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
+           "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
+
+log = logging.getLogger("navi_memory.integrations")
 
 SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
                   "include_expired")
@@ -134,3 +159,268 @@ class NaviMemoryToolkit(BaseToolkit):
     def get_tools(self) -> list[BaseTool]:
         names = [n for n in TOOLS if self.include is None or n in self.include]
         return [_make_tool(self._tools, name) for name in names]
+
+
+# -- chat history ------------------------------------------------------------------------------
+
+def to_langchain_message(message: Message) -> BaseMessage:
+    """A stored message as the LangChain message it came from."""
+    if message.role == "user":
+        return HumanMessage(content=message.content)
+    if message.role == "system":
+        return SystemMessage(content=message.content)
+    if message.role == "tool":
+        return ToolMessage(content=message.content, tool_call_id=message.tool_call_id or "", name=message.name)
+    calls = []
+    for call in message.tool_calls:
+        try:
+            args = json.loads(call.arguments) if call.arguments else {}
+        except ValueError:
+            args = {"arguments": call.arguments}
+        calls.append({"name": call.name, "args": args if isinstance(args, dict) else {"value": args},
+                      "id": call.id, "type": "tool_call"})
+    return AIMessage(content=message.content, tool_calls=calls)
+
+
+class NaviChatMessageHistory(BaseChatMessageHistory):
+    """A conversation kept in the memory database as the store's session ``session_id``.
+
+    Adding messages is ``store.add_messages``: the session's ``last_active`` moves and the
+    pipeline's triggers fire (every N user messages, "remember that ...", stale sessions of the
+    user when a new session starts). ``clear()`` keeps what was learned: it extracts the session
+    now and continues in a new, empty session (``session_id`` changes); ``store.forget`` deletes
+    a user's memory. Works with ``RunnableWithMessageHistory``:
+    ``lambda sid: NaviChatMessageHistory(store, sid, user_id="u1")``.
+    """
+
+    def __init__(self, store: Any = None, session_id: str | None = None, user_id: str | None = None, *,
+                 async_store: Any = None, background: bool | None = None, triggers: bool = True) -> None:
+        if not isinstance(user_id, str) or not user_id.strip():
+            raise ValueError("user_id must be a non-empty string")
+        self._caller = StoreCaller(store, async_store)
+        self.session_id = session_id or uuid.uuid4().hex
+        self.user_id = user_id
+        self.background = background
+        self.triggers = triggers
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        try:
+            session = self._caller.call("get_session", self.session_id, user_id=self.user_id)
+        except NotFoundError:
+            return []
+        return [to_langchain_message(m) for m in session.messages]
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        try:
+            session = await self._caller.acall("get_session", self.session_id, user_id=self.user_id)
+        except NotFoundError:
+            return []
+        return [to_langchain_message(m) for m in session.messages]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        self._caller.call("add_messages", self.session_id, list(messages), user_id=self.user_id,
+                          background=self.background, triggers=self.triggers)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        await self._caller.acall("add_messages", self.session_id, list(messages), user_id=self.user_id,
+                                 background=self.background, triggers=self.triggers)
+
+    def clear(self) -> None:
+        try:
+            self._caller.call("extract_session", self.session_id, user_id=self.user_id)
+        except NotFoundError:
+            pass
+        self.session_id = uuid.uuid4().hex
+
+    async def aclear(self) -> None:
+        try:
+            await self._caller.acall("extract_session", self.session_id, user_id=self.user_id)
+        except NotFoundError:
+            pass
+        self.session_id = uuid.uuid4().hex
+
+
+# -- memory in the prompt ----------------------------------------------------------------------
+
+def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None) -> list[BaseMessage]:
+    """The messages with the memory added: ``context.stable`` as a system message after the leading
+    system message(s), ``context.volatile`` as a system message right before the last user message."""
+    out = list(messages)
+    if context is None:
+        return out
+    if context.stable:
+        lead = next((i for i, m in enumerate(out) if not isinstance(m, SystemMessage)), len(out))
+        out.insert(lead, SystemMessage(content=context.stable))
+    if context.volatile:
+        last_user = max((i for i, m in enumerate(out) if isinstance(m, HumanMessage)), default=len(out))
+        out.insert(last_user, SystemMessage(content=context.volatile))
+    return out
+
+
+def _builder(store: Any, async_store: Any, user_id: str, mode: str, k: int,
+             search_kwargs: dict[str, Any] | None) -> MemoryContextBuilder:
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise ValueError("user_id must be a non-empty string")
+    return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs)
+
+
+def _as_messages(value: Any) -> list[BaseMessage]:
+    if isinstance(value, PromptValue):
+        return value.to_messages()
+    if isinstance(value, str):
+        return [HumanMessage(content=value)]
+    if isinstance(value, BaseMessage):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(m, BaseMessage) for m in value):
+        return list(value)
+    raise TypeError(f"NaviMemoryRunnable takes a prompt value, a string or a list of messages, "
+                    f"not {type(value).__name__}")
+
+
+class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
+    """Adds the user's memory to a chat prompt: ``prompt | NaviMemoryRunnable(store=s, user_id="u1") | model``.
+
+    Input: a prompt value, a list of messages or a string; output: the list of messages with the
+    summary after the system message and the relevant memories before the last user message
+    (``mode="injection"``, default), or the tool guidance with theme hints (``mode="tools"``).
+    With the feature flag off or the kill switch on, the input passes through unchanged.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    store: Any = None
+    async_store: Any = None
+    user_id: str
+    mode: str = "injection"
+    k: int = Field(default=8, ge=1, le=50)
+    search_kwargs: Optional[dict[str, Any]] = None
+
+    _builder: MemoryContextBuilder = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _bind(self) -> "NaviMemoryRunnable":
+        self._builder = _builder(self.store, self.async_store, self.user_id, self.mode, self.k, self.search_kwargs)
+        return self
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        def run(value: Any) -> Any:
+            messages = _as_messages(value)
+            context = self._builder.build(*last_user_text(messages))
+            return value if context is None else inject_memory(messages, context)
+        return self._call_with_config(run, input, config, run_type="prompt")
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        async def run(value: Any) -> Any:
+            messages = _as_messages(value)
+            context = await self._builder.abuild(*last_user_text(messages))
+            return value if context is None else inject_memory(messages, context)
+        return await self._acall_with_config(run, input, config, run_type="prompt")
+
+
+# -- agent middleware ----------------------------------------------------------------------------
+
+class NaviMemoryState(AgentState):
+    """The middleware's per-run state: the memory found when the run started (not checkpointed)."""
+
+    navi_memory: NotRequired[Annotated[dict[str, Any], UntrackedValue, PrivateStateAttr]]
+
+
+def _thread_id() -> str | None:
+    try:
+        from langgraph.config import get_config
+        return (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # outside a graph run
+        return None
+
+
+class NaviMemoryMiddleware(AgentMiddleware):
+    """Long-term memory for ``create_agent(model, tools, middleware=[NaviMemoryMiddleware(store=s, user_id="u1")])``.
+
+    Per agent run: once, before the first model call, the summary and the top ``k`` (8) memories
+    for the user's message are fetched (no search for a greeting opening a conversation); every
+    model call of the run gets the summary as a system message right after the agent's system
+    prompt (the stable part) and the memories as a ``## Relevant Memory`` system message right
+    before the current user message (the volatile part). ``mode="tools"`` puts only the tool
+    guidance and theme hints there. The memory tools are registered (``tools=False``: not).
+    After the run the run's messages are added to the session (``session_id``, else the thread
+    id, else one id per middleware), which fires the pipeline's triggers (every N user
+    messages, "remember that ..."). A memory failure never fails the run: the prompt then says
+    memory tools are unavailable. With the flag off or the kill switch on the middleware does
+    nothing: the model gets exactly the request it would get without it (no memory tools either).
+    """
+
+    state_schema = NaviMemoryState
+
+    def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
+                 session_id: str | None = None, mode: str = "injection", k: int = 8, tools: bool = True,
+                 record: bool = True, search_kwargs: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs)
+        self._caller = self._builder.caller
+        self.user_id = user_id
+        self.session_id = session_id
+        self._fallback_session = uuid.uuid4().hex
+        self.record = record
+        self.tools = NaviMemoryToolkit(store=store, async_store=async_store, user_id=user_id).get_tools() \
+            if tools else []
+        self._tool_names = {t.name for t in self.tools}
+
+    # the run's start: fetch memory once
+    @staticmethod
+    def _start(state: Any) -> int:
+        messages = state["messages"]
+        return max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=len(messages))
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if not prompt.injection_enabled():
+            return {"navi_memory": {"off": True}}
+        context = self._builder.build(*last_user_text(state["messages"]))
+        return {"navi_memory": {"context": context, "start": self._start(state)}}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if not prompt.injection_enabled():
+            return {"navi_memory": {"off": True}}
+        context = await self._builder.abuild(*last_user_text(state["messages"]))
+        return {"navi_memory": {"context": context, "start": self._start(state)}}
+
+    # every model call: the memory messages
+    def _request(self, request: ModelRequest) -> ModelRequest:
+        run = request.state.get("navi_memory") or {}
+        if run.get("off"):
+            return request.override(tools=[t for t in request.tools if getattr(t, "name", None)
+                                            not in self._tool_names])
+        return request.override(messages=inject_memory(request.messages, run.get("context")))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        return handler(self._request(request))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        return await handler(self._request(request))
+
+    # after the run: record it (the pipeline's triggers decide about extraction)
+    def _recording(self, state: Any) -> tuple[str, list[BaseMessage]] | None:
+        run = state.get("navi_memory") or {}
+        if not self.record or run.get("off") or "start" not in run:
+            return None
+        messages = [m for m in state["messages"][run["start"]:] if isinstance(m, BaseMessage)]
+        return (self.session_id or _thread_id() or self._fallback_session), messages
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        todo = self._recording(state)
+        if todo and todo[1]:
+            try:
+                self._caller.call("add_messages", todo[0], todo[1], user_id=self.user_id)
+            except Exception as exc:
+                log.warning("the conversation could not be recorded: %s", exc)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        todo = self._recording(state)
+        if todo and todo[1]:
+            try:
+                await self._caller.acall("add_messages", todo[0], todo[1], user_id=self.user_id)
+            except Exception as exc:
+                log.warning("the conversation could not be recorded: %s", exc)
+        return None

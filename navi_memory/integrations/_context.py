@@ -1,0 +1,117 @@
+"""What memory a turn's prompt gets, once for every framework (the contract in ``navi_memory.prompt``).
+
+``MemoryContextBuilder.build(query, first_turn)`` (or ``await abuild(...)``) asks the store for
+the summary and the top results (injection mode) or the theme counts (tool-driven mode) and
+returns a ``MemoryContext``: ``stable`` text for right after the main system message and
+``volatile`` text for next to the current user message. A store failure yields the one-line
+unavailable note; the feature flag or kill switch being off yields None (add nothing at all).
+The plan is a generator of store calls, run blocking or awaited, like the store's operations.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Generator, Sequence
+
+from .. import prompt
+from ..errors import StorageError
+from ..models import SearchResult
+from ..sansio import advance
+from ._tools import StoreCaller
+
+log = logging.getLogger("navi_memory.integrations")
+
+Plan = Generator[tuple[str, tuple, dict], Any, "MemoryContext"]
+
+
+@dataclass
+class MemoryContext:
+    """``stable``: summary (injection) or tool guidance (tools) or the unavailable note;
+    ``volatile``: the ``## Relevant Memory`` block; ``results``: what the search returned."""
+
+    stable: str | None = None
+    volatile: str | None = None
+    results: list[SearchResult] = field(default_factory=list)
+    searched: bool = False
+    available: bool = True
+
+
+class MemoryContextBuilder:
+    def __init__(self, caller: StoreCaller, user_id: str, *, mode: str = "injection", k: int = 8,
+                 search_kwargs: dict[str, Any] | None = None) -> None:
+        if mode not in prompt.MODES:
+            raise ValueError(f"mode must be one of {', '.join(prompt.MODES)}")
+        self.caller, self.user_id, self.mode, self.k = caller, user_id, mode, k
+        self.search_kwargs = dict(search_kwargs or {})
+
+    def _plan(self, query: str | None, first_turn: bool) -> Plan:
+        uid = self.user_id
+        try:
+            if self.mode == "tools":
+                try:
+                    themes = yield ("list_themes", (), {"user_id": uid})
+                except StorageError:
+                    raise
+                except Exception as exc:  # hints failed: keep the guidance without them
+                    log.info("theme hints skipped: %s", exc)
+                    themes = None
+                return MemoryContext(stable=prompt.tool_guidance(themes))
+            summary = yield ("get_summary", (), {"user_id": uid})
+            context = MemoryContext(stable=prompt.summary_block(summary))
+            if prompt.should_retrieve(query, first_turn):
+                context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k, **self.search_kwargs})
+                context.searched = True
+                context.volatile = prompt.relevant_memory_block(context.results, self.k)
+            return context
+        except Exception as exc:  # memory must never break the conversation
+            log.warning("memory unavailable for this turn: %s", exc)
+            return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
+
+    def build(self, query: str | None, first_turn: bool = False) -> MemoryContext | None:
+        if not prompt.injection_enabled():
+            return None
+        gen = self._plan(query, first_turn)
+        done, out = advance(gen, None)
+        while not done:
+            try:
+                value, error = self.caller.call(out[0], *out[1], **out[2]), None
+            except Exception as exc:
+                value, error = None, exc
+            done, out = advance(gen, value, error)
+        return out
+
+    async def abuild(self, query: str | None, first_turn: bool = False) -> MemoryContext | None:
+        if not prompt.injection_enabled():
+            return None
+        gen = self._plan(query, first_turn)
+        done, out = advance(gen, None)
+        while not done:
+            try:
+                value, error = await self.caller.acall(out[0], *out[1], **out[2]), None
+            except Exception as exc:
+                value, error = None, exc
+            done, out = advance(gen, value, error)
+        return out
+
+
+def last_user_text(messages: Sequence[Any]) -> tuple[str | None, bool]:
+    """(text of the last user message, True when no assistant message came before) for LangChain
+    messages, LlamaIndex ``ChatMessage``s or role/content dicts."""
+    text = next((_text(m) for m in reversed(messages) if _role(m) == "user"), None)
+    return text, not any(_role(m) == "assistant" for m in messages)
+
+
+def _role(message: Any) -> str | None:
+    get = message.get if isinstance(message, dict) else lambda name: getattr(message, name, None)
+    role = get("role") or get("type")
+    role = getattr(role, "value", role)  # LlamaIndex's MessageRole
+    return {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant"}.get(str(role).lower())
+
+
+def _text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+    if isinstance(content, list):
+        return " ".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content
+                        if isinstance(p, (str, dict)))
+    return str(content or "")
