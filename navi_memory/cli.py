@@ -119,7 +119,8 @@ def cmd_search(args: argparse.Namespace) -> None:
         return
     for r in results:
         flags = ",".join(name for name, on in r.signals.items() if on) or "-"
-        print(f"{r.id:>6}  {r.score:6.3f}  {flags:<20} {r.theme:<14} {r.snippet[:90]}")
+        text = " ".join(r.snippet.split())[:90]  # one line per result
+        print(f"{r.id:>6}  {round(r.score, 3) + 0.0:6.3f}  {flags:<20} {r.theme:<14} {text}")
 
 
 def cmd_themes(args: argparse.Namespace) -> None:

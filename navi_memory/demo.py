@@ -41,7 +41,7 @@ def run_demo(store: MemoryStore, out: TextIO) -> None:
         out.write(f"\nsearch {query!r}\n")
         for r in store.search(query, user_id=user, limit=3):
             flags = ",".join(name for name, on in r.signals.items() if on) or "-"
-            out.write(f"  {r.score:6.3f}  [{flags:<13}] {r.kind:<4} {r.snippet}\n")
+            out.write(f"  {round(r.score, 3) + 0.0:6.3f}  [{flags:<22}] {r.kind:<4} {' '.join(r.snippet.split())}\n")
     query = sample["queries"][0]
     out.write(f"\nMemory an assistant receives for the message {query!r}:\n\n")
     summary = prompt.summary_block(store.get_summary(user_id=user))
