@@ -21,6 +21,9 @@ def test_dataset_layouts_and_exact_neighbours():
     (top,) = data.exact_top(ids, [0])
     rows = np.flatnonzero(data.owner == data.query_owner[0])
     assert top <= {int(ids[r]) for r in rows} and len(top) == min(10, len(rows))
+    skewed = Dataset.create(Corpus(1), 2000, "skewed", 20, Vectors("gaussian", 8, 1), 5, seed=1)
+    sizes = np.bincount(skewed.owner, minlength=20)
+    assert sizes[0] > 3 * sizes[10] and set(skewed.query_owner) <= set(skewed.owner)
 
 
 def test_sqlite_benchmark_with_both_layouts(tmp_path):

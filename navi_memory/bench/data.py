@@ -4,8 +4,10 @@ Texts: short sentences from a 20,000-word vocabulary with Zipf-like frequencies,
 index holds common and rare terms. Vectors: ``gaussian`` (iid normal: no structure at all, the
 worst case for any approximate index) or ``lowrank`` (a 32-dimensional latent factor mapped into
 the full size plus isotropic noise: nearest neighbours exist, as with real text embeddings).
-Layouts: ``one`` (every item belongs to one user) or ``spread`` (items drawn uniformly over
-``users`` users; each query asks as a random one of them). Everything derives from the seed.
+Layouts: ``one`` (every item belongs to one user), ``spread`` (items drawn uniformly over
+``users`` users; each query asks as a random one of them) or ``skewed`` (user sizes follow
+1/rank, so a few users hold large shares; each query asks as the owner of a random item, so
+large users ask more often). Everything derives from the seed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from ..retrieval.query import STOP_WORDS
 
 USER = "bench-user"
-LAYOUTS = ("one", "spread")
+LAYOUTS = ("one", "spread", "skewed")
 VECTOR_KINDS = ("gaussian", "lowrank")
 LATENT_RANK, LATENT_NOISE = 32, 0.5
 
@@ -127,10 +129,17 @@ class Dataset:
         text_rng, vec_rng, query_rng = (np.random.default_rng([seed, n, i]) for i in (1, 2, 3))
         user_rng = np.random.default_rng([seed, n, 4])
         users = [USER] if layout == "one" else [f"user-{i:05d}" for i in range(user_count)]
+        if layout == "skewed":
+            weights = 1.0 / np.arange(1, len(users) + 1)
+            owner = user_rng.choice(len(users), size=n, p=weights / weights.sum())
+            query_owner = owner[user_rng.integers(n, size=queries)]
+        else:
+            owner = user_rng.integers(len(users), size=n)
+            query_owner = user_rng.integers(len(users), size=queries)
         return cls(n=n, layout=layout, users=users, texts=corpus.texts(text_rng, n),
                    themes=text_rng.integers(len(THEMES), size=n), vectors=vectors.draw(vec_rng, n),
-                   owner=user_rng.integers(len(users), size=n), queries=corpus.queries(query_rng, queries),
-                   query_vectors=vectors.draw(query_rng, queries), query_owner=user_rng.integers(len(users), size=queries))
+                   owner=owner, queries=corpus.queries(query_rng, queries),
+                   query_vectors=vectors.draw(query_rng, queries), query_owner=query_owner)
 
     def batches(self, size: int):
         """``add_many`` batches of item dicts, in order."""

@@ -68,8 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=_sizes, default=_sizes("10000,100000"),
                         help="comma-separated item counts, e.g. 10000,100000 or 10k,100k")
     parser.add_argument("--layout", type=_names(LAYOUTS), default=["one"],
-                        help="one (all items of one user) and/or spread (over --users users), e.g. one,spread")
-    parser.add_argument("--users", type=int, default=1000, help="users of the spread layout (default 1000)")
+                        help="one (all items of one user), spread (uniform over --users users), skewed (user"
+                             " sizes ~ 1/rank); comma-separated, e.g. one,spread")
+    parser.add_argument("--users", type=int, default=1000,
+                        help="users of the spread and skewed layouts (default 1000)")
     parser.add_argument("--vectors", choices=VECTOR_KINDS, default="gaussian",
                         help="gaussian (iid, no structure) or lowrank (32-d latent + noise, like text embeddings)")
     parser.add_argument("--queries", type=int, default=200, help="timed searches per N (default 200)")

@@ -77,7 +77,8 @@ def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace
         rows = min(2000, data.n)
         start = time.perf_counter()
         sample.add_embeddings(data.texts[:rows], [v.tolist() for v in data.vectors[:rows]],
-                              [{"user_id": data.users[data.owner[i]]} for i in range(rows)], [int(i) for i in ids[:rows]])
+                              [{"user_id": data.users[data.owner[i]]} for i in range(rows)],
+                              [int(i) for i in ids[:rows]])
         out["api_ingest_items_per_s"] = round(rows / (time.perf_counter() - start), 1)
         out["api_ingest_rows"] = rows
 

@@ -162,7 +162,8 @@ def recall_sweep(backend: Any, data: Dataset, ids: np.ndarray, model: str, ef_va
                     hits += len(want & {item for item, _ in found[:10]})
                     short += len(found) < min(CANDIDATES, int(np.sum(data.owner == data.query_owner[i])))
                 arr = np.asarray(times)
-                rows.append({"ef_search": ef, "exact_below": exact_below, "recall_at_10": round(hits / (10 * len(truth)), 4),
+                rows.append({"ef_search": ef, "exact_below": exact_below,
+                             "recall_at_10": round(hits / (10 * len(truth)), 4),
                              "short_results": short, "p50": round(float(np.percentile(arr, 50)), 3),
                              "p95": round(float(np.percentile(arr, 95)), 3), "load": _load()})
     finally:
@@ -203,7 +204,7 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
             build = {"m": m, "ef_construction": efc, "build_s": round(seconds, 1), "load": load_before,
                      "index_mb": round(size[0][0] / 2**20, 1)}
             print(f"{label}: HNSW m={m} ef_construction={efc} built in {seconds:.1f} s", flush=True)
-            modes = [backend.exact_below, 0] if data.layout == "spread" and position == 0 else [backend.exact_below]
+            modes = [backend.exact_below, 0] if data.layout != "one" and position == 0 else [backend.exact_below]
             build["sweep"] = recall_sweep(backend, data, ids, model, args.ef_search, args.recall_queries, modes)
             builds.append(build)
             if position == 0:
@@ -271,7 +272,8 @@ def format_details(report: dict[str, Any]) -> str:
         for b in r.get("builds", []):
             for s in b["sweep"]:
                 lines.append(f"{r['layout']:<7} {r['n']:>9,} {b['m']:>3} {b['ef_construction']:>4} {b['build_s']:>8.1f}"
-                             f" {b['index_mb']:>7.0f} {s['ef_search']:>9} {s['exact_below']:>7} {s['recall_at_10']:>7.3f}"
+                             f" {b['index_mb']:>7.0f} {s['ef_search']:>9} {s['exact_below']:>7}"
+                             f" {s['recall_at_10']:>7.3f}"
                              f" {s['short_results']:>5} {s['p50']:>7.2f} {s['p95']:>7.2f} {s['load']:>5.2f}")
     lines.append("")
     lines.append(f"{'layout':<7} {'N':>9} {'bulk ingest/s':>13} {'maintained/s':>12} {'vs sqlite p50/p95':>18}"
