@@ -1,0 +1,33 @@
+"""The notebooks in notebooks/ run top to bottom (offline stand-in models unless OLLAMA_HOST is set)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+OLLAMA_HOST = os.environ.get("OLLAMA_HOST")  # read before the hermetic fixture clears it
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+def test_notebooks_exist():
+    assert [p.name for p in NOTEBOOKS] == ["01_quickstart_sqlite.ipynb", "02_langchain_agent.ipynb",
+                                          "03_llamaindex_agent.ipynb", "04_postgresql.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs(path: Path, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    if OLLAMA_HOST:  # the notebooks then use Ollama instead of their offline stand-ins
+        monkeypatch.setenv("OLLAMA_HOST", OLLAMA_HOST)
+    if "postgres" in path.stem:
+        request.applymarker(pytest.mark.postgres)
+    notebook = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert errors == []
