@@ -199,3 +199,18 @@ def test_a_small_user_gets_exact_neighbours_when_the_hnsw_scan_filters_its_rows_
     assert len(hnsw_only) < 20 and len(capped) == len(hnsw_only)
     assert [i for i, _ in fixed] == expected
     assert np.allclose([s for _, s in fixed], np.sort(cosine)[::-1][:20], atol=1e-5)
+
+
+def test_small_user_in_a_big_index_still_gets_exact_neighbours(pg_url):
+    rng = np.random.default_rng(11)
+    options = {"ef_search": 1}  # the HNSW scan alone would return almost nothing for a small user
+    with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-16", backend_options=options) as store:
+        store.add_many([{"user_id": f"big{n % 3}", "content": f"filler {n}", "embedding": rng.normal(size=16)}
+                        for n in range(3000)])
+        mine = store.add_many([{"user_id": "small", "content": f"mine {n}", "embedding": rng.normal(size=16)}
+                               for n in range(5)])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        results = store.search("zzz", user_id="small", query_embedding=rng.normal(size=16), limit=10)
+        assert sorted(r.id for r in results) == sorted(mine)
+        assert all(r.signals["semantic"] for r in results)
