@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from psycopg import sql

@@ -37,7 +37,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import NotRequired
 
 from .. import prompt
-from ..errors import NaviMemoryError, NotFoundError
+from ..errors import NotFoundError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._tools import TOOLS, MemoryTools, StoreCaller
