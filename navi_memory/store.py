@@ -57,6 +57,11 @@ class _StoreBase(SessionOperations):
         return self._embedder
 
     @property
+    def backend(self) -> Any:
+        """The storage backend, for backend-specific operations (PostgreSQL: ``build_vector_index``)."""
+        return self._backend
+
+    @property
     def chat_model(self) -> ChatClient | None:
         """The chat model used for extraction and summaries (None: no-LLM mode, rules only)."""
         return self._chat

@@ -163,7 +163,7 @@ def test_deferred_vector_index_is_built_by_build_vector_index(pg_url):
         assert _hnsw_indexes(pg_url) == []  # bulk load: no index maintained row by row
         query = rng.normal(size=16)
         before = store.search("bulk", user_id=U, query_embedding=query)  # exact scan meanwhile
-        backend = store._backend
+        backend = store.backend
         assert backend.build_vector_index("random-16", 16, m=8, ef_construction=32, maintenance_work_mem="64MB")
         (definition,) = _hnsw_indexes(pg_url)
         assert "m='8'" in definition and "ef_construction='32'" in definition and "'random-16'" in definition
