@@ -1,4 +1,5 @@
-"""Latency and ingest benchmark of the SQLite backend; same code as ``navi-memory bench latency``.
+"""Latency and ingest benchmark, same code as ``navi-memory bench latency`` (SQLite by default;
+PostgreSQL with ``--db postgresql://...`` or ``--postgres pgserver``).
 
     python benchmarks/latency.py --n 10000,100000 [--queries 200] [--dim 384] [--json OUT]
 """
