@@ -214,3 +214,40 @@ def test_small_user_in_a_big_index_still_gets_exact_neighbours(pg_url):
         results = store.search("zzz", user_id="small", query_embedding=rng.normal(size=16), limit=10)
         assert sorted(r.id for r in results) == sorted(mine)
         assert all(r.signals["semantic"] for r in results)
+
+
+def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
+    # 400 notes mention "today"; 3 mention "quinoa". With the cutoff at 50 rows, "today" is common
+    # for this user: it no longer selects rows, but still lifts the quinoa note that has it too.
+    rows = [{"user_id": U, "content": f"note {n} written today"} for n in range(400)]
+    rows += [{"user_id": U, "content": "quinoa salad recipe"}, {"user_id": U, "content": "quinoa bowl"},
+             {"user_id": U, "content": "quinoa today with friends"}, {"user_id": "bob", "content": "nothing"}]
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"common_term_rows": 50}) as store:
+        store.add_many(rows)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE items")
+            estimates = dict(conn.execute(*q.term_row_estimates(U, ["today", "quinoa", "zzz"])).fetchall())
+        assert estimates["today"] > 50 and estimates["quinoa"] <= 50 and estimates["zzz"] == 0
+        backend = store.backend
+        filters = Filters(user_id=U, now=utcnow())
+        ranked = backend.lexical_candidates(filters, ["quinoa", "today"], 10)
+        contents = [store.get(i, user_id=U).content for i, _ in ranked]
+        assert contents[0] == "quinoa today with friends"
+        assert sorted(contents[1:]) == ["quinoa bowl", "quinoa salad recipe"]
+        # All words common: a row must contain them all.
+        both = backend.lexical_candidates(filters, ["today", "note"], 10)
+        assert len(both) == 10
+        assert all("today" in store.get(i, user_id=U).content for i, _ in both)
+        # Without statistics for the user (bob is not among the most common values) nothing is pruned.
+        assert [store.get(i, user_id="bob").content for i, _ in
+                backend.lexical_candidates(Filters(user_id="bob", now=utcnow()), ["nothing", "today"], 10)] == ["nothing"]
+
+
+def test_the_cutoff_can_be_turned_off(pg_url):
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"common_term_rows": 0}) as store:
+        store.add_many([{"user_id": U, "content": f"note {n} written today"} for n in range(100)]
+                       + [{"user_id": U, "content": "quinoa bowl"}])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE items")
+        ranked = store.backend.lexical_candidates(Filters(user_id=U, now=utcnow()), ["quinoa", "today"], 200)
+        assert len(ranked) == 101

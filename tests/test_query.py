@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from navi_memory.retrieval.query import (MAX_TERMS, STOP_WORDS, fts5_or_expression, fts5_quote, is_match_all,
-                                         like_pattern, query_terms, tokenize)
+                                         like_pattern, query_terms, select_matching_terms, tokenize)
 
 NASTY = [
     "NOT", "NOT coffee", "coffee NOT tea", '"', '"coffee', 'say "hi"', "*", "coffee*", "-coffee", "--",
@@ -127,3 +127,18 @@ def test_like_pattern_matches_literally_in_sqlite():
     assert got == [("50%_off",)]
     got = conn.execute("SELECT v FROM x WHERE v LIKE ? ESCAPE '\\'", (like_pattern("a\\b"),)).fetchall()
     assert got == [("a\\b",)]
+
+
+def test_common_terms_only_score_when_a_rarer_term_selects():
+    estimates = {"today": 48_000.0, "quinoa": 12.0}
+    assert select_matching_terms(["today", "quinoa", "salad"], estimates, 5_000) == (["quinoa", "salad"], False)
+
+
+def test_when_every_term_is_common_rows_need_them_all():
+    estimates = {"today": 48_000.0, "note": 9_000.0}
+    assert select_matching_terms(["today", "note"], estimates, 5_000) == (["today", "note"], True)
+    assert select_matching_terms(["today"], estimates, 5_000) == (["today"], False)
+
+
+def test_terms_without_statistics_count_as_rare():
+    assert select_matching_terms(["a", "b"], {}, 5_000) == (["a", "b"], False)

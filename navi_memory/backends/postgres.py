@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from ..config import DatabaseURL
 from ..errors import EmbeddingError, StorageError
-from ..retrieval.query import like_pattern
+from ..retrieval.query import like_pattern, select_matching_terms
 from ..sansio import Op, operation
 from ..timeutil import to_utc
 from . import postgres_schema as schema
@@ -40,11 +40,14 @@ class PostgresQueries(PostgresSessionQueries):
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
-    ef_search: int = 100  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
+    ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
     exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
+    # A query word expected in more of the user's items than this only scores, it does not select
+    # (the full-text query would otherwise rank every such row); 0 turns this off.
+    common_term_rows: int = 5_000
 
     def _init_state(self, url: DatabaseURL, defer_vector_index: bool = False, ef_search: int | None = None,
-                    exact_below: int | None = None) -> None:
+                    exact_below: int | None = None, common_term_rows: int | None = None) -> None:
         self.url = url
         self._indexed: set[tuple[str, int]] = set()
         self.defer_vector_index = defer_vector_index  # bulk loads: build_vector_index() after the load
@@ -52,6 +55,8 @@ class PostgresQueries(PostgresSessionQueries):
             self.ef_search = ef_search
         if exact_below is not None:
             self.exact_below = exact_below
+        if common_term_rows is not None:
+            self.common_term_rows = common_term_rows
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url.safe!r})"
@@ -405,7 +410,13 @@ class PostgresQueries(PostgresSessionQueries):
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
         if not terms:
             return []
-        rows = yield Q(*q.lexical_candidates(filters, list(terms), k))
+        terms = list(terms)
+        match, match_all = terms, False
+        if len(terms) > 1 and filters.user_id is not None and self.common_term_rows > 0:
+            estimates = yield Q(*q.term_row_estimates(filters.user_id, terms))
+            match, match_all = select_matching_terms(
+                terms, {r["term"]: float(r["rows"]) for r in estimates}, self.common_term_rows)
+        rows = yield Q(*q.lexical_candidates(filters, terms, k, match, match_all))
         return [(r["id"], float(r["score"])) for r in rows]
 
     @operation

@@ -119,17 +119,39 @@ def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[
                     " AND state = 'ready' AND dimensions = %s LIMIT %s) s"), [user_id, model, dimensions, cap])
 
 
-def lexical_candidates(f: Filters, terms: list[str], k: int) -> tuple[sql.Composed, list[Any]]:
-    """Full-text candidates ranked by ts_rank_cd. The tsquery is written inline (not in FROM) so
-    the planner folds it to a constant and can use the GIN index; websearch_to_tsquery never
-    raises on user text, and the terms are plain word tokens joined by "or"."""
+def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | None = None,
+                       match_all: bool = False) -> tuple[sql.Composed, list[Any]]:
+    """Full-text candidates: rows containing any of ``match`` (all of them with ``match_all``;
+    default: any of ``terms``), ranked by ts_rank_cd over all ``terms``. The tsqueries are written
+    inline (not in FROM) so the planner folds them to constants and can use the GIN index;
+    websearch_to_tsquery never raises on user text, and the terms are plain word tokens."""
     cond, params = where(f)
     text = sql.SQL(
         "SELECT i.id, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', %s)) AS score FROM items i"
         " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
     ).format(cond)
-    expression = " or ".join(terms)
-    return text, [expression, expression, *params, k]
+    selecting = match or terms
+    return text, [" or ".join(terms), (" " if match_all else " or ").join(selecting), *params, k]
+
+
+def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composed, list[Any]]:
+    """For each term, about how many of the user's items contain it, from the planner's
+    statistics (ANALYZE): table rows x the user's share (items.user_id's most common values) x
+    the term's share (content_tsv's most common lexemes). 0 where a statistic is missing: a user
+    or a word too rare to be listed, or a table never analysed."""
+    return sql.SQL(
+        "WITH rel AS (SELECT c.reltuples, n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.oid = 'items'::regclass),"
+        " st AS (SELECT s.attname, s.most_common_vals::text::text[] AS vals, s.most_common_freqs AS freqs,"
+        " s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS elem_freqs"
+        " FROM pg_stats s, rel WHERE s.schemaname = rel.nspname AND s.tablename = 'items'"
+        " AND s.attname IN ('user_id', 'content_tsv'))"
+        " SELECT t.term, greatest(rel.reltuples, 0)"
+        " * coalesce((SELECT freqs[array_position(vals, %s)] FROM st WHERE attname = 'user_id'), 0)"
+        " * coalesce((SELECT max(elem_freqs[array_position(elems, v.lexeme)]) FROM st,"
+        " unnest(to_tsvector('english', t.term)) v WHERE attname = 'content_tsv'), 0) AS rows"
+        " FROM unnest(%s::text[]) AS t(term), rel"
+    ), [user_id, terms]
 
 
 def substring_hits(terms: list[str]) -> tuple[sql.Composed, list[Any]]:

@@ -47,6 +47,21 @@ def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
     return (content or tokens)[:max_terms]
 
 
+def select_matching_terms(terms: list[str], estimated_rows: dict[str, float],
+                          common_rows: float) -> tuple[list[str], bool]:
+    """Which terms select lexical candidates, and whether a row needs all of them.
+
+    A term expected in more than ``common_rows`` of the searcher's rows (a "common term") would
+    make the index rank all of those rows while adding little to any score; it still counts in
+    the ranking of rows that the rarer terms select. When every term is common, rows must
+    contain them all. Terms without an estimate are treated as rare.
+    """
+    rare = [t for t in terms if estimated_rows.get(t, 0.0) <= common_rows]
+    if rare:
+        return rare, False
+    return list(terms), len(terms) > 1
+
+
 def fts5_quote(text: str) -> str:
     """One FTS5 string literal: the text is matched as a phrase, never parsed as syntax."""
     return '"' + text.replace('"', '""') + '"'
