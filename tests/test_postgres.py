@@ -9,7 +9,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore
+from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, ValidationError
 from navi_memory.backends import postgres_sql as q
 from navi_memory.backends.base import Filters
 from navi_memory.models import utcnow
@@ -251,3 +251,33 @@ def test_the_cutoff_can_be_turned_off(pg_url):
             conn.execute("ANALYZE items")
         ranked = store.backend.lexical_candidates(Filters(user_id=U, now=utcnow()), ["quinoa", "today"], 200)
         assert len(ranked) == 101
+
+
+def test_ivfflat_serves_where_hnsw_is_unavailable(pg_url):
+    # pgvector before 0.5 has no HNSW; forcing the method shows the IVFFlat path on this server.
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(300, 16))
+    options = {"index_method": "ivfflat", "ivfflat_min_rows": 200, "ivfflat_probes": 4}
+    with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-16", backend_options=options) as store:
+        store.add_many([{"user_id": U, "content": f"note {n}", "embedding": v} for n, v in enumerate(vectors[:150])])
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%ivfflat%'").fetchone()[0] == 0
+        store.add_many([{"user_id": U, "content": f"note {n}", "embedding": v}
+                        for n, v in enumerate(vectors[150:], start=150)])
+        store.add(user_id=U, content="one more", embedding=rng.normal(size=16))  # the first write past 200 builds it
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            indexdef = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%ivfflat%'").fetchone()[0]
+            conn.execute("ANALYZE")
+        assert "lists='1'" in indexdef.replace(" ", "") or "lists=1" in indexdef.replace(" ", "")
+        text, params = q.semantic_candidates(Filters(user_id=U, now=utcnow()), "random-16", 16,
+                                             "[" + ",".join(map(str, vectors[7])) + "]", 5)
+        assert "embeddings_hnsw_" in explain(pg_url, text, params)  # the index name is method-neutral
+        nearest = store.backend.semantic_candidates(Filters(user_id=U, now=utcnow()), "random-16", vectors[7], 3)
+        assert store.get(nearest[0][0], user_id=U).content == "note 7"
+
+
+def test_unknown_backend_options_are_rejected(pg_url):
+    with pytest.raises(ValidationError, match="unknown PostgreSQL backend options"):
+        MemoryStore.open(pg_url, embeddings=False, backend_options={"ef_serach": 10})
+    with pytest.raises(ValidationError, match="index_method"):
+        MemoryStore.open(pg_url, embeddings=False, backend_options={"index_method": "annoy"})

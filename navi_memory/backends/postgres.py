@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..config import DatabaseURL
-from ..errors import EmbeddingError, StorageError
+from ..errors import EmbeddingError, StorageError, ValidationError
 from ..retrieval.query import like_pattern, select_matching_terms
 from ..sansio import Op, operation
 from ..timeutil import to_utc
@@ -34,6 +34,9 @@ def _vec(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
+TUNING = ("ef_search", "exact_below", "common_term_rows", "index_method", "ivfflat_probes", "ivfflat_min_rows")
+
+
 class PostgresQueries(PostgresSessionQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
@@ -45,18 +48,23 @@ class PostgresQueries(PostgresSessionQueries):
     # A query word expected in more of the user's items than this only scores, it does not select
     # (the full-text query would otherwise rank every such row); 0 turns this off.
     common_term_rows: int = 5_000
+    index_method: str = "auto"  # "hnsw", "ivfflat" (pgvector < 0.5) or "auto": decided at migrate
+    ivfflat_probes: int = 10  # lists searched per IVFFlat query
+    ivfflat_min_rows: int = 10_000  # a model's IVFFlat index is built once it has this many vectors
 
-    def _init_state(self, url: DatabaseURL, defer_vector_index: bool = False, ef_search: int | None = None,
-                    exact_below: int | None = None, common_term_rows: int | None = None) -> None:
+    def _init_state(self, url: DatabaseURL, defer_vector_index: bool = False, **tuning: Any) -> None:
+        """``tuning``: any of ``TUNING`` (``backend_options`` of ``MemoryStore.open``)."""
+        unknown = sorted(set(tuning) - set(TUNING))
+        if unknown:
+            raise ValidationError(f"unknown PostgreSQL backend options {unknown}; known: {list(TUNING)}")
         self.url = url
         self._indexed: set[tuple[str, int]] = set()
         self.defer_vector_index = defer_vector_index  # bulk loads: build_vector_index() after the load
-        if ef_search is not None:
-            self.ef_search = ef_search
-        if exact_below is not None:
-            self.exact_below = exact_below
-        if common_term_rows is not None:
-            self.common_term_rows = common_term_rows
+        for name, value in tuning.items():
+            if value is not None:
+                setattr(self, name, value)
+        if self.index_method not in ("auto", "hnsw", "ivfflat"):
+            raise ValidationError(f"index_method must be auto, hnsw or ivfflat, not {self.index_method!r}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url.safe!r})"
@@ -71,6 +79,9 @@ class PostgresQueries(PostgresSessionQueries):
         rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
         names = {r["extname"] for r in rows}
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
+        if self.has_vector and self.index_method == "auto":
+            rows = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
+            self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
         yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
                 " applied_at timestamptz NOT NULL DEFAULT now())")
@@ -114,24 +125,43 @@ class PostgresQueries(PostgresSessionQueries):
     def _ensure_vector_index(self, model: str, dimensions: int) -> Op:
         if (model, dimensions) in self._indexed or not self.has_vector or self.defer_vector_index:
             return
-        if dimensions <= q.HNSW_MAX_DIMENSIONS:
-            error = yield Q(q.create_vector_index(model, dimensions), own_tx=True)
-            if isinstance(error, Exception):
-                log.warning("could not create the HNSW index for %s (%s); searches scan exactly", model, error)
+        if dimensions > q.HNSW_MAX_DIMENSIONS:
+            self._indexed.add((model, dimensions))
+            return
+        if self.index_method == "ivfflat":
+            # IVFFlat learns its lists from the rows present: wait until the model has enough.
+            count = yield Q(sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM embeddings WHERE model = %s"
+                                    " AND dimensions = %s AND state = 'ready' LIMIT %s) s"),
+                            [model, dimensions, self.ivfflat_min_rows])
+            if count[0]["n"] < self.ivfflat_min_rows:
+                return
+            statement = q.create_ivfflat_index(model, dimensions, q.ivfflat_lists(count[0]["n"]))
+        else:
+            statement = q.create_vector_index(model, dimensions)
+        error = yield Q(statement, own_tx=True)
+        if isinstance(error, Exception):
+            log.warning("could not create the %s index for %s (%s); searches scan exactly",
+                        self.index_method, model, error)
         self._indexed.add((model, dimensions))
 
     @operation
     def build_vector_index(self, model: str, dimensions: int, m: int = 16, ef_construction: int = 64,
                            maintenance_work_mem: str | None = None) -> Op:
-        """Build the model's HNSW index now (``CREATE INDEX IF NOT EXISTS``, so a no-op when it exists).
-        For bulk loads: open with ``defer_vector_index=True``, load, then call this once, which is
-        much faster than maintaining the index row by row. False without pgvector or above 2,000
-        dimensions (searches then scan exactly)."""
+        """Build the model's vector index now (``CREATE INDEX IF NOT EXISTS``, so a no-op when it
+        exists). For bulk loads: open with ``defer_vector_index=True``, load, then call this once,
+        which is much faster than maintaining the index row by row. HNSW with ``m`` and
+        ``ef_construction``, or IVFFlat sized to the rows present where HNSW is unavailable. False
+        without pgvector or above 2,000 dimensions (searches then scan exactly)."""
         if not self.has_vector or dimensions > q.HNSW_MAX_DIMENSIONS:
             return False
         if maintenance_work_mem:
             yield Q(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
-        yield Q(q.create_vector_index(model, dimensions, m, ef_construction))
+        if self.index_method == "ivfflat":
+            count = yield Q("SELECT count(*) AS n FROM embeddings WHERE model = %s AND dimensions = %s"
+                            " AND state = 'ready'", [model, dimensions])
+            yield Q(q.create_ivfflat_index(model, dimensions, q.ivfflat_lists(count[0]["n"])))
+        else:
+            yield Q(q.create_vector_index(model, dimensions, m, ef_construction))
         self._indexed.add((model, dimensions))
         return True
 
@@ -458,7 +488,10 @@ class PostgresQueries(PostgresSessionQueries):
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
         if not self.has_vector:
             return []
-        yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
+        if self.index_method == "ivfflat":
+            yield Q(sql.SQL("SET LOCAL ivfflat.probes = {}").format(sql.Literal(self.ivfflat_probes)))
+        else:
+            yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
         dims, vector = int(query.size), _vec(query)
         rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
         if len(rows) < k and filters.user_id is not None and self.exact_below > 0:

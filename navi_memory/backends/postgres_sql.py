@@ -93,6 +93,21 @@ def create_vector_index(model: str, dimensions: int, m: int = 16, ef_constructio
              efc=sql.Literal(ef_construction), model=sql.Literal(model))
 
 
+def create_ivfflat_index(model: str, dimensions: int, lists: int) -> sql.Composed:
+    """The same partial index as IVFFlat, for pgvector before 0.5 (no HNSW). Its centroids come
+    from the rows present when it is built, so it is built once a model has vectors."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {name} ON embeddings USING ivfflat ((embedding::vector({dims})) vector_cosine_ops)"
+        " WITH (lists = {lists}) WHERE model = {model} AND dimensions = {dims}"
+    ).format(name=vector_index_name(model, dimensions), dims=sql.Literal(dimensions), lists=sql.Literal(lists),
+             model=sql.Literal(model))
+
+
+def ivfflat_lists(rows: int) -> int:
+    """pgvector's rule of thumb: rows / 1000 up to 1M rows, sqrt(rows) above; at least 1."""
+    return max(1, rows // 1000 if rows <= 1_000_000 else int(rows ** 0.5))
+
+
 def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int,
                         exact: bool = False) -> tuple[sql.Composed, list[Any]]:
     """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies.
