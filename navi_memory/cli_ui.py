@@ -22,7 +22,7 @@ def _require_ui() -> None:
             raise ConfigurationError("the web UI needs the 'ui' extra: pip install 'navi-memory[ui]'")
 
 
-def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, token: str | None) -> None:
+def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, token_hint: str | None) -> None:
     import uvicorn
 
     from .store import MemoryStore
@@ -31,9 +31,8 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
     try:
         app = make_app(store)
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"navi-memory {what} on http://{shown}:{args.port}/"
-              + (" (token required: Authorization: Bearer, or ?token= once in a browser)" if token else ""),
-              flush=True)
+        hint = f" (token required: {token_hint})" if token_hint else ""
+        print(f"navi-memory {what} on http://{shown}:{args.port}/{hint}", flush=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.verbose else "warning",
                     server_header=False)
     finally:
@@ -46,7 +45,8 @@ def cmd_ui(args: argparse.Namespace) -> None:
     from .ui.security import check_token
 
     token = check_token(args.token or os.environ.get(UI_TOKEN_ENV), args.host, UI_TOKEN_ENV)
-    _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)", token)
+    _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)",
+           token and "open the address with ?token=... once, or send Authorization: Bearer")
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -55,7 +55,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from .ui.security import check_token
 
     token = check_token(args.token or os.environ.get(API_TOKEN_ENV), args.host, API_TOKEN_ENV, required=True)
-    _serve(args, lambda store: create_api_app(store, token=token, host=args.host), "REST API", token)
+    _serve(args, lambda store: create_api_app(store, token=token, host=args.host), "REST API",
+           "send Authorization: Bearer")
 
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:

@@ -70,7 +70,7 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         item = await call(add)
         collection = request.url.path.rstrip("/").rsplit("/", 1)[1]
         location = f"{request.scope.get('root_path', '')}/api/users/{path_part(_user(request))}/{collection}/{item.id}"
-        return SafeJSONResponse({"item": item}, status_code=201, headers={"location": location})
+        return SafeJSONResponse({"user": _user(request), "item": item}, status_code=201, headers={"location": location})
 
     async def get_item(request: Request) -> Response:
         return SafeJSONResponse(await call(pages.item_page, store, _user(request), request.path_params["item_id"]))
