@@ -228,3 +228,25 @@ def test_stored_markup_is_escaped_in_json(client, filled):
     item = client.get(f"/api/users/alice/items/{filled['script']}").json()["item"]
     assert item["content"] == f"{SCRIPT} tea notes" and item["title"] == IMG  # same JSON, decoded intact
     assert json.loads(client.get("/api/users/alice/summary").text)["current"]["content"].endswith(SCRIPT)
+
+
+def test_embedding_states_pending_and_error_are_shown(store, fake_embeddings):
+    store.embed_on_write = False
+    pending = store.add(user_id="erin", content="waiting for a vector")
+    store.embed_on_write = True
+    fake_embeddings.fail = True
+    failed = store.add(user_id="erin", content="the provider was down")
+    fake_embeddings.fail = False
+    store.embedder.reset_backoff()
+    client = TestClient(create_app(store), base_url=LOCAL)
+    states = {i["id"]: i["embedding"] for i in client.get("/api/users/erin/items").json()["items"]}
+    assert states[pending]["state"] == "pending"
+    assert states[failed]["state"] == "error" and "simulated outage" in states[failed]["error"]
+    page = client.get("/users/erin/items").text
+    assert 'class="state pending"' in page and 'class="state error" title="' in page
+    assert "simulated outage" in client.get(f"/users/erin/items/{failed}").text
+
+
+def test_an_empty_user_has_no_pager(client):
+    page = client.get("/users/nobody/items").text
+    assert "No items match these filters." in page and 'class="pager"' not in page

@@ -32,6 +32,10 @@ def test_binding_beyond_loopback_needs_a_token(store):
         create_app(store, host="0.0.0.0")
     with pytest.raises(ConfigurationError, match="at least 16 characters"):
         create_app(store, host="0.0.0.0", token="short")
+    with pytest.raises(ConfigurationError, match="printable ASCII"):
+        create_app(store, token="a token with spaces in it")
+    with pytest.raises(ConfigurationError, match="printable ASCII"):
+        create_app(store, token="jeton-très-secret-0123456789")
     assert create_app(store, host="0.0.0.0", token=TOKEN) is not None
     assert check_token(None, "127.0.0.1", "X") is None
     assert check_token("", "localhost", "X") is None

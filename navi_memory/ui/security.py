@@ -50,6 +50,8 @@ def check_token(token: str | None, host: str, env_name: str, required: bool = Fa
     if token is None and (required or not is_loopback(host)):
         why = "the REST API always needs one" if required else f"binding to {host} exposes the UI beyond this machine"
         raise ConfigurationError(f"a token is required ({why}): pass --token or set {env_name}")
+    if token is not None and not (token.isascii() and token.isprintable() and " " not in token):
+        raise ConfigurationError("the token must be printable ASCII without spaces (it travels in headers and cookies)")
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ConfigurationError(f"the token must have at least {MIN_TOKEN_CHARS} characters "
                                  "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)")
