@@ -93,6 +93,11 @@ def item_rows(tab: Page) -> int:
     return tab.locator("table.items > tbody > tr").count()
 
 
+def hostile_id(tab: Page) -> str:
+    row = tab.locator("table.items > tbody > tr", has_text=f"{SCRIPT} tea notes")
+    return row.locator("td").first.inner_text().strip()
+
+
 def test_browse_filter_toggle_archived_and_search(browser_store: MemoryStore, page) -> None:
     tab, dialogs = page
     with ServerThread(create_app(browser_store)) as server:
@@ -107,6 +112,13 @@ def test_browse_filter_toggle_archived_and_search(browser_store: MemoryStore, pa
         assert tab.get_by_text(f"{SCRIPT} tea notes").count() == 1  # shown as text, not run
         assert tab.locator("img").count() == 0
         shot(tab, "2-items")
+
+        tab.click(f"table.items a:text-is('{hostile_id(tab)}')")
+        tab.wait_for_url("**/users/alice/items/*")
+        assert tab.locator("pre.text").inner_text() == f"{SCRIPT} tea notes" and tab.locator("h2").inner_text() == IMG
+        assert tab.locator("img").count() == 0
+        shot(tab, "2b-item")
+        tab.go_back()
 
         tab.click("a[rel=next]")
         tab.wait_for_url("**offset=50")

@@ -12,7 +12,7 @@ import hmac
 import ipaddress
 import json
 from http.cookies import CookieError, SimpleCookie
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from ..errors import ConfigurationError
@@ -73,8 +73,8 @@ def _same(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
 
 
-async def _send_plain(send: Callable[[Any], Awaitable[None]], status: int, message: str,
-                      extra: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, message: str,
+                     extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": message}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
@@ -104,14 +104,14 @@ class Guard:
 
         if self.token is None:
             if not is_loopback(_host_name(scope)):
-                await _send_plain(send_with_headers, 403, "this server answers only requests to a loopback address")
+                await _send_json(send_with_headers, 403, "this server answers only requests to a loopback address")
                 return
         elif not self._authorized(scope):
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             if self.cookies and _same(query.get("token"), self.token):
                 await self._set_cookie(scope, query, send_with_headers)
                 return
-            await _send_plain(send_with_headers, 401, "missing or wrong token",
+            await _send_json(send_with_headers, 401, "missing or wrong token",
                               [(b"www-authenticate", b'Bearer realm="navi-memory"')])
             return
         await self.app(scope, receive, send_with_headers)
