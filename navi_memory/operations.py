@@ -448,9 +448,9 @@ class MemoryOperations:
         return (yield db("forget_user", v.user_id(user_id)))
 
     @operation
-    def list_users(self) -> Op:
-        """Admin: every user with item and fact counts."""
-        return (yield db("list_users"))
+    def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op:
+        """Admin: users by id with item and fact counts (all of them, or a page)."""
+        return (yield db("list_users", None if limit is None else v.limit(limit, 100_000), v.offset(offset)))
 
     # -- embeddings maintenance ------------------------------------------------------------
 

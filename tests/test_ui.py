@@ -250,3 +250,14 @@ def test_embedding_states_pending_and_error_are_shown(store, fake_embeddings):
 def test_an_empty_user_has_no_pager(client):
     page = client.get("/users/nobody/items").text
     assert "No items match these filters." in page and 'class="pager"' not in page
+
+
+def test_users_are_paged(store, client):
+    store.add_many([{"user_id": f"user-{n:02d}", "content": "hello"} for n in range(5)])
+    assert [u["id"] for u in store.list_users(limit=2, offset=1)] == ["bob", "user-00"]
+    assert len(store.list_users()) == 7
+    first = client.get("/api/users", params={"limit": 3}).json()
+    assert [u["id"] for u in first["users"]] == ["alice", "bob", "user-00"] and first["page"]["next_offset"] == 3
+    last = client.get("/api/users", params={"limit": 3, "offset": 6}).json()
+    assert [u["id"] for u in last["users"]] == ["user-04"] and last["page"]["next_offset"] is None
+    assert 'href="/?limit=3&amp;offset=3"' in client.get("/", params={"limit": 3}).text

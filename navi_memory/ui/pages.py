@@ -82,7 +82,10 @@ class Paging:
 
 
 def users_page(store: Any, params: Params) -> dict[str, Any]:
-    return {"users": store.list_users()}
+    limit, offset = Paging.read(params, default=MAX_PAGE_SIZE)
+    rows = store.list_users(limit=limit + 1, offset=offset)
+    users = rows[:limit]
+    return {"users": users, "page": Paging(limit, offset, len(users), has_next=len(rows) > limit).to_dict()}
 
 
 def _item_filters(params: Params) -> dict[str, Any]:
