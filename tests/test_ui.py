@@ -261,3 +261,14 @@ def test_users_are_paged(store, client):
     last = client.get("/api/users", params={"limit": 3, "offset": 6}).json()
     assert [u["id"] for u in last["users"]] == ["user-04"] and last["page"]["next_offset"] is None
     assert 'href="/?limit=3&amp;offset=3"' in client.get("/", params={"limit": 3}).text
+
+
+def test_every_route_answers(store, filled):
+    app = create_app(store)
+    client = TestClient(app, base_url=LOCAL)
+    paths = [r.path.replace("{user:path}", "alice").replace("{item_id:int}", str(filled["tea"]))
+             for r in app.routes if isinstance(r, Route)]
+    for path in paths:
+        response = client.get(path, params={"q": "tea", "user": "alice"})
+        assert response.status_code == 200, (path, response.text[:200])
+        assert ("json" in response.headers["content-type"]) == path.startswith("/api/")
