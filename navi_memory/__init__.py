@@ -11,8 +11,8 @@ from typing import Any
 
 from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
                      NotFoundError, StorageError, ValidationError)
-from .models import (AddResult, ExtractionReport, Fact, FactChange, FactVersion, Item, Message, SearchResult, Session,
-                     Summary, Theme, ToolCall)
+from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, SearchResult,
+                     SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
 
 __version__ = "0.1.0"
 
@@ -39,6 +39,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings", "PipelineOptions",
     "Item", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
+    "SearchResults", "FactList", "SummaryHistory", "SummaryText",
     "Session", "Message", "ToolCall", "ExtractionReport", "AddResult",
     "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
     "ExtractionError", "StorageError", "BackendUnavailableError", "__version__",

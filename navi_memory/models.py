@@ -66,6 +66,12 @@ class _Record:
     def to_dict(self) -> dict[str, Any]:
         return _jsonable(self)
 
+    def _repr_html_(self) -> str:
+        """An escaped one-row HTML table (Jupyter); the list types below render many rows."""
+        from .htmlrepr import table
+
+        return table([self], _html_columns(type(self)))
+
     @classmethod
     def _field_names(cls) -> tuple[str, ...]:
         names = cls.__dict__.get("_names")
@@ -192,6 +198,52 @@ class SearchResult(_Record):
     def content_snippet(self) -> str:
         """Name used by the seeds' tool API."""
         return self.snippet
+
+
+def _html_columns(kind: type) -> list:
+    from . import htmlrepr
+
+    columns = {SearchResult: htmlrepr.SEARCH_COLUMNS, Fact: htmlrepr.FACT_COLUMNS, Summary: htmlrepr.SUMMARY_COLUMNS,
+               Item: htmlrepr.ITEM_COLUMNS}.get(kind)
+    return columns or [(f, lambda r, f=f: getattr(r, f)) for f in kind._field_names()]  # type: ignore[attr-defined]
+
+
+class _Records(list):
+    """A plain list of models that renders as an escaped HTML table in Jupyter."""
+
+    _kind: type
+
+    def _repr_html_(self) -> str:
+        from .htmlrepr import table
+
+        return table(self, _html_columns(self._kind), caption=f"{len(self)} {self._kind.__name__.lower()}(s)")
+
+
+class SearchResults(_Records):
+    """What ``search`` returns: a list of ``SearchResult``, best first."""
+
+    _kind = SearchResult
+
+
+class FactList(_Records):
+    """What ``get_all_facts`` returns: a list of ``Fact``."""
+
+    _kind = Fact
+
+
+class SummaryHistory(_Records):
+    """What ``summary_history`` returns: a list of ``Summary``, newest first."""
+
+    _kind = Summary
+
+
+class SummaryText(str):
+    """What ``get_summary`` returns (when there is one): the text, shown as a table in Jupyter."""
+
+    def _repr_html_(self) -> str:
+        from .htmlrepr import table
+
+        return table([self], [("summary", str)])
 
 
 @dataclass

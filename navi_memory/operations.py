@@ -20,7 +20,8 @@ from .backends.base import Filters, NewItem
 from .embeddings import Embedder
 from .errors import EmbeddingError, NotFoundError, ValidationError
 from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
-                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, Item, Summary, Theme)
+                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
+                     SummaryHistory, SummaryText, Theme)
 from .retrieval import context
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
@@ -260,6 +261,13 @@ class MemoryOperations:
         return [self._item(r) for r in rows]
 
     @operation
+    def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
+                    types: Sequence[str] | None = None, status: str = "active", include_expired: bool = False) -> Op:
+        """How many items ``list_items`` pages through with the same filters (for page counts)."""
+        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
+        return (yield db("count_items", f))
+
+    @operation
     def list_themes(self, *, user_id: str) -> Op:
         """Themes with their active-item counts, largest first."""
         rows = yield db("list_themes", v.user_id(user_id), self._now())
@@ -334,7 +342,7 @@ class MemoryOperations:
             v.optional_text(search, "search", 1024),
             None if category is None else v.choice(category, "category", FACT_CATEGORIES), self._now(), include_expired)
         history = (yield db("fact_history", uid, [r["id"] for r in rows])) if include_history and rows else {}
-        return [convert.fact(r, history) for r in rows]
+        return FactList(convert.fact(r, history) for r in rows)
 
     # -- search ----------------------------------------------------------------------------
 
@@ -369,7 +377,7 @@ class MemoryOperations:
             v.text(query, "query", self.max_content_bytes, allow_empty=True)
         if is_match_all(query):
             rows = yield db("list_items", f, limit, 0)
-            return [convert.match_all_result(r) for r in rows]
+            return SearchResults(convert.match_all_result(r) for r in rows)
         plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
         qvec = None if query_embedding is None else self._vector(query_embedding)
         if qvec is None and self._embedder is not None and self._embedder.available and self._model:
@@ -394,13 +402,13 @@ class MemoryOperations:
             extra = yield db("semantic_scores", f, self._model, qvec, missing)
         fused = plan.fuse(lexical, semantic, substring, extra)
         if not fused:
-            return []
+            return SearchResults()
         if context_weight > 0:
             fused = context.smooth(fused, (yield db("neighbours", f, list(fused))), context_weight)
         if f.user_id is not None:  # people the query names become person hints
             hints += tuple((yield db("persons_named", f.user_id, context.name_grams(query or ""))))
         rows = yield db("fetch_items", f.user_id, list(fused))
-        return ranking.finish(fused, rows, limit, f.now, hints, decay)
+        return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
 
     # -- summary, sessions, users ----------------------------------------------------------
 
@@ -408,7 +416,7 @@ class MemoryOperations:
     def get_summary(self, *, user_id: str) -> Op:
         """The current narrative summary text, or None."""
         row = yield db("get_summary", v.user_id(user_id))
-        return None if row is None else row["content"]
+        return None if row is None else SummaryText(row["content"])
 
     @operation
     def set_summary(self, content: str, *, user_id: str) -> Op:
@@ -418,8 +426,9 @@ class MemoryOperations:
 
     @operation
     def summary_history(self, *, user_id: str, limit: int = 10) -> Op:
+        """The newest ``limit`` summary versions, newest first."""
         rows = yield db("summary_history", v.user_id(user_id), v.limit(limit, 1000))
-        return [Summary(**r) for r in rows]
+        return SummaryHistory(Summary(**r) for r in rows)
 
     @operation
     def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> Op:
@@ -439,9 +448,9 @@ class MemoryOperations:
         return (yield db("forget_user", v.user_id(user_id)))
 
     @operation
-    def list_users(self) -> Op:
-        """Admin: every user with item and fact counts."""
-        return (yield db("list_users"))
+    def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op:
+        """Admin: users by id with item and fact counts (all of them, or a page)."""
+        return (yield db("list_users", None if limit is None else v.limit(limit, 100_000), v.offset(offset)))
 
     # -- embeddings maintenance ------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 HEAVY = ["langchain_core", "langchain", "langchain_ollama", "llama_index", "torch", "sentence_transformers",
-         "psycopg", "psycopg_pool", "pgvector"]
+         "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright"]
 
 
 def run(code: str) -> dict:
@@ -55,5 +55,15 @@ def test_bare_import_is_light():
         import navi_memory
         print(json.dumps({{"loaded": [m for m in {HEAVY!r} + ["navi_memory.store", "sqlite3"]
                                       if m in sys.modules]}}))
+    """)
+    assert out["loaded"] == []
+
+
+def test_the_command_line_loads_no_web_framework():
+    out = run("""
+        import json, sys
+        from navi_memory.cli import build_parser
+        build_parser().parse_args(["ui", "--port", "9999"])
+        print(json.dumps({"loaded": [m for m in ("starlette", "jinja2", "uvicorn") if m in sys.modules]}))
     """)
     assert out["loaded"] == []

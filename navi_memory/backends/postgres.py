@@ -241,8 +241,11 @@ class PostgresQueries(PostgresSessionQueries):
     @operation
     def list_items(self, filters: Filters, limit: int, offset: int) -> Op:
         cond, params = q.where(filters)
-        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE {} ORDER BY i.created_at DESC, i.id DESC LIMIT %s OFFSET %s")
-                       .format(cond), [*params, limit, offset])
+        # The page's ids first, then their columns: a deep OFFSET skips bare rows, not joined ones.
+        order = sql.SQL("ORDER BY i.created_at DESC, i.id DESC")
+        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE (i.user_id, i.id) IN (SELECT i.user_id, i.id FROM items i WHERE {}"
+                                               " {} LIMIT %s OFFSET %s) {}").format(cond, order, order),
+                       [*params, limit, offset])
         return [_row_times(r) for r in rows]
 
     @operation
@@ -429,9 +432,10 @@ class PostgresQueries(PostgresSessionQueries):
         return counts
 
     @operation
-    def list_users(self) -> Op:
+    def list_users(self, limit: int | None = None, offset: int = 0) -> Op:
         rows = yield Q("SELECT u.id, u.created_at, (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
-                       " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id")
+                       " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
+                       " LIMIT %s OFFSET %s", [limit, offset])
         return [_row_times(r) for r in rows]
 
     # -- retrieval candidates ---------------------------------------------------------------

@@ -315,9 +315,12 @@ class SQLiteBackend(SQLiteSessions):
 
     def list_items(self, filters: Filters, limit: int, offset: int) -> list[dict]:
         where, params = _filter_sql(filters)
+        # The page's ids first, then their columns: OFFSET then skips bare index entries instead of
+        # joined rows (a deep page of a 100k-item user is about 4x faster).
+        order = "ORDER BY i.created_at DESC, i.id DESC"
         with self._transaction(write=False) as conn:
-            rows = conn.execute(f"{_ITEM_SELECT} WHERE {where} ORDER BY i.created_at DESC, i.id DESC LIMIT ? OFFSET ?",
-                                [*params, limit, offset]).fetchall()
+            rows = conn.execute(f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT i.id FROM items i WHERE {where} {order}"
+                                f" LIMIT ? OFFSET ?) {order}", [*params, limit, offset]).fetchall()
         return [item_from_row(r) for r in rows]
 
     def count_items(self, filters: Filters) -> int:
@@ -506,11 +509,12 @@ class SQLiteBackend(SQLiteSessions):
             self.vectors.drop_user(user[0])
         return counts
 
-    def list_users(self) -> list[dict]:
+    def list_users(self, limit: int | None = None, offset: int = 0) -> list[dict]:
         with self._transaction(write=False) as conn:
             rows = conn.execute("SELECT u.id, u.created_at, (SELECT count(*) FROM items i WHERE i.user_id = u.id)"
                                 " AS items, (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
-                                " FROM users u ORDER BY u.id").fetchall()
+                                " FROM users u ORDER BY u.id LIMIT ? OFFSET ?",
+                                (-1 if limit is None else limit, offset)).fetchall()
         return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
 
     # -- retrieval candidates ---------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""The web commands of ``navi-memory``: ``ui`` (read-only browser) and ``serve`` (REST API with writes).
+
+Both need the ``ui`` extra, imported only when a command runs. Tokens come from ``--token`` or the
+environment (better: the environment keeps them out of the process list) and are never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from typing import Any, Callable
+
+from .errors import ConfigurationError
+
+UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
+
+
+def _require_ui() -> None:
+    for module in ("starlette", "jinja2", "uvicorn"):
+        if importlib.util.find_spec(module) is None:
+            raise ConfigurationError("the web UI needs the 'ui' extra: pip install 'navi-memory[ui]'")
+
+
+def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, token_hint: str | None) -> None:
+    import uvicorn
+
+    from .store import MemoryStore
+
+    store = MemoryStore.open(args.db, args.embeddings, chat_model=False)
+    try:
+        app = make_app(store)
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        hint = f" (token required: {token_hint})" if token_hint else ""
+        print(f"navi-memory {what} on http://{shown}:{args.port}/{hint}", flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.verbose else "warning",
+                    server_header=False)
+    finally:
+        store.close()
+
+
+def cmd_ui(args: argparse.Namespace) -> None:
+    _require_ui()
+    from .ui.app import create_app
+    from .ui.security import check_token
+
+    token = check_token(args.token or os.environ.get(UI_TOKEN_ENV), args.host, UI_TOKEN_ENV)
+    _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)",
+           token and "open the address with ?token=... once, or send Authorization: Bearer")
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    _require_ui()
+    from .ui.api import create_api_app
+    from .ui.security import check_token
+
+    token = check_token(args.token or os.environ.get(API_TOKEN_ENV), args.host, API_TOKEN_ENV, required=True)
+    _serve(args, lambda store: create_api_app(store, token=token, host=args.host), "REST API",
+           "send Authorization: Bearer")
+
+
+def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """Register ``ui`` and ``serve`` on the main parser (``command`` is ``build_parser``'s helper)."""
+    for name, fn, text, port, env in (
+            ("ui", cmd_ui, "read-only memory browser in a web page (needs the ui extra)", 8765, UI_TOKEN_ENV),
+            ("serve", cmd_serve, "REST API with writes, always behind a token (needs the ui extra)", 8766,
+             API_TOKEN_ENV)):
+        p = command(name, fn, text)
+        p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
+                                                           "any other address needs a token)")
+        p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
+        p.add_argument("--token", help=f"access token, at least 16 characters (default ${env})")

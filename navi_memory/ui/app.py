@@ -1,0 +1,116 @@
+"""The read-only memory browser: server-rendered pages and the ``/api`` JSON that mirrors each page.
+
+Only GET routes exist (a test checks it), so nothing here can change memory. Templates are
+Jinja2 with autoescaping on for every template; no page contains a script, and the Content
+Security Policy set by ``security.Guard`` forbids scripts anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from importlib import resources
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from ..errors import NaviMemoryError
+from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES
+from . import pages
+from .pages import Params
+from .security import Guard, check_token
+from .web import SafeJSONResponse, call, error_status, json_error, path_part
+
+Builder = Callable[..., dict]
+
+# suffix after /users/{user}/, page builder, template
+USER_PAGES: list[tuple[str, Builder, str]] = [
+    ("items", pages.items_page, "items.html"),
+    ("facts", pages.facts_page, "facts.html"),
+    ("summary", pages.summary_page, "summary.html"),
+    ("search", pages.search_page, "search.html"),
+]
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("navi_memory.ui", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["seg"] = path_part
+    env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M") if isinstance(d, datetime) else ""
+    env.filters["num"] = lambda x: "" if x is None else f"{x:.3f}"
+    env.filters["pretty"] = lambda x: json.dumps(pages.jsonable(x), ensure_ascii=False, indent=2, sort_keys=True)
+    env.globals.update(item_types=ITEM_TYPES, item_statuses=ITEM_STATUSES, fact_categories=FACT_CATEGORIES,
+                       fact_sorts=FACT_SORT_FIELDS, with_query=_with_query)
+    return Jinja2Templates(env=env)
+
+
+def _with_query(request: Request, **changes: Any) -> str:
+    """The current page's address with some query parameters replaced (None removes one)."""
+    query = {k: v for k, v in request.query_params.items() if k not in changes and k != "token"}
+    query.update({k: v for k, v in changes.items() if v is not None and v is not False})
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
+def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1") -> Starlette:
+    """The browser UI over an open (blocking) ``MemoryStore``. ``token``: required on every request
+    when given, and mandatory when ``host`` is not a loopback address."""
+    token = check_token(token, host, "NAVI_MEMORY_UI_TOKEN")
+    templates = _templates()
+    css = resources.files("navi_memory.ui").joinpath("static/ui.css").read_text(encoding="utf-8")
+
+    def render(request: Request, template: str, data: dict, status: int = 200) -> Response:
+        return templates.TemplateResponse(request, template, {**data, "root": request.scope.get("root_path", "")},
+                                          status_code=status)
+
+    async def users(request: Request) -> Response:
+        return render(request, "users.html", await call(pages.users_page, store, Params(request.query_params)))
+
+    async def users_json(request: Request) -> Response:
+        return SafeJSONResponse(await call(pages.users_page, store, Params(request.query_params)))
+
+    async def pick(request: Request) -> Response:
+        user = Params(request.query_params).text("user")
+        if user is None:
+            return RedirectResponse(request.url_for("users").path, status_code=303)
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/users/{path_part(user)}/items", status_code=303)
+
+    def user_page(builder: Builder, template: str | None) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            data = await call(builder, store, request.path_params["user"], Params(request.query_params))
+            return SafeJSONResponse(data) if template is None else render(request, template, data)
+        return endpoint
+
+    async def item(request: Request) -> Response:
+        data = await call(pages.item_page, store, request.path_params["user"], request.path_params["item_id"])
+        return render(request, "item.html", data)
+
+    async def item_json(request: Request) -> Response:
+        data = await call(pages.item_page, store, request.path_params["user"], request.path_params["item_id"])
+        return SafeJSONResponse(data)
+
+    async def stylesheet(request: Request) -> Response:
+        return Response(css, media_type="text/css")
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/"):
+            return json_error(request, exc, validation_status=400)
+        status, message = error_status(exc, 400)
+        return render(request, "error.html", {"status": status, "message": message}, status=status)
+
+    routes = [Route("/", users, name="users"), Route("/ui.css", stylesheet), Route("/pick", pick),
+              Route("/api/users", users_json),
+              Route("/users/{user:path}/items/{item_id:int}", item),
+              Route("/api/users/{user:path}/items/{item_id:int}", item_json)]
+    for suffix, builder, template in USER_PAGES:
+        routes.append(Route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
+        routes.append(Route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))
+    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=True)],
+                     exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})

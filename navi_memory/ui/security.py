@@ -1,0 +1,141 @@
+"""Who may talk to the browser UI and the REST API, and the headers every response carries.
+
+Rules: without a token the server must listen on a loopback address only, and then it also
+answers only requests whose Host is a loopback name (a page on another site that re-points its
+DNS name at 127.0.0.1 cannot read it). With a token, every request must present it, compared in
+constant time. Pure ASGI middleware, so it guards every route, the static CSS included.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from http.cookies import CookieError, SimpleCookie
+from typing import Any, Awaitable, Callable, Sequence
+from urllib.parse import parse_qsl, quote, unquote, urlencode
+
+from ..errors import ConfigurationError
+
+COOKIE = "navi_memory_token"
+MIN_TOKEN_CHARS = 16
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+# No script may run on these pages: stored text is escaped, and this stops it even if it were not.
+HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
+                                 b" frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+]
+
+Scope = dict[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(token: str | None, host: str, env_name: str, required: bool = False) -> str | None:
+    """The token to enforce, or None; ``ConfigurationError`` when the setup would be unsafe."""
+    token = token or None
+    if token is None and (required or not is_loopback(host)):
+        why = "the REST API always needs one" if required else f"binding to {host} exposes the UI beyond this machine"
+        raise ConfigurationError(f"a token is required ({why}): pass --token or set {env_name}")
+    if token is not None and not (token.isascii() and token.isprintable() and " " not in token):
+        raise ConfigurationError("the token must be printable ASCII without spaces (it travels in headers and cookies)")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigurationError(f"the token must have at least {MIN_TOKEN_CHARS} characters "
+                                 "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)")
+    return token
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope.get("headers", [])}
+
+
+def _host_name(scope: Scope) -> str:
+    host = _headers(scope).get(b"host", b"").decode("latin-1")
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _same(given: str | None, token: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
+async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, message: str,
+                     extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *extra]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Token (or loopback Host) check on every request, plus the security headers on every response.
+
+    ``cookies``: the browser UI also accepts the token from a cookie, set after a visit with
+    ``?token=...`` (then redirected to the same address without it). The REST API takes only the
+    ``Authorization: Bearer`` header, so a browser cannot be tricked into sending it cross-site."""
+
+    def __init__(self, app: ASGIApp, token: str | None, cookies: bool = True) -> None:
+        self.app, self.token, self.cookies = app, token, cookies
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
+            await send(message)
+
+        if self.token is None:
+            if not is_loopback(_host_name(scope)):
+                await _send_json(send_with_headers, 403, "this server answers only requests to a loopback address")
+                return
+        elif not self._authorized(scope):
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            if self.cookies and _same(query.get("token"), self.token):
+                await self._set_cookie(scope, query, send_with_headers)
+                return
+            await _send_json(send_with_headers, 401, "missing or wrong token",
+                              [(b"www-authenticate", b'Bearer realm="navi-memory"')])
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        headers = _headers(scope)
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), self.token):
+            return True
+        if not self.cookies:
+            return False
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get(b"cookie", b"").decode("latin-1"))
+        except CookieError:  # a malformed Cookie header is simply no token
+            return False
+        return COOKIE in cookie and _same(unquote(cookie[COOKIE].value), self.token)
+
+    async def _set_cookie(self, scope: Scope, query: dict[str, str], send: Any) -> None:
+        query.pop("token")
+        path = scope.get("raw_path") or quote(scope["path"]).encode("ascii")
+        target = path + (f"?{urlencode(query)}".encode("ascii") if query else b"")
+        cookie = f"{COOKIE}={quote(self.token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
+        await send({"type": "http.response.start", "status": 303, "headers": [
+            (b"location", target), (b"content-length", b"0"), (b"set-cookie", cookie.encode("ascii"))]})
+        await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,56 @@
+"""Pieces both web apps share: JSON that is inert in a browser, error responses, store calls off
+the event loop. The store is the blocking ``MemoryStore``; each call runs in Starlette's thread
+pool (SQLite keeps one connection per thread, PostgreSQL uses its pool)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
+from .pages import jsonable
+
+log = logging.getLogger("navi_memory.ui")
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with ``<``, ``>`` and ``&`` written as ``\\u`` escapes (still the same JSON), so stored
+    markup stays inert even if a browser were made to render the body as HTML."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(jsonable(content), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode("utf-8")
+
+
+def path_part(value: Any) -> str:
+    """A value as one URL path segment ("/" and "." sequences included, so nothing is normalised away)."""
+    return quote(str(value), safe="")
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await run_in_threadpool(fn, *args, **kwargs)
+
+
+def error_status(exc: Exception, validation_status: int) -> tuple[int, str]:
+    if isinstance(exc, HTTPException):
+        return exc.status_code, str(exc.detail)
+    if isinstance(exc, ValidationError):
+        return validation_status, str(exc)
+    if isinstance(exc, NotFoundError):
+        return 404, str(exc)
+    if isinstance(exc, BackendUnavailableError):
+        return 503, str(exc)
+    log.error("request failed: %s: %s", type(exc).__name__, exc)
+    return 500, f"{type(exc).__name__}: {exc}" if isinstance(exc, NaviMemoryError) else "internal error"
+
+
+def json_error(request: Request, exc: Exception, validation_status: int = 422) -> Response:
+    status, message = error_status(exc, validation_status)
+    return SafeJSONResponse({"error": message, "type": type(exc).__name__}, status_code=status)

@@ -1,0 +1,97 @@
+"""``navi-memory ui`` and ``navi-memory serve`` as real processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from .ui_helpers import TOKEN
+
+
+def command(*args: str, db: str) -> list[str]:
+    return [sys.executable, "-m", "navi_memory.cli", *args, "--db", db, "--embeddings", "hashing"]
+
+
+def run(*args: str, db: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(command(*args, db=db), capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def db(tmp_path):
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (("ui", "--host", "0.0.0.0"), {}, "a token is required (binding to 0.0.0.0"),
+    (("ui", "--host", "0.0.0.0", "--token", "short"), {}, "at least 16 characters"),
+    (("serve",), {}, "a token is required (the REST API always needs one)"),
+    (("serve",), {"NAVI_MEMORY_API_TOKEN": "tiny"}, "at least 16 characters"),
+])
+def test_unsafe_setups_refuse_to_start(db, args, env, message):
+    proc = run(*args, db=db, env=env)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0]
+
+
+class Server:
+    def __init__(self, args: list[str], env: dict) -> None:
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **env})
+
+    def wait(self, url: str, headers: dict | None = None) -> httpx.Response:
+        deadline = time.monotonic() + 60  # readiness wait, not a timing assertion
+        while True:
+            try:
+                return httpx.get(url, headers=headers, timeout=5)
+            except httpx.TransportError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"server did not start: {self.proc.communicate()[1]}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=30)
+        return out
+
+
+def test_ui_serves_pages_on_loopback(db):
+    assert run("add", "--user", "alice", "I drink green tea", db=db).returncode == 0
+    port = free_port()
+    server = Server(command("ui", "--port", str(port), db=db), {})
+    try:
+        page = server.wait(f"http://127.0.0.1:{port}/users/alice/items")
+        assert page.status_code == 200 and "I drink green tea" in page.text
+        assert httpx.post(f"http://127.0.0.1:{port}/users/alice/items").status_code == 405
+    finally:
+        out = server.stop()
+    assert f"http://127.0.0.1:{port}/" in out and "read-only" in out
+
+
+def test_serve_takes_its_token_from_the_environment_and_never_prints_it(db):
+    port = free_port()
+    server = Server(command("serve", "--port", str(port), db=db), {"NAVI_MEMORY_API_TOKEN": TOKEN})
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        assert server.wait(f"http://127.0.0.1:{port}/api/users").status_code == 401
+        made = httpx.post(f"http://127.0.0.1:{port}/api/users/alice/items", json={"content": "via REST"},
+                          headers=auth)
+        assert made.status_code == 201
+        listed = httpx.get(f"http://127.0.0.1:{port}/api/users/alice/items", headers=auth).json()
+        assert [i["content"] for i in listed["items"]] == ["via REST"]
+    finally:
+        out = server.stop()
+    assert "REST API" in out and TOKEN not in out

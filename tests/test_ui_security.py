@@ -1,0 +1,101 @@
+"""Who may read the browser UI: loopback only without a token, the token on every request with one."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from navi_memory import ConfigurationError, MemoryStore
+from navi_memory.ui.app import create_app
+from navi_memory.ui.security import COOKIE, check_token, is_loopback
+
+from .ui_helpers import LOCAL, TOKEN
+
+
+@pytest.fixture
+def store(tmp_path, fake_embeddings):
+    s = MemoryStore.open(f"sqlite:///{tmp_path}/ui.db", embeddings=fake_embeddings)
+    s.add(user_id="alice", content="secret tea preference")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                            ("[::1]", True), ("127.0.0.2", True), ("0.0.0.0", False),
+                                            ("192.168.1.5", False), ("example.org", False), ("::", False)])
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_binding_beyond_loopback_needs_a_token(store):
+    with pytest.raises(ConfigurationError, match="token is required"):
+        create_app(store, host="0.0.0.0")
+    with pytest.raises(ConfigurationError, match="at least 16 characters"):
+        create_app(store, host="0.0.0.0", token="short")
+    with pytest.raises(ConfigurationError, match="printable ASCII"):
+        create_app(store, token="a token with spaces in it")
+    with pytest.raises(ConfigurationError, match="printable ASCII"):
+        create_app(store, token="jeton-très-secret-0123456789")
+    assert create_app(store, host="0.0.0.0", token=TOKEN) is not None
+    assert check_token(None, "127.0.0.1", "X") is None
+    assert check_token("", "localhost", "X") is None
+
+
+def test_without_a_token_only_loopback_host_names_are_answered(store):
+    app = create_app(store)
+    assert TestClient(app, base_url=LOCAL).get("/").status_code == 200
+    assert TestClient(app, base_url="http://localhost:8765").get("/").status_code == 200
+    assert TestClient(app, base_url="http://[::1]:8765").get("/").status_code == 200
+    rebound = TestClient(app, base_url="http://attacker.example").get("/api/users")
+    assert rebound.status_code == 403 and "alice" not in rebound.text
+
+
+def test_with_a_token_every_route_requires_it(store):
+    app = create_app(store, token=TOKEN, host="0.0.0.0")
+    anonymous = TestClient(app, base_url="http://memory.example")
+    for path in ("/", "/ui.css", "/api/users", "/users/alice/items", "/api/users/alice/items", "/pick?user=alice"):
+        response = anonymous.get(path, follow_redirects=False)
+        assert response.status_code == 401, path
+        assert "alice" not in response.text and response.headers["www-authenticate"].startswith("Bearer")
+    wrong = anonymous.get("/api/users", headers={"Authorization": f"Bearer {TOKEN}x"})
+    assert wrong.status_code == 401
+    ok = anonymous.get("/api/users", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert ok.status_code == 200 and ok.json()["users"][0]["id"] == "alice"
+
+
+def test_token_in_the_address_sets_a_cookie_and_is_dropped_from_it(store):
+    client = TestClient(create_app(store, token=TOKEN, host="0.0.0.0"), base_url="http://memory.example")
+    response = client.get(f"/users/alice/items?theme=general&token={TOKEN}", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/users/alice/items?theme=general"
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    page = client.get("/users/alice/items")  # the client now sends the cookie
+    assert page.status_code == 200 and "secret tea preference" in page.text
+    client.cookies.clear()
+    assert client.get("/?token=wrong-token-wrong-token", follow_redirects=False).status_code == 401
+    assert client.get("/users/alice/items").status_code == 401
+
+
+def test_a_wrong_cookie_is_refused(store):
+    client = TestClient(create_app(store, token=TOKEN), base_url=LOCAL)
+    client.cookies.set(COOKIE, "not-the-token-at-all")
+    assert client.get("/").status_code == 401
+    garbled = TestClient(create_app(store, token=TOKEN), base_url=LOCAL, headers={"Cookie": 'a="\\'})
+    assert garbled.get("/").status_code == 401
+
+
+def test_security_headers_on_pages_json_and_errors(store):
+    client = TestClient(create_app(store), base_url=LOCAL)
+    for path in ("/", "/api/users", "/users/alice/items/424242", "/nowhere"):
+        headers = client.get(path).headers
+        assert "script-src" not in headers["content-security-policy"]  # default-src 'none' covers scripts
+        assert "default-src 'none'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff" and headers["cache-control"] == "no-store"
+        assert headers["x-frame-options"] == "DENY"
+
+
+def test_pages_carry_no_script(store):
+    client = TestClient(create_app(store), base_url=LOCAL)
+    for path in ("/", "/users/alice/items", "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea"):
+        assert "<script" not in client.get(path).text
