@@ -397,8 +397,10 @@ class MemoryOperations:
             return []
         if context_weight > 0:
             fused = context.smooth(fused, (yield db("neighbours", f, list(fused))), context_weight)
-        if f.user_id is not None:  # people the query names become person hints
-            hints += tuple((yield db("persons_named", f.user_id, context.name_grams(query or ""))))
+        if f.user_id is not None:  # people the query names become person hints; hints by alias or
+            # first name resolve to the display name the items carry
+            names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
+            hints += tuple((yield db("persons_named", f.user_id, names)))
         rows = yield db("fetch_items", f.user_id, list(fused))
         return ranking.finish(fused, rows, limit, f.now, hints, decay)
 
