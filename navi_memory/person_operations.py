@@ -175,21 +175,6 @@ class PersonOperations(MemoryOperations):
             hinted = found[0] if len(found) == 1 else None
         return infer_speaker(persons, mode, text, hinted)
 
-    def _person_name(self, uid: str, ref: str | None) -> Op:
-        """The display name a reference resolves to; the reference itself when it names nobody."""
-        if ref is None:
-            return None
-        found = matches((yield from self._persons(uid)), ref)
-        return found[0].display_name if len(found) == 1 else ref
-
-    @operation
-    def add_about(self, *, user_id: str, content: str, person: str | None = None, **fields: Any) -> Op:
-        """``add`` with the person given as any reference (alias, role, first name): stored under
-        the person's display name, so person hints match it."""
-        uid = v.user_id(user_id)
-        name = yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))
-        return (yield from MemoryOperations.add(self, user_id=uid, content=content, person=name, **fields))
-
     # -- promotion -------------------------------------------------------------------------
 
     @operation

@@ -110,6 +110,12 @@ def resolve(persons: Sequence[Person], ref: str) -> Person | None:
     return found[0] if len(found) == 1 else None
 
 
+def canonical_name(rows: Sequence[dict[str, Any]], name: str) -> str:
+    """The display name of the one person (rows as stored) that ``name`` refers to, else ``name``."""
+    found = resolve([person(r) for r in rows], name)
+    return name if found is None else found.display_name
+
+
 def check_aliases(persons: Sequence[Person], candidate: Person) -> str | None:
     """Why ``candidate`` clashes with another person (same display name, or an alias that is
     another person's display name), or None. Shared aliases are allowed: they are ambiguous."""

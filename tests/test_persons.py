@@ -90,9 +90,13 @@ def test_multi_to_single_only_with_one_person_left(store: MemoryStore) -> None:
 
 def test_rename_carries_to_items_and_facts(store: MemoryStore) -> None:
     household(store)
-    item = store.add_about(content="Leo loves dinosaurs", user_id=U, person="kiddo")
+    item = store.add(content="Leo loves dinosaurs", user_id=U, person="kiddo")
     assert store.get(item, user_id=U).person == "Leo"
-    store.upsert_fact(user_id=U, category="preferences", key="favourite_toy", value="T-rex", person="Leo")
+    store.upsert_fact(user_id=U, category="preferences", key="favourite_toy", value="T-rex", person="child")
+    assert store.get_fact("favourite_toy", user_id=U).person == "Leo"
+    other = store.add(content="Met the neighbour", user_id=U, person="Mrs Green")
+    assert store.get(other, user_id=U).person == "Mrs Green"  # not in the household: kept as given
+    assert store.update(other, user_id=U, person="kiddo").person == "Leo"
     store.update_person("Leo", user_id=U, display_name="Leonard")
     assert store.get(item, user_id=U).person == "Leonard"
     assert store.get_fact("favourite_toy", user_id=U).person == "Leonard"
