@@ -165,9 +165,11 @@ class PersonOperations(MemoryOperations):
         of the device or session (id or reference), trusted first; then the single-mode fast path;
         then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
         uid = v.user_id(user_id)
-        persons = yield from self._persons(uid)
-        mode = yield db("household_mode", uid)
         text = None if text is None else v.text(text, "text", self.max_content_bytes, allow_empty=True)
+        persons = yield from self._persons(uid)
+        if not persons:  # no household: nothing to infer (and one query per turn, not two)
+            return infer_speaker([], "single")
+        mode = yield db("household_mode", uid)
         hinted = None
         if hint is not None:
             found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \

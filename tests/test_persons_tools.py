@@ -89,3 +89,21 @@ def test_retriever_passes_person_hints(store: MemoryStore) -> None:
     sarah = store.add(user_id="u1", content="Birthday party on Saturday", person="Sarah")
     docs = NaviMemoryRetriever(store=store, user_id="u1", k=2).invoke("birthday party", person_hints=["mom"])
     assert docs[0].metadata["id"] == sarah
+
+
+def test_each_turn_boosts_the_inferred_speaker(store: MemoryStore) -> None:
+    from navi_memory.integrations._context import MemoryContextBuilder
+    from navi_memory.integrations._tools import StoreCaller
+
+    family(store)
+    store.add(user_id="u1", content="Dinner plans: pasta on Friday", person="Sarah")
+    tom = store.add(user_id="u1", content="Dinner plans: pasta on Friday", person="Tom")
+    plain = MemoryContextBuilder(StoreCaller(store), "u1", k=2).build("what are the dinner plans?")
+    assert plain.results[0].person == "Sarah"  # a tie, broken by id
+    by_text = MemoryContextBuilder(StoreCaller(store), "u1", k=2).build("my wife asks: what are the dinner plans?")
+    assert all(r.scores["person"] == pytest.approx(0.15) for r in by_text.results)  # Tom speaks, Sarah is named
+    hinted = MemoryContextBuilder(StoreCaller(store), "u1", k=2, search_kwargs={"speaker": "Tom"})
+    result = hinted.build("what are the dinner plans?")
+    assert result.results[0].id == tom and result.results[0].scores["person"] == pytest.approx(0.15)
+    unknown = MemoryContextBuilder(StoreCaller(store), "u1", k=2, search_kwargs={"speaker": "Nobody"})
+    assert unknown.build("what are the dinner plans?").results[0].person == "Sarah"
