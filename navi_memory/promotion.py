@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .models import FACT_CATEGORIES, _Record
+from .prompt import escape
 
 MAX_DISTANCE = 0.15
 MIN_OCCURRENCES = 3
@@ -146,6 +147,21 @@ def render_memory_markdown(facts: Sequence[Any], *, user_id: str | None = None,
                          f"{about}")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+FACTS_HEADING = "## Known facts about the user"
+
+
+def prompt_facts_block(facts: Sequence[Any], limit: int = PROMPT_FACTS) -> str | None:
+    """The promoted facts for the stable half of a prompt (escaped, one line each), or None."""
+    lines = []
+    for fact in list(facts)[:limit]:
+        about = f" (about {escape(str(_get(fact, 'person')), True)})" if _get(fact, "person") else ""
+        lines.append(f"- {escape(str(_get(fact, 'key')).replace('_', ' '), True)}: "
+                     f"{escape(str(_get(fact, 'value')), True)}{about}")
+    if not lines:
+        return None
+    return f'{FACTS_HEADING}\n\n<memory kind="facts">\n' + "\n".join(lines) + "\n</memory>"
 
 
 def _get(fact: Any, name: str) -> Any:

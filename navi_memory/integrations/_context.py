@@ -17,6 +17,7 @@ from typing import Any, Generator, Sequence
 from .. import prompt
 from ..errors import StorageError
 from ..models import SearchResult
+from ..promotion import prompt_facts_block
 from ..sansio import advance
 from ._tools import StoreCaller
 
@@ -27,7 +28,7 @@ Plan = Generator[tuple[str, tuple, dict], Any, "MemoryContext"]
 
 @dataclass
 class MemoryContext:
-    """``stable``: summary (injection) or tool guidance (tools) or the unavailable note;
+    """``stable``: summary and promoted facts (injection) or tool guidance (tools) or the unavailable note;
     ``volatile``: the ``## Relevant Memory`` block; ``results``: what the search returned."""
 
     stable: str | None = None
@@ -60,7 +61,9 @@ class MemoryContextBuilder:
                     themes = None
                 return MemoryContext(stable=prompt.tool_guidance(themes))
             summary = yield ("get_summary", (), {"user_id": uid})
-            context = MemoryContext(stable=prompt.summary_block(summary))
+            facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
+            stable = [b for b in (prompt.summary_block(summary), prompt_facts_block(facts)) if b]
+            context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
                 hints = yield from self._person_hints(query)
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
