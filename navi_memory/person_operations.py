@@ -202,7 +202,7 @@ class PersonOperations(MemoryOperations):
         for cluster in find_clusters(rows):
             report.clusters += 1
             fact_id = cluster.fact_id
-            if fact_id is None:
+            if fact_id is None and not cluster.retired:
                 fields = fact_fields(cluster)
                 change = yield from MemoryOperations.upsert_fact(
                     self, user_id=uid, category=fields["category"], key=fields["key"],

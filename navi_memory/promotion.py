@@ -49,6 +49,11 @@ class Cluster:
         return ids.most_common(1)[0][0] if ids else None
 
     @property
+    def retired(self) -> bool:
+        """Some items were promoted into a fact that has since been deleted: it stays deleted."""
+        return any(m["promoted"] and m.get("fact_id") is None for m in self.members)
+
+    @property
     def new_ids(self) -> list[int]:
         return [m["id"] for m in self.members if not m["promoted"]]
 

@@ -90,6 +90,9 @@ def test_deleted_promoted_fact_is_not_promoted_again(store: MemoryStore) -> None
     store.promote(user_id=U)
     store.delete_fact("drinks_oat_milk_lattes", user_id=U)
     assert store.promote(user_id=U).facts_added == 0
+    store.add(user_id=U, content="One more oat milk latte", embedding=vector(0, 14))
+    report = store.promote(user_id=U)
+    assert (report.clusters, report.facts_added, report.items_promoted) == (1, 0, 1)  # marked, no fact back
     assert [f.category for f in store.promoted_facts(user_id=U)] == ["profile"]
 
 

@@ -89,9 +89,10 @@ class PostgresPersonQueries:
         summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
         rows = yield Q(
             "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at,"
-            " e.embedding::real[] AS vector, p.item_id IS NOT NULL AS promoted, p.fact_id FROM items i"
+            " e.embedding::real[] AS vector, p.item_id IS NOT NULL AS promoted, f.id AS fact_id FROM items i"
             " JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id AND e.state = 'ready' AND e.model = %s"
             " LEFT JOIN promotions p ON p.user_id = i.user_id AND p.item_id = i.id"
+            " LEFT JOIN facts f ON f.user_id = p.user_id AND f.id = p.fact_id"
             " WHERE i.user_id = %s AND i.status = 'active' AND i.type <> ALL(%s)"
             " AND (i.expires_at IS NULL OR i.expires_at > %s) AND e.embedding IS NOT NULL"
             " ORDER BY i.id DESC LIMIT %s", [model, user_id, PROMOTION_SKIP_TYPES, now, limit])

@@ -190,7 +190,9 @@ SESSIONS = [
 RETRIEVAL = ["CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL"]
 
 # version 4: the household (persons, single or multi mode) and the promotion job's record.
-# promotions.fact_id becomes NULL when the fact is deleted: its items stay promoted.
+# promotions.fact_id has no foreign key (ON DELETE SET NULL of one column of a composite key needs
+# PostgreSQL 15): a deleted fact leaves it dangling, which the queries read as NULL; the items
+# stay promoted.
 HOUSEHOLD = [
     f"ALTER TABLE users ADD COLUMN IF NOT EXISTS household_mode text NOT NULL DEFAULT 'single'"
     f" CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
@@ -214,8 +216,7 @@ HOUSEHOLD = [
         fact_id bigint,
         promoted_at timestamptz NOT NULL,
         PRIMARY KEY (user_id, item_id),
-        FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id) ON DELETE CASCADE,
-        FOREIGN KEY (user_id, fact_id) REFERENCES facts(user_id, id) ON DELETE SET NULL (fact_id)
+        FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id) ON DELETE CASCADE
     )""",
     "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
 ]
