@@ -51,7 +51,9 @@ class PersonOperations(MemoryOperations):
             if len(aliases) > MAX_ALIASES:
                 raise ValidationError(f"at most {MAX_ALIASES} aliases")
             out["aliases"] = list(dict.fromkeys(a for a in aliases if a))
-        if fields.get("birth_date") is not None:
+        if isinstance(fields.get("birth_date"), date):
+            out["birth_date"] = fields["birth_date"].isoformat()
+        elif fields.get("birth_date") is not None:
             out["birth_date"] = v.text(fields["birth_date"], "birth_date", 10)
             if not _is_date(out["birth_date"]):
                 raise ValidationError("birth_date must be YYYY-MM-DD")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import date
 
 import pytest
 
@@ -60,6 +61,7 @@ def test_names_must_stay_distinct(store: MemoryStore) -> None:
         store.add_person("Ann", user_id=U, aliases=["Leo"])
     with pytest.raises(ValidationError, match="birth_date"):
         store.add_person("Ann", user_id=U, birth_date="April 2nd")
+    assert store.add_person("Ann", user_id=U, birth_date=date(2020, 1, 2)).birth_date == "2020-01-02"
 
 
 def test_single_mode_holds_one_person(store: MemoryStore) -> None:
