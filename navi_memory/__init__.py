@@ -22,6 +22,9 @@ _LAZY = {
     "Settings": ("navi_memory.config", "Settings"),
     "HashingEmbeddings": ("navi_memory.embeddings", "HashingEmbeddings"),
     "PipelineOptions": ("navi_memory.pipeline", "PipelineOptions"),
+    "Person": ("navi_memory.persons", "Person"),
+    "SpeakerInference": ("navi_memory.persons", "SpeakerInference"),
+    "PromotionReport": ("navi_memory.promotion", "PromotionReport"),
 }
 
 
@@ -40,7 +43,8 @@ __all__ = [
     "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings", "PipelineOptions",
     "Item", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
     "SearchResults", "FactList", "SummaryHistory", "SummaryText",
-    "Session", "Message", "ToolCall", "ExtractionReport", "AddResult",
+    "Session", "Message", "ToolCall", "ExtractionReport", "AddResult", "Person", "SpeakerInference",
+    "PromotionReport",
     "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
     "ExtractionError", "StorageError", "BackendUnavailableError", "__version__",
 ]

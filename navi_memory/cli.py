@@ -372,9 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, facts, sessions
-    from . import cli_ui
+    from . import cli_persons, cli_ui
 
     cli_ui.add_commands(command)  # ui, serve
+    cli_persons.add_commands(command)  # person, promote, memory-md
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)

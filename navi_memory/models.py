@@ -22,6 +22,7 @@ FUSIONS = ("weighted", "rrf")
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 SESSION_STATES = ("open", "running", "extracted", "error")
 LLM_PURPOSES = ("extract", "repair", "dedup", "summary")
+HOUSEHOLD_MODES = ("single", "multi")
 
 
 def utcnow() -> datetime:

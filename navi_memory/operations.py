@@ -9,6 +9,7 @@ generators), so the logic of validation, embedding and ranking exists exactly on
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -22,6 +23,7 @@ from .errors import EmbeddingError, NotFoundError, ValidationError
 from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
                      SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
                      SummaryHistory, SummaryText, Theme)
+from .persons import canonical_name
 from .retrieval import context
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
@@ -181,9 +183,22 @@ class MemoryOperations:
             rows.append(self._new_item(fields.pop("user_id", None), fields))
         return (yield from self._add_many(rows))
 
+    def _person_name(self, uid: str, name: str | None) -> Op:
+        """The display name of the household member ``name`` refers to (alias, role, first name);
+        ``name`` itself when it names nobody or is ambiguous (a person outside the household)."""
+        if name is None:
+            return None
+        return canonical_name((yield db("list_persons", uid)), name)
+
     def _add_many(self, rows: list[NewItem]) -> Op:
         if not rows:
             return []
+        if any(r.person for r in rows):  # one household read per user, not per row
+            households = {}
+            for uid in {r.user_id for r in rows if r.person}:
+                households[uid] = yield db("list_persons", uid)
+            rows = [replace(r, person=canonical_name(households[r.user_id], r.person)) if r.person else r
+                    for r in rows]
         ids = yield db("insert_items", rows, self._model, self._now())
         if self.embed_on_write:
             yield from self._embed_new([(i, r.user_id, embedding_text(r.title, r.content, r.context))
@@ -225,6 +240,8 @@ class MemoryOperations:
         }
         for key, value in changes.items():
             clean[key] = checks[key](value)
+        if clean.get("person"):
+            clean["person"] = yield from self._person_name(uid, clean["person"])
         row = yield db("update_item", uid, iid, clean, self._model, self._now())
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
@@ -295,7 +312,7 @@ class MemoryOperations:
             "source_context": v.optional_text(source_context, "source_context", self.max_content_bytes),
             "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
             "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
-            "person": v.optional_text(person, "person", v.MAX_KEY),
+            "person": (yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
             "expires_at": v.expiry(expires_at, expires_days, now),
         }
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
@@ -405,8 +422,10 @@ class MemoryOperations:
             return SearchResults()
         if context_weight > 0:
             fused = context.smooth(fused, (yield db("neighbours", f, list(fused))), context_weight)
-        if f.user_id is not None:  # people the query names become person hints
-            hints += tuple((yield db("persons_named", f.user_id, context.name_grams(query or ""))))
+        if f.user_id is not None:  # people the query names become person hints; hints by alias or
+            # first name resolve to the display name the items carry
+            names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
+            hints += tuple((yield db("persons_named", f.user_id, names)))
         rows = yield db("fetch_items", f.user_id, list(fused))
         return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
 

@@ -18,6 +18,7 @@ from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError
 from .models import FUSIONS, utcnow
 from .operations import Call, MemoryOperations
+from .person_operations import PersonOperations
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model
@@ -28,7 +29,7 @@ from . import validation as v
 log = logging.getLogger("navi_memory")
 
 
-class _StoreBase(SessionOperations):
+class _StoreBase(SessionOperations, PersonOperations):
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
@@ -226,6 +227,6 @@ class AsyncMemoryStore(_StoreBase):
         return out
 
 
-for _operations in (MemoryOperations, SessionOperations):
+for _operations in (MemoryOperations, SessionOperations, PersonOperations):
     install(MemoryStore, _operations, sync=True)
     install(AsyncMemoryStore, _operations, sync=False)

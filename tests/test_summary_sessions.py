@@ -11,7 +11,7 @@ from .helpers import count_rows, dump_tables, fts_integrity_ok, table_names
 
 U = "alice"
 USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings", "messages",
-               "llm_calls")
+               "llm_calls", "persons", "promotions")
 
 
 def test_summary_is_none_until_set(store):
@@ -65,6 +65,7 @@ def populate(store, user):
     store.set_summary(f"All about {user}", user_id=user)
     store.set_summary(f"More about {user}", user_id=user)
     store.mark_session_extracted("s1", user_id=user)
+    store.add_person(user.title(), user_id=user)
 
 
 def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
@@ -73,7 +74,8 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
     bob_before = {t: count_rows(db_path, t, "user_id = ?", ("bob",)) for t in USER_TABLES}
     counts = store.forget(user_id="alice")
     assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 2,
-                      "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0}
+                      "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0, "persons": 1,
+                      "promotions": 0}
     for table in USER_TABLES:
         assert count_rows(db_path, table, "user_id = ?", ("alice",)) == 0, table
     assert count_rows(db_path, "users", "id = ?", ("alice",)) == 0

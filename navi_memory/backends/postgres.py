@@ -22,6 +22,7 @@ from ..sansio import Op, operation
 from ..timeutil import to_utc
 from . import postgres_schema as schema
 from . import postgres_sql as q
+from .postgres_persons import PERSON_TABLES, PostgresPersonQueries
 from .postgres_sessions import SESSION_TABLES, PostgresSessionQueries
 from .postgres_sql import Q, row_times as _row_times
 from .base import Filters, NewItem
@@ -37,7 +38,7 @@ def _vec(vector: np.ndarray) -> str:
 TUNING = ("ef_search", "exact_below", "common_term_rows", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSessionQueries):
+class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     has_vector: bool = False
@@ -96,7 +97,7 @@ class PostgresQueries(PostgresSessionQueries):
                 yield Q("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
         for statement in schema.EMBEDDING_INDEXES + (schema.TRIGRAM_INDEXES if self.has_trgm else []):
             yield Q(statement)
-        for statement in schema.SESSIONS + schema.RETRIEVAL:
+        for statement in schema.SESSIONS + schema.RETRIEVAL + schema.HOUSEHOLD:
             yield Q(statement)
         yield Q("INSERT INTO navi_schema_migrations (version) SELECT generate_series(1, %s) ON CONFLICT DO NOTHING",
                 [schema.LATEST_VERSION])
@@ -424,7 +425,7 @@ class PostgresQueries(PostgresSessionQueries):
     def forget_user(self, user_id: str) -> Op:
         counts = {}
         for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
-                      *SESSION_TABLES):
+                      *SESSION_TABLES, *PERSON_TABLES):
             rows = yield Q(sql.SQL("SELECT count(*) AS n FROM {} WHERE user_id = %s").format(sql.Identifier(table)),
                            [user_id])
             counts[table] = rows[0]["n"]
@@ -481,11 +482,16 @@ class PostgresQueries(PostgresSessionQueries):
 
     @operation
     def persons_named(self, user_id: str, names: Sequence[str]) -> Op:
-        """The persons on this user's items whose name (case-insensitive) is one of ``names``."""
+        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
+        in the household by display name, first name or alias."""
         if not names:
             return []
+        wanted = list(names)
         rows = yield Q("SELECT DISTINCT person FROM items WHERE user_id = %s AND person IS NOT NULL"
-                       " AND lower(person) = ANY(%s)", [user_id, list(names)])
+                       " AND lower(person) = ANY(%s) UNION SELECT display_name FROM persons p WHERE p.user_id = %s"
+                       " AND (lower(p.display_name) = ANY(%s) OR split_part(lower(p.display_name), ' ', 1) = ANY(%s)"
+                       " OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.aliases) a(alias)"
+                       " WHERE lower(a.alias) = ANY(%s)))", [user_id, wanted, user_id, wanted, wanted, wanted])
         return [r["person"] for r in rows]
 
     @operation

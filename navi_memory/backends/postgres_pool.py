@@ -15,6 +15,7 @@ from ..config import DatabaseURL
 from ..errors import BackendUnavailableError, StorageError
 from ..sansio import Op, advance, install
 from .postgres import PostgresQueries, Q
+from .postgres_persons import PostgresPersonQueries
 from .postgres_sessions import PostgresSessionQueries
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,6 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSessionQueries, PostgresQueries):
+for _queries in (PostgresSessionQueries, PostgresPersonQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

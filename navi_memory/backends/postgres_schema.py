@@ -8,7 +8,7 @@ several dimensions in one column), created when the model's first vector is stor
 
 from __future__ import annotations
 
-from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
+from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
                       MESSAGE_ROLES, SESSION_STATES)
 
 
@@ -189,4 +189,36 @@ SESSIONS = [
 # version 3: names mentioned in a query are looked up here to become person hints
 RETRIEVAL = ["CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL"]
 
-LATEST_VERSION = 3
+# version 4: the household (persons, single or multi mode) and the promotion job's record.
+# promotions.fact_id has no foreign key (ON DELETE SET NULL of one column of a composite key needs
+# PostgreSQL 15): a deleted fact leaves it dangling, which the queries read as NULL; the items
+# stay promoted.
+HOUSEHOLD = [
+    f"ALTER TABLE users ADD COLUMN IF NOT EXISTS household_mode text NOT NULL DEFAULT 'single'"
+    f" CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
+    """CREATE TABLE IF NOT EXISTS persons (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        id bigserial NOT NULL,
+        display_name text NOT NULL,
+        pronouns text,
+        role text,
+        aliases jsonb NOT NULL DEFAULT '[]',
+        birth_date text,
+        notes text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, id)
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS persons_user_name ON persons (user_id, lower(display_name))",
+    """CREATE TABLE IF NOT EXISTS promotions (
+        user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        item_id bigint NOT NULL,
+        fact_id bigint,
+        promoted_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, item_id),
+        FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
+]
+
+LATEST_VERSION = 4

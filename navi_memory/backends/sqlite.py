@@ -23,6 +23,7 @@ from ..timeutil import from_db, to_db
 from ..vectors import VectorIndex, from_blob, to_blob, top_k_order
 from .base import Filters, NewItem
 from .sqlite_schema import LATEST_VERSION, MIGRATIONS
+from .sqlite_persons import PERSON_TABLES, SQLitePersons
 from .sqlite_sessions import SESSION_TABLES, SQLiteSessions
 from .sqlite_vectors import VectorCache
 
@@ -116,7 +117,7 @@ def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 @_translate_errors
-class SQLiteBackend(SQLiteSessions):
+class SQLiteBackend(SQLiteSessions, SQLitePersons):
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
@@ -502,7 +503,7 @@ class SQLiteBackend(SQLiteSessions):
         with self._transaction(write=True) as conn:
             user = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
             for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
-                          *SESSION_TABLES):
+                          *SESSION_TABLES, *PERSON_TABLES):
                 counts[table] = conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", (user_id,)).fetchone()[0]
             conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
         if user is not None:
@@ -564,13 +565,21 @@ class SQLiteBackend(SQLiteSessions):
         return out
 
     def persons_named(self, user_id: str, names: Sequence[str]) -> list[str]:
-        """The persons on this user's items whose name (case-insensitive) is one of ``names``."""
+        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
+        in the household by display name, first name or alias."""
         if not names:
             return []
+        wanted = json.dumps(list(names))
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
-                                " AND lower(person) IN (SELECT value FROM json_each(?))",
-                                (user_id, json.dumps(list(names)))).fetchall()
+            rows = conn.execute(
+                "SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
+                " AND lower(person) IN (SELECT value FROM json_each(?))"
+                " UNION SELECT display_name FROM persons p WHERE p.user_id = ? AND (lower(p.display_name) IN"
+                " (SELECT value FROM json_each(?)) OR substr(lower(p.display_name), 1,"
+                " instr(lower(p.display_name) || ' ', ' ') - 1) IN (SELECT value FROM json_each(?))"
+                " OR EXISTS (SELECT 1 FROM json_each(p.aliases) a WHERE lower(a.value) IN"
+                " (SELECT value FROM json_each(?))))",
+                (user_id, wanted, user_id, wanted, wanted, wanted)).fetchall()
         return [r[0] for r in rows]
 
     def _index(self, conn: sqlite3.Connection, filters: Filters, model: str, dimensions: int) -> VectorIndex | None:

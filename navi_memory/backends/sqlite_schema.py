@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
+from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
                       MESSAGE_ROLES, SESSION_STATES)
 
 
@@ -211,6 +211,36 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 VALUES (new.id, coalesce(new.title, ''), new.content, coalesce(new.context, ''));
             END""",
             "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        ],
+    ),
+    (
+        4,
+        [
+            # the household: who the memories are about (see person_operations)
+            f"ALTER TABLE users ADD COLUMN household_mode TEXT NOT NULL DEFAULT 'single'"
+            f" CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
+            """CREATE TABLE IF NOT EXISTS persons (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                display_name TEXT NOT NULL,
+                pronouns TEXT,
+                role TEXT,
+                aliases TEXT NOT NULL DEFAULT '[]',
+                birth_date TEXT,
+                notes TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE UNIQUE INDEX IF NOT EXISTS persons_user_name ON persons (user_id, lower(display_name))",
+            # items turned into a fact by the promotion job; fact_id NULL once that fact is deleted
+            # (the items stay promoted: a deleted fact is not promoted again)
+            """CREATE TABLE IF NOT EXISTS promotions (
+                item_id INTEGER PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                fact_id INTEGER REFERENCES facts(id) ON DELETE SET NULL,
+                promoted_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
         ],
     ),
 ]

@@ -17,6 +17,7 @@ from typing import Any, Generator, Sequence
 from .. import prompt
 from ..errors import StorageError
 from ..models import SearchResult
+from ..promotion import prompt_facts_block
 from ..sansio import advance
 from ._tools import StoreCaller
 
@@ -27,7 +28,7 @@ Plan = Generator[tuple[str, tuple, dict], Any, "MemoryContext"]
 
 @dataclass
 class MemoryContext:
-    """``stable``: summary (injection) or tool guidance (tools) or the unavailable note;
+    """``stable``: summary and promoted facts (injection) or tool guidance (tools) or the unavailable note;
     ``volatile``: the ``## Relevant Memory`` block; ``results``: what the search returned."""
 
     stable: str | None = None
@@ -44,6 +45,8 @@ class MemoryContextBuilder:
             raise ValueError(f"mode must be one of {', '.join(prompt.MODES)}")
         self.caller, self.user_id, self.mode, self.k = caller, user_id, mode, k
         self.search_kwargs = dict(search_kwargs or {})
+        # the person of the device or session, if the application knows it (seed 004's device hint)
+        self.speaker = self.search_kwargs.pop("speaker", None)
 
     def _plan(self, query: str | None, first_turn: bool) -> Plan:
         uid = self.user_id
@@ -58,15 +61,31 @@ class MemoryContextBuilder:
                     themes = None
                 return MemoryContext(stable=prompt.tool_guidance(themes))
             summary = yield ("get_summary", (), {"user_id": uid})
-            context = MemoryContext(stable=prompt.summary_block(summary))
+            facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
+            stable = [b for b in (prompt.summary_block(summary), prompt_facts_block(facts)) if b]
+            context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
-                context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k, **self.search_kwargs})
+                hints = yield from self._person_hints(query)
+                context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
+                                                             **self.search_kwargs, "person_hints": hints})
                 context.searched = True
                 context.volatile = prompt.relevant_memory_block(context.results, self.k)
             return context
         except Exception as exc:  # memory must never break the conversation
             log.warning("memory unavailable for this turn: %s", exc)
             return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
+
+    def _person_hints(self, query: str | None) -> Plan:
+        """The turn's speaker and the persons it mentions (household members), then the caller's hints."""
+        given = list(self.search_kwargs.get("person_hints") or ())
+        try:
+            inferred = yield ("infer_speaker", (query,), {"user_id": self.user_id, "hint": self.speaker})
+        except StorageError:
+            raise
+        except Exception as exc:  # a bad hint must not cost the turn its memory
+            log.info("speaker inference skipped: %s", exc)
+            return given
+        return [*inferred.hints, *given]
 
     def build(self, query: str | None, first_turn: bool = False) -> MemoryContext | None:
         if not prompt.injection_enabled():

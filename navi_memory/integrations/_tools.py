@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal, Optional
 from pydantic import BaseModel, Field
 
 from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
-from ..models import FACT_CATEGORIES, SearchResult
+from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
 
 log = logging.getLogger("navi_memory.integrations")
 
@@ -70,6 +70,29 @@ class NoArgs(BaseModel):
     pass
 
 
+# Multi-person households (seed 004): the person parameters and memory_find_person exist only
+# there; in single mode they would only invite the model to guess.
+PERSON_FIELD = "A household member (name, alias such as 'mom', or relation such as 'my son')"
+
+
+class PersonSearchArgs(SearchArgs):
+    person: Optional[str] = Field(default=None, description=f"{PERSON_FIELD} whose memories to prefer.")
+
+
+class PersonAddNoteArgs(AddNoteArgs):
+    person: Optional[str] = Field(default=None, description=f"{PERSON_FIELD} the note is about, if it is about "
+                                                            "one person.")
+
+
+class PersonSaveFactArgs(SaveFactArgs):
+    person: Optional[str] = Field(default=None, description=f"{PERSON_FIELD} the fact is about (default: the "
+                                                            "household as a whole).")
+
+
+class FindPersonArgs(BaseModel):
+    ref: str = Field(description="A name, alias ('mom', 'Sarah') or relation ('wife', 'child').")
+
+
 # name: (argument schema, description)
 TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "memory_search": (SearchArgs, "Search the long-term memory of the user (notes, facts, past conversations) "
@@ -89,6 +112,24 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
 }
 
 
+MULTI_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
+    **TOOLS,
+    "memory_search": (PersonSearchArgs, TOOLS["memory_search"][1]),
+    "memory_add_note": (PersonAddNoteArgs, TOOLS["memory_add_note"][1]),
+    "memory_save_fact": (PersonSaveFactArgs, TOOLS["memory_save_fact"][1]),
+    "memory_find_person": (FindPersonArgs, "Find a member of the user's household by name, alias or relation. "
+                                           "Returns the person (display name, role, aliases, pronouns) or null "
+                                           "when unknown or ambiguous."),
+}
+
+
+def tool_specs(household: str) -> dict[str, tuple[type[BaseModel], str]]:
+    """The tools, their schemas and descriptions for a household mode ('single' or 'multi')."""
+    if household not in HOUSEHOLD_MODES:
+        raise ValueError(f"household must be 'single' or 'multi', not {household!r}")
+    return MULTI_TOOLS if household == "multi" else TOOLS
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -105,6 +146,12 @@ def result_json(r: SearchResult) -> dict[str, Any]:
     if r.person:
         out["person"] = r.person
     return out
+
+
+def person_json(p: Any) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {k: getattr(p, k) for k in ("display_name", "role", "aliases", "pronouns") if getattr(p, k)}
 
 
 def error_json(exc: Exception) -> str:
@@ -154,11 +201,24 @@ class MemoryTools:
     """The tool set for one user. ``memory_search(...)`` returns JSON text; ``amemory_search(...)``
     is its coroutine (native with an ``AsyncMemoryStore``, else run in a worker thread)."""
 
-    def __init__(self, store: Any, user_id: str, *, async_store: Any = None) -> None:
+    def __init__(self, store: Any, user_id: str, *, async_store: Any = None, household: str | None = None) -> None:
         if not isinstance(user_id, str) or not user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         self.caller = StoreCaller(store, async_store)
         self.user_id = user_id
+        self.household = household or self._household_mode()
+        self.specs = tool_specs(self.household)
+
+    def _household_mode(self) -> str:
+        """The user's household mode, read once (an async-only store cannot be asked here: single,
+        unless ``household="multi"`` is passed)."""
+        if self.caller.sync_store is None:
+            return "single"
+        try:
+            return self.caller.call("household_mode", user_id=self.user_id)
+        except NaviMemoryError as exc:
+            log.warning("household mode unknown (%s): the person parameters stay hidden", exc)
+            return "single"
 
     # (store operation, positional args, keyword args, formatter) per tool
     def _plan(self, name: str, args: dict[str, Any]) -> tuple[str, tuple, dict[str, Any], Callable[[Any], Any]]:
@@ -166,15 +226,17 @@ class MemoryTools:
         if name == "memory_search":
             return ("search", (args["query"],), {"user_id": uid, "limit": args["limit"], "theme": args["theme"],
                                                  "types": args["types"], "recency_days": args["recency_days"],
-                                                 "status": args["status"]},
+                                                 "status": args["status"],
+                                                 "person_hints": [args["person"]] if args.get("person") else []},
                     lambda rs: {"results": [result_json(r) for r in rs]})
         if name == "memory_add_note":
             return ("add", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
-                                "title": args["title"], "type": args["type"], "source": "tool_call"},
+                                "title": args["title"], "type": args["type"], "source": "tool_call",
+                                "person": args.get("person")},
                     lambda item_id: {"id": item_id, "status": "added"})
         if name == "memory_save_fact":
             return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
-                                        "value": args["value"], "source": "tool_call"},
+                                        "value": args["value"], "source": "tool_call", "person": args.get("person")},
                     lambda ch: {"action": ch.action, "category": ch.fact.category, "key": ch.fact.key,
                                 "value": ch.fact.value, "previous_value": ch.previous_value})
         if name == "memory_get":
@@ -190,10 +252,12 @@ class MemoryTools:
             return ("list_themes", (), {"user_id": uid},
                     lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count}
                                            for t in ts]})
+        if name == "memory_find_person":
+            return ("resolve_person_ref", (args["ref"],), {"user_id": uid}, lambda p: {"person": person_json(p)})
         raise KeyError(name)
 
     def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-        schema = TOOLS[name][0]
+        schema = self.specs[name][0]
         return schema(**kwargs).model_dump()
 
     def run(self, name: str, **kwargs: Any) -> str:

@@ -40,7 +40,7 @@ from .. import prompt
 from ..errors import NotFoundError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
-from ._tools import TOOLS, MemoryTools, StoreCaller
+from ._tools import MULTI_TOOLS, MemoryTools, StoreCaller
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
            "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
@@ -124,7 +124,7 @@ class NaviMemoryRetriever(BaseRetriever):
 
 
 def _make_tool(tools: MemoryTools, name: str) -> StructuredTool:
-    schema, description = TOOLS[name]
+    schema, description = tools.specs[name]
     func, coroutine = tools.functions(name)
     return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, description=description,
                                         args_schema=schema)
@@ -134,7 +134,9 @@ class NaviMemoryToolkit(BaseToolkit):
     """The memory tools for one user: ``NaviMemoryToolkit(store=store, user_id="u1").get_tools()``.
 
     Tools: ``memory_search``, ``memory_add_note``, ``memory_save_fact``, ``memory_get``,
-    ``memory_archive``, ``memory_forget``, ``memory_list_themes`` (``include=`` picks a subset).
+    ``memory_archive``, ``memory_forget``, ``memory_list_themes`` (``include=`` picks a subset);
+    in a multi-person household (``household="multi"``, by default the user's mode in the store)
+    search, add note and save fact take a ``person`` and ``memory_find_person`` is added.
     The user id is bound here; no tool takes it as an argument. Each tool returns JSON text;
     failures come back as ``{"error": ...}`` instead of raising into the agent loop.
     """
@@ -145,19 +147,20 @@ class NaviMemoryToolkit(BaseToolkit):
     async_store: Any = None
     user_id: str
     include: Optional[Sequence[str]] = None
+    household: Optional[str] = None
 
     _tools: MemoryTools = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryToolkit":
-        unknown = set(self.include or ()) - set(TOOLS)
+        unknown = set(self.include or ()) - set(MULTI_TOOLS)
         if unknown:
             raise ValueError(f"unknown memory tool(s): {', '.join(sorted(unknown))}")
-        self._tools = MemoryTools(self.store, self.user_id, async_store=self.async_store)
+        self._tools = MemoryTools(self.store, self.user_id, async_store=self.async_store, household=self.household)
         return self
 
     def get_tools(self) -> list[BaseTool]:
-        names = [n for n in TOOLS if self.include is None or n in self.include]
+        names = [n for n in self._tools.specs if self.include is None or n in self.include]
         return [_make_tool(self._tools, name) for name in names]
 
 

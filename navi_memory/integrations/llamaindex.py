@@ -176,17 +176,21 @@ class NaviMemoryToolSpec(BaseToolSpec):
 
     Tools: ``memory_search``, ``memory_add_note``, ``memory_save_fact``, ``memory_get``,
     ``memory_archive``, ``memory_forget``, ``memory_list_themes``; each returns JSON text and has
-    a blocking and an async form. The user id is not an argument of any tool."""
+    a blocking and an async form. The user id is not an argument of any tool. In a multi-person
+    household (``household="multi"``, by default the user's mode in the store) search, add note
+    and save fact take a ``person`` and ``memory_find_person`` is added."""
 
     spec_functions = [(name, f"a{name}") for name in TOOLS]
 
-    def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None) -> None:
-        self._tools = MemoryTools(store, user_id or "", async_store=async_store)
-        for name in TOOLS:
+    def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
+                 household: str | None = None) -> None:
+        self._tools = MemoryTools(store, user_id or "", async_store=async_store, household=household)
+        self.spec_functions = [(name, f"a{name}") for name in self._tools.specs]
+        for name in self._tools.specs:
             sync, run_async = self._tools.functions(name)
             setattr(self, name, sync)
             setattr(self, f"a{name}", run_async)
 
     def get_metadata_from_fn_name(self, fn_name: str, spec_functions: Any = None) -> Optional[ToolMetadata]:
-        schema, description = TOOLS[fn_name]
+        schema, description = self._tools.specs[fn_name]
         return ToolMetadata(name=fn_name, description=description, fn_schema=schema)

@@ -1,0 +1,119 @@
+"""PostgreSQL storage of the household (persons, single or multi mode) and of the promotion job.
+
+Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``postgres_pool``);
+each runs as one transaction and names ``user_id`` first (Citus-ready, like the rest).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..sansio import Op, operation
+from .postgres_sql import Q, row_times
+
+PERSON_TABLES = ("persons", "promotions")
+PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+PROMOTION_SKIP_TYPES = ["fact", "summary"]  # fact mirrors and summaries are facts already
+
+
+def _value(column: str, value: object) -> object:
+    return Jsonb(list(value or [])) if column == "aliases" else value  # type: ignore[call-overload]
+
+
+class PostgresPersonQueries:
+    """Persons, household mode and promotions (mixed into ``PostgresQueries``)."""
+
+    @operation
+    def list_persons(self, user_id: str) -> Op:
+        rows = yield Q("SELECT * FROM persons WHERE user_id = %s ORDER BY id", [user_id])
+        return [row_times(r) for r in rows]
+
+    @operation
+    def household_mode(self, user_id: str) -> Op:
+        rows = yield Q("SELECT household_mode FROM users WHERE id = %s", [user_id])
+        return rows[0]["household_mode"] if rows else "single"
+
+    @operation
+    def insert_person(self, user_id: str, fields: dict, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
+        query = sql.SQL("INSERT INTO persons (user_id, {}, created_at, updated_at) VALUES (%s, {}, %s, %s)"
+                        " RETURNING *").format(sql.SQL(", ").join(map(sql.Identifier, PERSON_COLUMNS)),
+                                               sql.SQL(", ").join(sql.Placeholder() * len(PERSON_COLUMNS)))
+        rows = yield Q(query, [user_id, *(_value(c, fields.get(c)) for c in PERSON_COLUMNS), now, now])
+        return row_times(rows[0])
+
+    @operation
+    def update_person(self, user_id: str, person_id: int, changes: dict, now: datetime) -> Op:
+        """Change a person; a new display name is carried to the items and facts about them."""
+        old = yield Q("SELECT display_name FROM persons WHERE user_id = %s AND id = %s FOR UPDATE",
+                      [user_id, person_id])
+        if not old:
+            return None
+        columns = [c for c in PERSON_COLUMNS if c in changes]
+        sets = sql.SQL(", ").join([sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns]
+                                  + [sql.SQL("updated_at = %s")])
+        rows = yield Q(sql.SQL("UPDATE persons SET {} WHERE user_id = %s AND id = %s RETURNING *").format(sets),
+                       [*(_value(c, changes[c]) for c in columns), now, user_id, person_id])
+        new_name = changes.get("display_name")
+        if new_name is not None and new_name != old[0]["display_name"]:
+            for table in ("items", "facts"):
+                yield Q(sql.SQL("UPDATE {} SET person = %s, updated_at = %s WHERE user_id = %s"
+                                " AND lower(person) = lower(%s)").format(sql.Identifier(table)),
+                        [new_name, now, user_id, old[0]["display_name"]])
+        return row_times(rows[0])
+
+    @operation
+    def delete_person(self, user_id: str, person_id: int) -> Op:
+        count = yield Q("DELETE FROM persons WHERE user_id = %s AND id = %s", [user_id, person_id])
+        return count > 0
+
+    @operation
+    def set_household_mode(self, user_id: str, mode: str, primary_id: int | None, now: datetime) -> Op:
+        """Store the mode; ``primary_id``: the person who becomes role 'primary' (single -> multi)."""
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
+        yield Q("UPDATE users SET household_mode = %s WHERE id = %s", [mode, user_id])
+        if primary_id is not None:
+            yield Q("UPDATE persons SET role = 'primary', updated_at = %s WHERE user_id = %s AND id = %s",
+                    [now, user_id, primary_id])
+
+    # -- promotion ----------------------------------------------------------------------------
+
+    @operation
+    def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> Op:
+        """The user's newest active, unexpired items with a ready ``model`` vector (fact mirrors and
+        summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
+        rows = yield Q(
+            "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at,"
+            " e.embedding::real[] AS vector, p.item_id IS NOT NULL AS promoted, f.id AS fact_id FROM items i"
+            " JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id AND e.state = 'ready' AND e.model = %s"
+            " LEFT JOIN promotions p ON p.user_id = i.user_id AND p.item_id = i.id"
+            " LEFT JOIN facts f ON f.user_id = p.user_id AND f.id = p.fact_id"
+            " WHERE i.user_id = %s AND i.status = 'active' AND i.type <> ALL(%s)"
+            " AND (i.expires_at IS NULL OR i.expires_at > %s) AND e.embedding IS NOT NULL"
+            " ORDER BY i.id DESC LIMIT %s", [model, user_id, PROMOTION_SKIP_TYPES, now, limit])
+        for r in rows:
+            r["vector"] = np.asarray(r["vector"], dtype=np.float32)
+            row_times(r)
+        return rows
+
+    @operation
+    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> Op:
+        """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
+        count = yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
+                        " FROM items WHERE user_id = %s AND id = ANY(%s) ON CONFLICT DO NOTHING",
+                        [fact_id, now, user_id, [int(i) for i in item_ids]])
+        return count
+
+    @operation
+    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> Op:
+        """Unexpired facts made by the promotion job, most confirmed (most items) first."""
+        rows = yield Q("SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
+                       " ON p.user_id = f.user_id AND p.fact_id = f.id WHERE f.user_id = %s"
+                       " AND (f.expires_at IS NULL OR f.expires_at > %s) GROUP BY f.user_id, f.id"
+                       " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT %s", [user_id, now, limit])
+        return [row_times(r) for r in rows]

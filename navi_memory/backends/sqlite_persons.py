@@ -1,0 +1,138 @@
+"""SQLite storage of the household (persons, single or multi mode) and of the promotion job.
+
+A mixin of ``SQLiteBackend`` (its ``_transaction`` and ``_ensure_user``); each write method is one
+transaction. ``promotions`` records the items the promotion job turned into a fact.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any, Sequence
+
+from ..timeutil import from_db, to_db
+from ..vectors import from_blob
+
+PERSON_TABLES = ("persons", "promotions")
+PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+# items the promotion job never reads: fact mirrors and summaries are facts already
+PROMOTION_SKIP_TYPES = ("fact", "summary")
+
+
+def person_from_row(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    d["aliases"] = json.loads(d["aliases"] or "[]")
+    d["created_at"], d["updated_at"] = from_db(d["created_at"]), from_db(d["updated_at"])
+    return d
+
+
+class SQLitePersons:
+    """Persons, household mode and promotions (mixed into ``SQLiteBackend``)."""
+
+    _transaction: Any
+    _ensure_user: Any
+
+    def list_persons(self, user_id: str) -> list[dict]:
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT * FROM persons WHERE user_id = ? ORDER BY id", (user_id,)).fetchall()
+        return [person_from_row(r) for r in rows]
+
+    def household_mode(self, user_id: str) -> str:
+        with self._transaction(write=False) as conn:
+            row = conn.execute("SELECT household_mode FROM users WHERE id = ?", (user_id,)).fetchone()
+        return "single" if row is None else row[0]
+
+    def insert_person(self, user_id: str, fields: dict, now: datetime) -> dict:
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, stamp)
+            values = [json.dumps(fields.get(c) or []) if c == "aliases" else fields.get(c) for c in PERSON_COLUMNS]
+            cur = conn.execute(f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
+                               f" VALUES (?, {', '.join('?' * len(PERSON_COLUMNS))}, ?, ?)",
+                               (user_id, *values, stamp, stamp))
+            row = conn.execute("SELECT * FROM persons WHERE id = ?", (cur.lastrowid,)).fetchone()
+        return person_from_row(row)
+
+    def update_person(self, user_id: str, person_id: int, changes: dict, now: datetime) -> dict | None:
+        """Change a person; a new display name is carried to the items and facts about them."""
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            old = conn.execute("SELECT display_name FROM persons WHERE user_id = ? AND id = ?",
+                               (user_id, person_id)).fetchone()
+            if old is None:
+                return None
+            sets = [f"{c} = ?" for c in PERSON_COLUMNS if c in changes]
+            values = [json.dumps(changes[c] or []) if c == "aliases" else changes[c]
+                      for c in PERSON_COLUMNS if c in changes]
+            conn.execute(f"UPDATE persons SET {', '.join([*sets, 'updated_at = ?'])} WHERE user_id = ? AND id = ?",
+                         (*values, stamp, user_id, person_id))
+            new_name = changes.get("display_name")
+            if new_name is not None and new_name != old[0]:
+                for table in ("items", "facts"):
+                    conn.execute(f"UPDATE {table} SET person = ?, updated_at = ? WHERE user_id = ?"
+                                 " AND lower(person) = lower(?)", (new_name, stamp, user_id, old[0]))
+            row = conn.execute("SELECT * FROM persons WHERE id = ?", (person_id,)).fetchone()
+        return person_from_row(row)
+
+    def delete_person(self, user_id: str, person_id: int) -> bool:
+        with self._transaction(write=True) as conn:
+            return conn.execute("DELETE FROM persons WHERE user_id = ? AND id = ?",
+                                (user_id, person_id)).rowcount > 0
+
+    def set_household_mode(self, user_id: str, mode: str, primary_id: int | None, now: datetime) -> None:
+        """Store the mode; ``primary_id``: the person who becomes role 'primary' (single -> multi)."""
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, stamp)
+            conn.execute("UPDATE users SET household_mode = ? WHERE id = ?", (mode, user_id))
+            if primary_id is not None:
+                conn.execute("UPDATE persons SET role = 'primary', updated_at = ? WHERE user_id = ? AND id = ?",
+                             (stamp, user_id, primary_id))
+
+    # -- promotion ----------------------------------------------------------------------------
+
+    def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> list[dict]:
+        """The user's newest active, unexpired items with a ready ``model`` vector (fact mirrors and
+        summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at, e.vector,"
+                " p.item_id IS NOT NULL AS promoted, p.fact_id FROM items i"
+                " JOIN embeddings e ON e.item_id = i.id AND e.state = 'ready' AND e.model = ?"
+                " LEFT JOIN promotions p ON p.item_id = i.id"
+                f" WHERE i.user_id = ? AND i.status = 'active' AND i.type NOT IN {PROMOTION_SKIP_TYPES}"
+                " AND (i.expires_at IS NULL OR i.expires_at > ?) AND e.vector IS NOT NULL"
+                " ORDER BY i.id DESC LIMIT ?", (model, user_id, to_db(now), limit)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["vector"], d["promoted"], d["created_at"] = from_blob(d["vector"]), bool(d["promoted"]), \
+                from_db(d["created_at"])
+            out.append(d)
+        return out
+
+    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> int:
+        """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
+        with self._transaction(write=True) as conn:
+            return sum(conn.execute("INSERT INTO promotions (item_id, user_id, fact_id, promoted_at)"
+                                    " SELECT id, user_id, ?, ? FROM items WHERE id = ? AND user_id = ?"
+                                    " ON CONFLICT (item_id) DO NOTHING",
+                                    (fact_id, to_db(now), int(i), user_id)).rowcount for i in item_ids)
+
+    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> list[dict]:
+        """Unexpired facts made by the promotion job, most confirmed (most items) first."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
+                " ON p.fact_id = f.id AND p.user_id = f.user_id WHERE f.user_id = ?"
+                " AND (f.expires_at IS NULL OR f.expires_at > ?) GROUP BY f.id"
+                " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT ?",
+                (user_id, to_db(now), limit)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            for key in ("created_at", "updated_at", "expires_at", "last_verified_at"):
+                d[key] = from_db(d[key])
+            out.append(d)
+        return out

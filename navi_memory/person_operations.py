@@ -1,0 +1,240 @@
+"""The household and the promotion job as store operations (written once, like ``operations``).
+
+Persons per user (display name, pronouns, role, aliases, birth date, notes) and the household
+mode: ``single`` (one person at most; speaker inference always answers that person, tools hide
+their person parameters) or ``multi``. Mode rules: single -> multi makes the existing person the
+``primary``; multi -> single is allowed only while at most one person remains; a second person
+cannot be added in single mode.
+
+``promote`` turns clusters of repeated items into facts (see ``promotion``); ``promoted_facts``
+is the always-in-prompt set and ``memory_markdown`` renders it as a MEMORY.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+from typing import Any, Sequence
+
+from . import convert
+from . import validation as v
+from .errors import NotFoundError, ValidationError
+from .models import HOUSEHOLD_MODES
+from .operations import MemoryOperations, db
+from .persons import Person, check_aliases, infer_speaker, matches, person
+from .promotion import (MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport, confidence, fact_fields,
+                        find_clusters, render_memory_markdown)
+from .sansio import Op, operation
+from .session_operations import _fit
+
+log = logging.getLogger("navi_memory.persons")
+
+MAX_ALIASES = 20
+
+
+class PersonOperations(MemoryOperations):
+    """Persons, household mode, speaker inference and promotion (installed on both stores)."""
+
+    def _person_fields(self, fields: dict[str, Any], partial: bool) -> dict[str, Any]:
+        unknown = set(fields) - {"display_name", "pronouns", "role", "aliases", "birth_date", "notes"}
+        if unknown:
+            raise ValidationError(f"unknown person field(s): {', '.join(sorted(unknown))}")
+        out: dict[str, Any] = {}
+        if "display_name" in fields or not partial:
+            out["display_name"] = " ".join(v.text(fields.get("display_name"), "display_name", v.MAX_KEY).split())
+        for name in ("pronouns", "role"):
+            if name in fields:
+                value = v.optional_text(fields[name], name, v.MAX_KEY)
+                out[name] = value.lower() if value and name == "role" else value
+        if "aliases" in fields:
+            aliases = [" ".join(a.split()) for a in v.names(fields["aliases"], "aliases")]
+            if len(aliases) > MAX_ALIASES:
+                raise ValidationError(f"at most {MAX_ALIASES} aliases")
+            out["aliases"] = list(dict.fromkeys(a for a in aliases if a))
+        if isinstance(fields.get("birth_date"), date):
+            out["birth_date"] = fields["birth_date"].isoformat()
+        elif fields.get("birth_date") is not None:
+            out["birth_date"] = v.text(fields["birth_date"], "birth_date", 10)
+            if not _is_date(out["birth_date"]):
+                raise ValidationError("birth_date must be YYYY-MM-DD")
+        elif "birth_date" in fields:
+            out["birth_date"] = None
+        if "notes" in fields:
+            out["notes"] = v.optional_text(fields["notes"], "notes", self.max_content_bytes)
+        return out
+
+    def _persons(self, uid: str) -> Op:
+        return [person(r) for r in (yield db("list_persons", uid))]
+
+    def _find(self, uid: str, ref: Any) -> Op:
+        """The person an id or a reference names; NotFoundError when none or ambiguous."""
+        persons = yield from self._persons(uid)
+        if isinstance(ref, int) and not isinstance(ref, bool):
+            found = [p for p in persons if p.id == ref]
+        else:
+            found = matches(persons, v.text(ref, "person", v.MAX_KEY))
+        if len(found) != 1:
+            raise NotFoundError(f"no person {ref!r} for this user" if not found
+                                else f"{ref!r} is ambiguous: {', '.join(p.display_name for p in found)}")
+        return found[0], persons
+
+    # -- persons ---------------------------------------------------------------------------
+
+    @operation
+    def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,
+                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None) -> Op:
+        """Add a member to the user's household; returns the ``Person``. In single mode only one
+        person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
+        uid = v.user_id(user_id)
+        fields = self._person_fields({"display_name": display_name, "aliases": list(aliases), "role": role,
+                                      "pronouns": pronouns, "birth_date": birth_date, "notes": notes}, False)
+        persons = yield from self._persons(uid)
+        if persons and (yield db("household_mode", uid)) == "single":
+            raise ValidationError("the household is in single mode: switch it to multi to add another person")
+        problem = check_aliases(persons, Person(id=-1, user_id=uid, display_name=fields["display_name"],
+                                                aliases=fields["aliases"]))
+        if problem:
+            raise ValidationError(problem)
+        return person((yield db("insert_person", uid, fields, self._now())))
+
+    @operation
+    def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Op:
+        """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
+        notes. A new display name is carried to the items and facts about the person."""
+        uid = v.user_id(user_id)
+        clean = self._person_fields(changes, True)
+        target, persons = yield from self._find(uid, ref)
+        merged = Person(id=target.id, user_id=uid, display_name=clean.get("display_name", target.display_name),
+                        aliases=clean.get("aliases", target.aliases))
+        problem = check_aliases(persons, merged)
+        if problem:
+            raise ValidationError(problem)
+        if not clean:
+            return target
+        row = yield db("update_person", uid, target.id, clean, self._now())
+        return person(row)
+
+    @operation
+    def remove_person(self, ref: Any, *, user_id: str) -> Op:
+        """Remove a person (by id or reference). Their items and facts keep the name."""
+        uid = v.user_id(user_id)
+        target, _ = yield from self._find(uid, ref)
+        yield db("delete_person", uid, target.id)
+        return target
+
+    @operation
+    def list_persons(self, *, user_id: str) -> Op:
+        """The household's persons, in the order they were added."""
+        return (yield from self._persons(v.user_id(user_id)))
+
+    @operation
+    def get_person(self, ref: Any, *, user_id: str) -> Op:
+        """One person by id or reference; ``NotFoundError`` when unknown or ambiguous."""
+        return (yield from self._find(v.user_id(user_id), ref))[0]
+
+    @operation
+    def resolve_person_ref(self, ref: str, *, user_id: str) -> Op:
+        """The person a reference names (display name, first name, alias, then role, all
+        case-insensitive); None when nobody or more than one person matches."""
+        uid = v.user_id(user_id)
+        found = matches((yield from self._persons(uid)), v.text(ref, "ref", v.MAX_KEY))
+        return found[0] if len(found) == 1 else None
+
+    @operation
+    def household_mode(self, *, user_id: str) -> Op:
+        """'single' (the default) or 'multi'."""
+        return (yield db("household_mode", v.user_id(user_id)))
+
+    @operation
+    def set_household_mode(self, mode: str, *, user_id: str) -> Op:
+        """Switch modes. single -> multi: the existing person becomes role 'primary'. multi ->
+        single: only while at most one person remains (remove the others first)."""
+        uid = v.user_id(user_id)
+        mode = v.choice(mode, "mode", HOUSEHOLD_MODES)
+        current = yield db("household_mode", uid)
+        persons = yield from self._persons(uid)
+        if mode == current:
+            return mode
+        if mode == "single" and len(persons) > 1:
+            raise ValidationError(f"cannot switch to single mode with {len(persons)} persons: remove all but one")
+        primary = persons[0].id if mode == "multi" and len(persons) == 1 else None
+        yield db("set_household_mode", uid, mode, primary, self._now())
+        return mode
+
+    @operation
+    def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None) -> Op:
+        """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
+        of the device or session (id or reference), trusted first; then the single-mode fast path;
+        then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
+        uid = v.user_id(user_id)
+        text = None if text is None else v.text(text, "text", self.max_content_bytes, allow_empty=True)
+        persons = yield from self._persons(uid)
+        if not persons:  # no household: nothing to infer (and one query per turn, not two)
+            return infer_speaker([], "single")
+        mode = yield db("household_mode", uid)
+        hinted = None
+        if hint is not None:
+            found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \
+                else matches(persons, v.text(hint, "hint", v.MAX_KEY))
+            hinted = found[0] if len(found) == 1 else None
+        return infer_speaker(persons, mode, text, hinted)
+
+    # -- promotion -------------------------------------------------------------------------
+
+    @operation
+    def promote(self, *, user_id: str | None = None, all_users: bool = False,
+                max_items: int = MAX_ITEMS) -> Op:
+        """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
+        the items promoted; idempotent. Needs vectors of the store's embedding model."""
+        if self._model is None:
+            raise ValidationError("promotion compares vectors: the store has no embedding model")
+        if all_users and user_id is None:
+            users = [u["id"] for u in (yield db("list_users"))]
+        else:
+            users = [v.user_id(user_id)]
+        report = PromotionReport()
+        for uid in users:
+            yield from self._promote_user(uid, v.limit(max_items, 1_000_000, "max_items"), report)
+        return report
+
+    def _promote_user(self, uid: str, max_items: int, report: PromotionReport) -> Op:
+        rows = yield db("promotion_candidates", uid, self._model, self._now(), max_items)
+        report.users += 1
+        report.candidates += len(rows)
+        for cluster in find_clusters(rows):
+            report.clusters += 1
+            fact_id = cluster.fact_id
+            if fact_id is None and not cluster.retired:
+                fields = fact_fields(cluster)
+                change = yield from MemoryOperations.upsert_fact(
+                    self, user_id=uid, category=fields["category"], key=fields["key"],
+                    value=_fit(fields["value"], self.max_content_bytes), source="auto_discovery",
+                    confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
+                    person=fields["person"])
+                fact_id = change.fact.id
+                report.facts_added += change.action == "added"
+                report.facts_updated += change.action == "updated"
+            report.items_promoted += (yield db("record_promotion", uid, fact_id, cluster.new_ids, self._now()))
+        log.info("promotion of user %s: %d clusters, %d items promoted", uid, report.clusters, report.items_promoted)
+
+    @operation
+    def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> Op:
+        """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
+        rows = yield db("promoted_facts", v.user_id(user_id), v.limit(limit, 1000), self._now())
+        return [convert.fact(r) for r in rows]
+
+    @operation
+    def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> Op:
+        """The promoted facts as a MEMORY.md text (at most ``limit`` entries)."""
+        uid = v.user_id(user_id)
+        facts = yield from PersonOperations.promoted_facts(self, user_id=uid, limit=limit)
+        return render_memory_markdown(facts, user_id=uid, limit=limit)
+
+
+def _is_date(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+

@@ -1,0 +1,53 @@
+"""Schema version 4 (household persons, promotions) on databases created by earlier versions."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import psycopg
+import pytest
+
+from navi_memory import MemoryStore
+from navi_memory.backends.sqlite_schema import LATEST_VERSION, MIGRATIONS
+
+
+def test_a_version_3_sqlite_database_gets_the_household(tmp_path):
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for version, statements in MIGRATIONS[:3]:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+    conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
+    conn.commit()
+    conn.close()
+    with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
+        assert LATEST_VERSION == 4 and store.migrate() == 4
+        assert store.household_mode(user_id="alice") == "single"
+        store.add_person("Alice", user_id="alice", aliases=["me"])
+        assert store.resolve_person_ref("me", user_id="alice").display_name == "Alice"
+        assert store.forget(user_id="alice")["persons"] == 1
+
+
+@pytest.mark.postgres
+def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
+    url = postgres_server.fresh_schema_url()
+    try:
+        with MemoryStore.open(url, embeddings=False) as store:
+            store.add(user_id="alice", content="an item from before")
+        with psycopg.connect(url, autocommit=True) as conn:  # back to what version 3 left
+            conn.execute("DROP TABLE promotions")
+            conn.execute("DROP TABLE persons")
+            conn.execute("ALTER TABLE users DROP COLUMN household_mode")
+            conn.execute("DELETE FROM navi_schema_migrations WHERE version = 4")
+        with MemoryStore.open(url, embeddings=False) as store:
+            assert store.backend.schema_version() == 4
+            assert store.household_mode(user_id="alice") == "single"
+            store.add_person("Alice", user_id="alice")
+            store.set_household_mode("multi", user_id="alice")
+            assert store.get_person("Alice", user_id="alice").role == "primary"
+            assert store.migrate() == 4  # idempotent
+    finally:
+        postgres_server.drop_schema(url)
