@@ -162,6 +162,54 @@ class PersonOperations(MemoryOperations):
         return mode
 
     @operation
+    def household(self, *, user_id: str) -> Op:
+        """``{"mode": ..., "persons": [...]}``: the household as one record."""
+        uid = v.user_id(user_id)
+        return {"mode": (yield db("household_mode", uid)), "persons": (yield from self._persons(uid))}
+
+    @operation
+    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> Op:
+        """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
+        name matches a person (case-insensitively) update that person with the fields given, the
+        others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
+        single). Every member and the resulting household are checked before anything is written."""
+        uid = v.user_id(user_id)
+        mode = None if mode is None else v.choice(mode, "mode", HOUSEHOLD_MODES)
+        if isinstance(members, (str, bytes)) or not isinstance(members, Sequence):
+            raise ValidationError("members must be a list of persons")
+        if not all(isinstance(m, dict) for m in members):
+            raise ValidationError("each member must be an object with at least a display_name")
+        clean = [self._person_fields(dict(m), False) for m in members]
+        persons = yield from self._persons(uid)
+        current = yield db("household_mode", uid)
+        planned: list[tuple[Person | None, dict[str, Any]]] = []
+        after = list(persons)
+        for number, fields in enumerate(clean):
+            existing = next((p for p in after if p.display_name.lower() == fields["display_name"].lower()), None)
+            candidate = Person(id=existing.id if existing else -1 - number, user_id=uid,
+                               display_name=existing.display_name if existing else fields["display_name"],
+                               aliases=fields.get("aliases", existing.aliases if existing else []))
+            problem = check_aliases(after, candidate)
+            if problem:
+                raise ValidationError(problem)
+            after = [p for p in after if p.id != candidate.id] + [candidate]
+            planned.append((existing, fields))
+        if (mode or current) == "single" and len(after) > 1:
+            raise ValidationError(f"a single-mode household holds one person, this one would hold {len(after)}")
+        if mode == "multi":
+            yield from PersonOperations.set_household_mode(self, "multi", user_id=uid)
+        for existing, fields in planned:
+            if existing is None:
+                yield db("insert_person", uid, fields, self._now())
+            else:  # matched by name: the name keeps its stored spelling
+                changes = {key: value for key, value in fields.items() if key != "display_name"}
+                if changes:
+                    yield db("update_person", uid, existing.id, changes, self._now())
+        if mode == "single":
+            yield from PersonOperations.set_household_mode(self, "single", user_id=uid)
+        return (yield from PersonOperations.household(self, user_id=uid))
+
+    @operation
     def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None) -> Op:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
         of the device or session (id or reference), trusted first; then the single-mode fast path;

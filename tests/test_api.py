@@ -160,3 +160,28 @@ def test_hostile_content_comes_back_escaped_but_intact(api):
     made = api.post("/api/users/alice/items", json={"content": SCRIPT, "title": IMG})
     assert "<" not in made.text and ">" not in made.text
     assert made.json()["item"]["content"] == SCRIPT and made.json()["item"]["title"] == IMG
+
+
+def test_household_get_and_put(api, store, dump):
+    empty = api.get("/api/users/alice/household").json()
+    assert empty == {"user": "alice", "mode": "single", "persons": []}
+    made = api.put("/api/users/alice/household", json={"mode": "multi", "members": [
+        {"display_name": "Sarah", "aliases": ["mom"], "role": "spouse"}, {"display_name": "Leo", "role": "child"}]})
+    assert made.status_code == 200, made.text
+    assert made.json()["mode"] == "multi"
+    assert [p["display_name"] for p in made.json()["persons"]] == ["Sarah", "Leo"]
+    # Same name (any case) updates; unlisted persons stay.
+    again = api.put("/api/users/alice/household", json={"members": [{"display_name": "sarah", "pronouns": "she/her"}]})
+    sarah = [p for p in again.json()["persons"] if p["display_name"] == "Sarah"][0]
+    assert sarah["pronouns"] == "she/her" and sarah["aliases"] == ["mom"] and len(again.json()["persons"]) == 2
+    assert store.resolve_person_ref("mom", user_id="alice").display_name == "Sarah"
+    assert api.get("/api/users/bob/household").json()["persons"] == []
+    before = dump()
+    for body, message in [({"mode": "single"}, "single-mode household holds one person"),
+                          ({"members": [{"display_name": "Ana", "aliases": ["Leo"]}]}, "name of another person"),
+                          ({"members": [{"display_name": "Ana"}, {"role": "guest"}]}, "display_name"),
+                          ({"members": "Ana"}, "members must be a list"),
+                          ({"members": [], "colour": 1}, "unknown household field(s): colour")]:
+        response = api.put("/api/users/alice/household", json=body)
+        assert response.status_code == 422 and message in response.json()["error"], response.text
+    assert dump() == before  # checked before anything is written

@@ -1,4 +1,5 @@
-"""The REST API with writes (``navi-memory serve``): facts and items ("chunks" in seed 004's words).
+"""The REST API with writes (``navi-memory serve``): facts, items ("chunks" in seed 004's words) and
+the household (mode and persons).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
 read or change (another user's item id is a 404, as in the store). Always behind a bearer token,
@@ -107,6 +108,17 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         count = await call(store.delete_fact, key, user_id=_user(request), category=params.text("category"))
         return SafeJSONResponse({"deleted": count})
 
+    async def get_household(request: Request) -> Response:
+        return SafeJSONResponse({"user": _user(request)} | await call(store.household, user_id=_user(request)))
+
+    async def put_household(request: Request) -> Response:
+        data = await _body(request, {"user_id"})
+        unknown = sorted(set(data) - {"mode", "members"})
+        if unknown:
+            raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode and/or members")
+        household = await call(store.put_household, user_id=_user(request), **data)
+        return SafeJSONResponse({"user": _user(request)} | household)
+
     async def read_page(request: Request) -> Response:
         builder = {"summary": pages.summary_page, "search": pages.search_page}[request.url.path.rsplit("/", 1)[1]]
         return SafeJSONResponse(await call(builder, store, _user(request), Params(request.query_params)))
@@ -119,6 +131,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
               Route(f"{user}/facts", list_facts, methods=["GET"]),
               Route(f"{user}/facts", upsert_fact, methods=["POST", "PUT"]),
               Route(f"{user}/facts", delete_facts, methods=["DELETE"]),
+              Route(f"{user}/household", get_household, methods=["GET"]),
+              Route(f"{user}/household", put_household, methods=["PUT"]),
               Route(f"{user}/summary", read_page), Route(f"{user}/search", read_page)]
     for name in ("items", "chunks"):  # "chunks": seed 004's name for the same rows
         routes += [Route(f"{user}/{name}", list_items, methods=["GET"]),
