@@ -372,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, facts, sessions
+    from .cli_io import add_commands as add_io_commands
+
+    add_io_commands(command)  # export, import (and --from-navi)
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)

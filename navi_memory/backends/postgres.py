@@ -23,6 +23,7 @@ from ..timeutil import to_utc
 from . import postgres_schema as schema
 from . import postgres_sql as q
 from .postgres_sessions import SESSION_TABLES, PostgresSessionQueries
+from .postgres_transfer import PostgresTransferQueries
 from .postgres_sql import Q, row_times as _row_times
 from .base import Filters, NewItem
 
@@ -34,7 +35,7 @@ def _vec(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-class PostgresQueries(PostgresSessionQueries):
+class PostgresQueries(PostgresSessionQueries, PostgresTransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     has_vector: bool = False

@@ -16,6 +16,7 @@ from ..errors import BackendUnavailableError, StorageError
 from ..sansio import Op, advance, install
 from .postgres import PostgresQueries, Q
 from .postgres_sessions import PostgresSessionQueries
+from .postgres_transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,6 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSessionQueries, PostgresQueries):
+for _queries in (PostgresSessionQueries, PostgresTransferQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)
