@@ -323,6 +323,8 @@ def check_record(record: Mapping[str, Any], user_map: Mapping[str, str] | None =
     out = check(record)
     if user_map:
         out["user_id"] = user_map.get(out["user_id"], out["user_id"])
+        if isinstance(out.get("item"), dict):  # a fact's own item belongs to the same user
+            out["item"]["user_id"] = out["user_id"]
     return out
 
 
