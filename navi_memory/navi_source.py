@@ -11,6 +11,7 @@ second migration add nothing. Reading is blocking (a one-off admin job).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -109,7 +110,7 @@ class NaviSource:
 
     def __init__(self, url: str, user: str | None = None) -> None:
         if "://" not in url:  # a bare path is a SQLite file
-            url = f"sqlite:///{url}"
+            url = f"sqlite:///{os.path.expanduser(url)}"
         self.url = parse_url(url)
         self.user = user
         self.skipped: dict[str, int] = {}

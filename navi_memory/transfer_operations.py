@@ -110,12 +110,14 @@ class TransferOperations(MemoryOperations):
                 return rows
             after = [batch[-1][k] for k in keys]
 
-    def _stream(self, kind: str, user_id: str, page: int, emit: Callable[[dict], None],
-                convert: Callable[[list[dict]], Op]) -> Op:
+    def _stream(self, kind: str, user_id: str, page: int, emit: Callable[[dict], None], record_type: str,
+                drop: tuple[str, ...] = (), convert: Callable[[list[dict]], Op] | None = None) -> Op:
+        """Emit a table's rows of a user page by page, as records (``convert`` reads what they need)."""
         keys, after = fmt.EXPORT_TABLES[kind][1], None
         while True:
             batch = yield db("export_page", kind, user_id, after, page)
-            for record in (yield from convert(batch)):
+            records = (yield from convert(batch)) if convert else [_plain(record_type, r, drop) for r in batch]
+            for record in records:
                 emit(record)
             if len(batch) < page:
                 return
@@ -147,15 +149,7 @@ class TransferOperations(MemoryOperations):
     def _export_user(self, user: dict, page: int, with_vectors: bool, emit: Callable[[dict], None]) -> Op:
         uid = user["id"]
         emit({"type": "user", "user_id": uid, "created_at": _iso(user["created_at"])})
-
-        def same(kind: str, drop: tuple[str, ...] = ()) -> Callable[[list[dict]], Op]:
-            def convert(rows: list[dict]) -> Op:
-                return [_plain(kind, r, drop) for r in rows]
-                yield  # a generator, like the converters that read more
-
-            return convert
-
-        yield from self._stream("themes", uid, page, emit, same("theme", ("id",)))
+        yield from self._stream("themes", uid, page, emit, "theme", ("id",))
         after = 0
         while True:
             rows = yield db("export_items", uid, after, page, None, with_vectors)
@@ -164,11 +158,12 @@ class TransferOperations(MemoryOperations):
             if len(rows) < page:
                 break
             after = rows[-1]["id"]
-        yield from self._stream("facts", uid, page, emit, lambda rows: self._fact_records(uid, rows, with_vectors))
-        yield from self._stream("summaries", uid, page, emit, same("summary"))
-        yield from self._stream("sessions", uid, page, emit, same("session"))
-        yield from self._stream("messages", uid, page, emit, same("message"))
-        yield from self._stream("llm_calls", uid, page, emit, same("llm_call", ("id",)))
+        yield from self._stream("facts", uid, page, emit, "fact",
+                                convert=lambda rows: self._fact_records(uid, rows, with_vectors))
+        yield from self._stream("summaries", uid, page, emit, "summary")
+        yield from self._stream("sessions", uid, page, emit, "session")
+        yield from self._stream("messages", uid, page, emit, "message")
+        yield from self._stream("llm_calls", uid, page, emit, "llm_call", ("id",))
 
     def _fact_records(self, uid: str, rows: list[dict], with_vectors: bool) -> Op:
         if not rows:
@@ -193,7 +188,8 @@ class TransferOperations(MemoryOperations):
                     embed: bool = True, skip_unknown: bool = False) -> Op:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then records are written in batches of one transaction.
-        ``user_map`` renames users ({old: new}). Returns a ``TransferReport``."""
+        ``user_map`` renames users ({old: new}). Returns a ``TransferReport``. The file is read with
+        blocking I/O, also by ``AsyncMemoryStore`` (an admin job, not a request path)."""
         return (yield from self._import(read_jsonl(path), user_map, batch_size, embed, skip_unknown, True))
 
     @operation

@@ -100,6 +100,12 @@ def test_export_has_a_versioned_header_and_every_record_type(source):
     assert len(export(source, all_users=True)[0]["users"]) == 2
 
 
+def test_export_pages_give_the_same_records(source):
+    whole = export(source, all_users=True, with_vectors=True)
+    paged = export(source, all_users=True, with_vectors=True, page_size=1)
+    assert paged[1:] == whole[1:] and len(whole) > 20
+
+
 @pytest.mark.parametrize("with_vectors", [False, True], ids=["re-embed", "vectors"])
 def test_round_trip_loses_nothing(source, target_url, clock, with_vectors):
     before = export(source, user_id="u1", with_vectors=with_vectors)

@@ -140,7 +140,8 @@ class PostgresTransferQueries:
         emb = r.get("embedding")
         vector = emb["vector"] if emb else None
         if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
-            yield from self._ensure_vector_index(emb["model"], int(vector.size))
+            if emb["model"] == model:  # another model's vector is replaced right after the batch
+                yield from self._ensure_vector_index(model, int(vector.size))
             yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
                     " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)",
                     [uid, item_id, emb["model"], int(vector.size), _vector_text(vector), now])
