@@ -328,6 +328,11 @@ def check_record(record: Mapping[str, Any], user_map: Mapping[str, str] | None =
     return out
 
 
+def item_digest(item_type: str, content: str) -> bytes:
+    """What tells items of one user and one creation time apart (there is no other natural key)."""
+    return hashlib.blake2b(f"{item_type}\x1f{content}".encode("utf-8"), digest_size=16).digest()
+
+
 def occurrence_key(record: Mapping[str, Any]) -> bytes | None:
     """Items and LLM call records have no natural key: identical rows (same user, time and text)
     are told apart by how many the file has so far; see ``docs/export-format.md``."""

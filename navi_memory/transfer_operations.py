@@ -94,6 +94,31 @@ def _plain(kind: str, row: dict, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": kind, **{k: _iso(val) for k, val in row.items() if k not in drop}}
 
 
+class _ItemsBefore:
+    """How many items like a record the store held before the import began (ids up to the highest
+    id then), read once per (user, creation time) group: the items of one bulk load share their
+    creation time, and checking them one by one would rescan the group for each."""
+
+    GROUPS = 64
+
+    def __init__(self, upto_id: int) -> None:
+        self.upto_id = upto_id
+        self.groups: dict[tuple[str, Any], dict[bytes, int]] = {}
+
+    def count(self, record: dict) -> Op:
+        if self.upto_id == 0:  # an empty store
+            return 0
+        group = (record["user_id"], record["created_at"])
+        if group not in self.groups:
+            if len(self.groups) >= self.GROUPS:
+                self.groups.pop(next(iter(self.groups)))
+            counts: dict[bytes, int] = {}
+            for digest in (yield db("item_digests", group[0], group[1], self.upto_id)):
+                counts[digest] = counts.get(digest, 0) + 1
+            self.groups[group] = counts
+        return self.groups[group].get(fmt.item_digest(record["item_type"], record["content"]), 0)
+
+
 class TransferOperations(MemoryOperations):
     """Export/import (mixed into the store classes like ``SessionOperations``)."""
 
@@ -196,12 +221,15 @@ class TransferOperations(MemoryOperations):
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
                        skip_unknown: bool = False) -> Op:
-        """Import records given as dicts (the header first). A function returning a fresh iterable of
-        (label, record) pairs is read twice, checked fully before writing (like ``import_file``); a
-        plain iterable is checked batch by batch, so a bad record stops the import after the
-        batches already written."""
+        """Import records given as dicts (the header first). A list, or a function returning a fresh
+        iterable of (label, record) pairs, is read twice and checked fully before anything is
+        written (like ``import_file``); any other iterable is read once and checked batch by batch,
+        so a bad record stops the import after the batches already written."""
         if callable(records):
             source, two_pass = records, True
+        elif isinstance(records, (list, tuple)):
+            rows = records
+            source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))), True
         else:
             iterator = iter(records)
             source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(iterator, 1))), False
@@ -237,10 +265,15 @@ class TransferOperations(MemoryOperations):
             for _ in self._checked(source, user_map, skip_unknown, None):
                 pass
         report, seen, batch = TransferReport(), {}, []
+        known = _ItemsBefore((yield db("max_item_id")))
         for record in self._checked(source, user_map, skip_unknown, report):
             key = fmt.occurrence_key(record)
             if key is not None:  # the n-th identical row of the file is written if the store has fewer
                 seen[key] = record["occurrence"] = seen.get(key, 0) + 1
+            if record["type"] == "item" and record["occurrence"] <= (yield from known.count(record)):
+                report.records += 1
+                report.skipped["item"] = report.skipped.get("item", 0) + 1
+                continue
             if record["type"] == "fact" and record["item"] == "derive":
                 record["item"] = self._fact_item(record)
             batch.append(record)
@@ -290,7 +323,7 @@ class TransferOperations(MemoryOperations):
             item = record if kind == "item" else record.get("item") if kind == "fact" else None
             if isinstance(item, dict) and not isinstance(outcome, bool) and item["_embed"]:
                 rows.append((outcome, record["user_id"], embedding_text(item["title"], item["content"], item["context"])))
-        if embed and rows and self._embedder is not None and self._model is not None:
+        if embed and self.embed_on_write and rows and self._embedder is not None and self._model is not None:
             self._embedder.reset_backoff()  # an explicit import always tries the provider
             for start in range(0, len(rows), EMBED_BATCH):
                 stored, failed = yield from self._embed_rows(rows[start:start + EMBED_BATCH])

@@ -272,3 +272,15 @@ def test_round_trip_across_backends(postgres_server, tmp_path, direction):
     assert comparable(after) == comparable(before)
     times = [r["created_at"] for r in after[1:] if r["type"] == "item"]
     assert max(times) < (FakeClock().now + timedelta(days=2)).isoformat()  # stored times, not the import's
+
+
+def test_a_list_is_checked_whole_before_writing(store, dump):
+    header = {"format": "navi-memory-export", "version": 1}
+    good = {"type": "user", "user_id": "u8", "created_at": "2024-01-01T00:00:00Z"}
+    before = dump()
+    with pytest.raises(ValidationError, match="record 3: .*created_at"):
+        store.import_records([header, good, {"type": "user", "user_id": "u9"}], batch_size=1)
+    assert dump() == before
+    with pytest.raises(ValidationError, match="record 3"):  # a one-shot iterable is checked as it goes
+        store.import_records(iter([header, good, {"type": "user", "user_id": "u9"}]), batch_size=1)
+    assert [u["id"] for u in store.list_users()] == ["u8"]

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from ..errors import StorageError
 from ..sansio import Op, operation
-from ..transfer_format import EXPORT_TABLES
+from ..transfer_format import EXPORT_TABLES, item_digest
 from .postgres_sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
@@ -91,6 +91,18 @@ class PostgresTransferQueries:
     # -- import ---------------------------------------------------------------------------------
 
     @operation
+    def max_item_id(self) -> Op:
+        rows = yield Q("SELECT coalesce(max(id), 0) AS n FROM items")
+        return rows[0]["n"]
+
+    @operation
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> Op:
+        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
+        rows = yield Q("SELECT type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s",
+                       [user_id, created_at, upto_id])
+        return [item_digest(r["type"], r["content"]) for r in rows]
+
+    @operation
     def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> Op:
         """Write a batch of checked records in one transaction; per record, what was written:
         False when it was already there (skipped), else True, or for items the new id, for facts
@@ -115,11 +127,7 @@ class PostgresTransferQueries:
                          r["updated_at"]])) > 0
 
     def _restore_item(self, r: dict, model: str | None, now: datetime) -> Op:
-        rows = yield Q("SELECT count(*) AS n FROM items WHERE user_id = %s AND created_at = %s AND type = %s"
-                       " AND content = %s", [r["user_id"], r["created_at"], r["item_type"], r["content"]])
-        if rows[0]["n"] >= r["occurrence"]:
-            return False
-        return (yield from self._insert_item(r, None, model, now))
+        return (yield from self._insert_item(r, None, model, now))  # the operation has ruled out duplicates
 
     def _insert_item(self, r: dict, fact_id: int | None, model: str | None, now: datetime) -> Op:
         uid = r["user_id"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import StorageError
 from ..timeutil import from_db, to_db
-from ..transfer_format import EXPORT_TABLES
+from ..transfer_format import EXPORT_TABLES, item_digest
 from ..vectors import from_blob, to_blob
 from .sqlite_sessions import message_from_row, session_from_row
 
@@ -100,6 +100,17 @@ class SQLiteTransfer:
 
     # -- import ---------------------------------------------------------------------------------
 
+    def max_item_id(self) -> int:
+        with self._transaction(write=False) as conn:
+            return conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0]
+
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> list[bytes]:
+        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT type, content FROM items WHERE user_id = ? AND created_at = ? AND id <= ?",
+                                (user_id, to_db(created_at), upto_id))
+            return [item_digest(t, c) for t, c in rows]
+
     def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> list[Any]:
         """Write a batch of checked records in one transaction; per record, what was written:
         False when it was already there (skipped), else True, or for items the new id, for facts
@@ -120,13 +131,8 @@ class SQLiteTransfer:
             (r["user_id"], r["slug"], r["display_name"], r["description"], to_db(r["created_at"]),
              to_db(r["updated_at"]))).rowcount > 0
 
-    def _restore_item(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> int | bool:
-        found = conn.execute("SELECT count(*) FROM items WHERE user_id = ? AND created_at = ? AND type = ?"
-                             " AND content = ?", (r["user_id"], to_db(r["created_at"]), r["item_type"],
-                                                  r["content"])).fetchone()[0]
-        if found >= r["occurrence"]:
-            return False
-        return self._insert_item(conn, r, None, model, stamp)
+    def _restore_item(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> int:
+        return self._insert_item(conn, r, None, model, stamp)  # the operation has ruled out duplicates
 
     def _insert_item(self, conn: sqlite3.Connection, r: dict, fact_id: int | None, model: str | None,
                      stamp: str) -> int:
