@@ -41,6 +41,7 @@ class PostgresTransferQueries:
 
     has_vector: bool
     _ensure_vector_index: Any
+    _item_ids: Any
 
     @operation
     def export_page(self, kind: str, user_id: str | None, after: Sequence[Any] | None, limit: int) -> Op:
@@ -107,9 +108,17 @@ class PostgresTransferQueries:
         """Write a batch of checked records in one transaction; per record, what was written:
         False when it was already there (skipped), else True, or for items the new id, for facts
         the id of the fact's new searchable item (or True when it has none)."""
-        out = []
-        for r in records:
-            out.append((yield from getattr(self, f"_restore_{r['type']}")(r, model, now)))
+        out: list[Any] = []
+        run: list[dict] = []  # consecutive items go in together (a few statements, not a few per item)
+        for r in [*records, None]:
+            if r is not None and r["type"] == "item":  # the operation has ruled out duplicates
+                run.append(r)
+                continue
+            if run:
+                out.extend((yield from self._insert_items(run, [None] * len(run), model, now)))
+                run = []
+            if r is not None:
+                out.append((yield from getattr(self, f"_restore_{r['type']}")(r, model, now)))
         return out
 
     def _user(self, user_id: str, now: datetime) -> Op:
@@ -126,37 +135,32 @@ class PostgresTransferQueries:
                         [r["user_id"], r["slug"], r["display_name"], r["description"], r["created_at"],
                          r["updated_at"]])) > 0
 
-    def _restore_item(self, r: dict, model: str | None, now: datetime) -> Op:
-        return (yield from self._insert_item(r, None, model, now))  # the operation has ruled out duplicates
-
-    def _insert_item(self, r: dict, fact_id: int | None, model: str | None, now: datetime) -> Op:
-        uid = r["user_id"]
-        yield from self._user(uid, now)
-        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING", [uid, r["theme"], r["theme"].replace("-", " ").title(), now, now])
-        rows = yield Q(
-            "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
-            " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            [uid, r["theme"], r["item_type"], r["title"], r["content"], Jsonb(r["tags"]), r["status"], r["pinned"],
-             r["source"], None if r["source_ref"] is None else Jsonb(r["source_ref"]), r["person"], r["confidence"],
-             r["observed_at"], r["expires_at"], Jsonb(r["metadata"] or {}), r["context"], fact_id, r["created_at"],
-             r["updated_at"]])
-        item_id = rows[0]["id"]
+    def _insert_items(self, items: list[dict], fact_ids: list[int | None], model: str | None, now: datetime) -> Op:
+        ids = yield from self._item_ids({(r["user_id"], r["theme"]) for r in items}, len(items), now)
+        yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+                " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(r["user_id"], i, r["theme"], r["item_type"], r["title"], r["content"], Jsonb(r["tags"]), r["status"],
+                  r["pinned"], r["source"], None if r["source_ref"] is None else Jsonb(r["source_ref"]), r["person"],
+                  r["confidence"], r["observed_at"], r["expires_at"], Jsonb(r["metadata"] or {}), r["context"], f,
+                  r["created_at"], r["updated_at"]) for i, r, f in zip(ids, items, fact_ids)], many=True)
         if not self.has_vector:  # without pgvector no vector is stored (the store runs lexical-only)
-            return item_id
-        emb = r.get("embedding")
-        vector = emb["vector"] if emb else None
-        if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
-            if emb["model"] == model:  # another model's vector is replaced right after the batch
-                yield from self._ensure_vector_index(model, int(vector.size))
-            yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
-                    " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)",
-                    [uid, item_id, emb["model"], int(vector.size), _vector_text(vector), now])
-        elif model is not None:
-            yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at)"
-                    " VALUES (%s, %s, %s, 'pending', %s)", [uid, item_id, model, now])
-        return item_id
+            return ids
+        ready, pending = [], []
+        for i, r in zip(ids, items):
+            emb = r.get("embedding")
+            vector = emb["vector"] if emb else None
+            if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
+                ready.append((r["user_id"], i, emb["model"], int(vector.size), _vector_text(vector), now))
+            elif model is not None:
+                pending.append((r["user_id"], i, model, now))
+        for dims in {row[3] for row in ready if row[2] == model}:  # other models' vectors are replaced soon
+            yield from self._ensure_vector_index(model, dims)
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
+                " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)", ready, many=True)
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)",
+                pending, many=True)
+        return ids
 
     def _restore_fact(self, r: dict, model: str | None, now: datetime) -> Op:
         uid = r["user_id"]
@@ -178,7 +182,7 @@ class PostgresTransferQueries:
                       h["valid_to"]) for h in r["history"]], many=True)
         if not r["item"]:
             return True
-        item_id = yield from self._insert_item(r["item"], fact_id, model, now)
+        (item_id,) = yield from self._insert_items([r["item"]], [fact_id], model, now)
         yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, uid, fact_id])
         return item_id
 
