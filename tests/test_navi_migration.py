@@ -181,3 +181,30 @@ def test_cli_from_navi_sqlite(navi_sqlite, db_url, capsys):
     out = capsys.readouterr().out
     assert "4 fact" in out and "1 summary" in out
     assert main(["--db", db_url, "import", "--from-navi", str(navi_sqlite), "some.jsonl"]) == 2
+
+
+@pytest.fixture
+def navi_novector() -> Iterator[str]:
+    """Navi's PostgreSQL tables on a server that has no pgvector at all."""
+    import psycopg
+
+    from .pg import drop_database, fresh_database, novector_server_url
+
+    server = novector_server_url()
+    if server is None:
+        pytest.skip("no PostgreSQL without pgvector here (set NAVI_MEMORY_TEST_POSTGRES_NOVECTOR_URL)")
+    url = fresh_database(server)
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in _pg_ddl(vector=False):
+            conn.execute(statement)
+        _pg_rows(conn, vector=False)
+    yield url
+    drop_database(server, url)
+
+
+@pytest.mark.postgres
+def test_navi_on_a_server_without_pgvector(store, navi_novector):
+    report = store.import_records(NaviSource(navi_novector))
+    assert report.added == {"fact": 4, "summary": 2, "session": 2}
+    assert store.backfill().remaining == 0
+    assert sum(store.import_records(NaviSource(navi_novector)).added.values()) == 0

@@ -284,3 +284,33 @@ def test_a_list_is_checked_whole_before_writing(store, dump):
     with pytest.raises(ValidationError, match="record 3"):  # a one-shot iterable is checked as it goes
         store.import_records(iter([header, good, {"type": "user", "user_id": "u9"}]), batch_size=1)
     assert [u["id"] for u in store.list_users()] == ["u8"]
+
+
+@pytest.fixture
+def novector_url() -> Any:
+    from .pg import drop_database, fresh_database, novector_server_url
+
+    server = novector_server_url()
+    if server is None:
+        pytest.skip("no PostgreSQL without pgvector here (set NAVI_MEMORY_TEST_POSTGRES_NOVECTOR_URL)")
+    url = fresh_database(server)
+    yield url
+    drop_database(server, url)
+
+
+@pytest.mark.postgres
+def test_import_into_postgres_without_pgvector(novector_url, tmp_path):
+    clock = FakeClock()
+    with MemoryStore.open(f"sqlite:///{tmp_path}/a.db", embeddings=FakeEmbeddings(), clock=clock) as a:
+        populate(a, clock)
+        before = export(a, all_users=True, with_vectors=True)
+    with MemoryStore.open(novector_url, embeddings=FakeEmbeddings(), clock=clock) as b:
+        assert b.embedding_model is None  # lexical-only: vectors cannot be stored
+        report = b.import_records(before)
+        assert report.added["item"] == 5 and report.embedded == 0
+        assert b.search("lattes", user_id="u1")[0].content == "I drink oat milk lattes"
+        after = export(b, all_users=True)
+        assert sum(b.import_records(before).added.values()) == 0
+    strip = [{**r, "embedding": None} if r.get("type") == "item" else r for r in comparable(before)]
+    strip = [{**r, "item": {**r["item"], "embedding": None}} if isinstance(r.get("item"), dict) else r for r in strip]
+    assert comparable(after) == strip
