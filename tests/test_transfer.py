@@ -16,6 +16,7 @@ from navi_memory.cli import main
 from navi_memory.transfer_format import dumps
 
 from .fakes import FakeClock, FakeEmbeddings
+from .test_postgres import novector_url  # noqa: F401  (a fixture: a fresh database without pgvector)
 
 
 def populate(store: MemoryStore, clock: FakeClock) -> None:
@@ -284,18 +285,6 @@ def test_a_list_is_checked_whole_before_writing(store, dump):
     with pytest.raises(ValidationError, match="record 3"):  # a one-shot iterable is checked as it goes
         store.import_records(iter([header, good, {"type": "user", "user_id": "u9"}]), batch_size=1)
     assert [u["id"] for u in store.list_users()] == ["u8"]
-
-
-@pytest.fixture
-def novector_url() -> Any:
-    from .pg import drop_database, fresh_database, novector_server_url
-
-    server = novector_server_url()
-    if server is None:
-        pytest.skip("no PostgreSQL without pgvector here (set NAVI_MEMORY_TEST_POSTGRES_NOVECTOR_URL)")
-    url = fresh_database(server)
-    yield url
-    drop_database(server, url)
 
 
 @pytest.mark.postgres
