@@ -63,9 +63,17 @@ def cmd_import(args: argparse.Namespace) -> None:
             path = f"{folder}/stdin.jsonl"
             with open(path, "w", encoding="utf-8") as spool:
                 shutil.copyfileobj(sys.stdin, spool)
-        with _open(args) as store:
-            report = store.import_file(path, user_map=user_map, batch_size=args.batch_size,
-                                       embed=not args.no_embed, skip_unknown=args.skip_unknown)
+        id_file = open(args.id_map, "w", encoding="utf-8") if args.id_map else None
+        try:
+            with _open(args) as store:
+                report = store.import_file(
+                    path, user_map=user_map, batch_size=args.batch_size, embed=not args.no_embed,
+                    skip_unknown=args.skip_unknown,
+                    id_map=None if id_file is None else lambda user, old, new: id_file.write(
+                        dumps({"user_id": user, "exported_id": old, "id": new}) + "\n"))
+        finally:
+            if id_file is not None:
+                id_file.close()
     _report(report, args.json)
 
 
@@ -97,3 +105,5 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--batch-size", type=int, default=500, help="records per transaction")
     p.add_argument("--no-embed", action="store_true", help="do not embed now (run `navi-memory backfill` later)")
     p.add_argument("--skip-unknown", action="store_true", help="ignore record types this version does not know")
+    p.add_argument("--id-map", metavar="FILE", help="write the new id of each added item (JSON Lines:"
+                                                   " user_id, exported_id, id)")

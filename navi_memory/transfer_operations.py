@@ -25,6 +25,16 @@ log = logging.getLogger("navi_memory.transfer")
 
 PAGE = 500
 Lines = Callable[[], Iterable[tuple[str, Mapping[str, Any]]]]
+IdMap = Callable[[str, int, int], Any]
+
+
+@dataclass(frozen=True)
+class _Options:
+    user_map: Mapping[str, str] | None
+    batch_size: int
+    embed: bool
+    skip_unknown: bool
+    id_map: IdMap | None
 
 
 @dataclass
@@ -210,17 +220,19 @@ class TransferOperations(MemoryOperations):
 
     @operation
     def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
-                    embed: bool = True, skip_unknown: bool = False) -> Op:
+                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then records are written in batches of one transaction.
-        ``user_map`` renames users ({old: new}). Returns a ``TransferReport``. The file is read with
-        blocking I/O, also by ``AsyncMemoryStore`` (an admin job, not a request path)."""
-        return (yield from self._import(read_jsonl(path), user_map, batch_size, embed, skip_unknown, True))
+        ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
+        for each item added. Returns a ``TransferReport``. The file is read with blocking I/O, also
+        by ``AsyncMemoryStore`` (an admin job, not a request path)."""
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        return (yield from self._import(read_jsonl(path), options, True))
 
     @operation
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
-                       skip_unknown: bool = False) -> Op:
+                       skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
         """Import records given as dicts (the header first). A list, or a function returning a fresh
         iterable of (label, record) pairs, is read twice and checked fully before anything is
         written (like ``import_file``); any other iterable is read once and checked batch by batch,
@@ -233,7 +245,8 @@ class TransferOperations(MemoryOperations):
         else:
             iterator = iter(records)
             source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(iterator, 1))), False
-        return (yield from self._import(source, user_map, batch_size, embed, skip_unknown, two_pass))
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        return (yield from self._import(source, options, two_pass))
 
     def _checked(self, source: Lines, user_map: Mapping[str, str] | None, skip_unknown: bool,
                  report: TransferReport | None) -> Iterator[dict]:
@@ -257,10 +270,10 @@ class TransferOperations(MemoryOperations):
         if header is None:
             raise ValidationError("empty input: the first line must be the export header")
 
-    def _import(self, source: Lines, user_map: Mapping[str, str] | None, batch_size: int, embed: bool,
-                skip_unknown: bool, two_pass: bool) -> Op:
-        batch_size = v.limit(batch_size, 100_000, "batch_size")
-        user_map = {v.user_id(k): v.user_id(val) for k, val in (user_map or {}).items()}
+    def _import(self, source: Lines, options: _Options, two_pass: bool) -> Op:
+        batch_size = v.limit(options.batch_size, 100_000, "batch_size")
+        user_map = {v.user_id(k): v.user_id(val) for k, val in (options.user_map or {}).items()}
+        skip_unknown = options.skip_unknown
         if two_pass:
             for _ in self._checked(source, user_map, skip_unknown, None):
                 pass
@@ -278,10 +291,10 @@ class TransferOperations(MemoryOperations):
                 record["item"] = self._fact_item(record)
             batch.append(record)
             if len(batch) >= batch_size:
-                yield from self._write(batch, report, embed)
+                yield from self._write(batch, report, options)
                 batch = []
         if batch:
-            yield from self._write(batch, report, embed)
+            yield from self._write(batch, report, options)
         log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
         return report
 
@@ -308,7 +321,7 @@ class TransferOperations(MemoryOperations):
             return True
         return False
 
-    def _write(self, batch: list[dict], report: TransferReport, embed: bool) -> Op:
+    def _write(self, batch: list[dict], report: TransferReport, options: _Options) -> Op:
         for record in batch:  # drop vectors the store cannot use before they are written
             item = record if record["type"] == "item" else record.get("item") if record["type"] == "fact" else None
             if isinstance(item, dict):
@@ -321,9 +334,13 @@ class TransferOperations(MemoryOperations):
             counts = report.added if outcome is not False else report.skipped
             counts[kind] = counts.get(kind, 0) + 1
             item = record if kind == "item" else record.get("item") if kind == "fact" else None
-            if isinstance(item, dict) and not isinstance(outcome, bool) and item["_embed"]:
+            if not isinstance(item, dict) or isinstance(outcome, bool):
+                continue
+            if options.id_map is not None and item.get("source_id") is not None:
+                options.id_map(record["user_id"], item["source_id"], outcome)
+            if item["_embed"]:
                 rows.append((outcome, record["user_id"], embedding_text(item["title"], item["content"], item["context"])))
-        if embed and self.embed_on_write and rows and self._embedder is not None and self._model is not None:
+        if options.embed and self.embed_on_write and rows and self._embedder is not None and self._model is not None:
             self._embedder.reset_backoff()  # an explicit import always tries the provider
             for start in range(0, len(rows), EMBED_BATCH):
                 stored, failed = yield from self._embed_rows(rows[start:start + EMBED_BATCH])

@@ -112,7 +112,12 @@ def test_round_trip_loses_nothing(source, target_url, clock, with_vectors):
     before = export(source, user_id="u1", with_vectors=with_vectors)
     embedder = FakeEmbeddings()
     with MemoryStore.open(target_url, embeddings=embedder, clock=clock) as target:
-        report = target.import_records(before)
+        ids: dict[int, int] = {}
+        report = target.import_records(before, id_map=lambda user, old, new: ids.setdefault(old, new))
+        exported = {r["id"]: r for r in before[1:] if r["type"] == "item"}
+        exported.update({r["item"]["id"]: r["item"] for r in before[1:] if r["type"] == "fact"})
+        assert set(ids) == set(exported)
+        assert all(target.get(new, user_id="u1").content == exported[old]["content"] for old, new in ids.items())
         assert report.added["item"] == 4 and report.added["fact"] == 2 and report.added["llm_call"] == 3
         after = export(target, user_id="u1", with_vectors=with_vectors)
         assert comparable(after) == comparable(before)
@@ -228,10 +233,13 @@ def test_cli_export_and_import(source, target_url, tmp_path, capsys, db_url):
     out = tmp_path / "cli.jsonl"
     assert main(["--db", db_url, "--embeddings", "hashing", "export", "--user", "u1", "-o", str(out)]) == 0
     assert "exported" in capsys.readouterr().err
+    id_map = tmp_path / "ids.jsonl"
     assert main(["--db", target_url, "--embeddings", "hashing", "import", str(out), "--user-map", "u1=u7",
-                 "--json"]) == 0
+                 "--id-map", str(id_map), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["added"]["fact"] == 2
+    pairs = [json.loads(line) for line in id_map.read_text(encoding="utf-8").splitlines()]
+    assert len(pairs) == 6 and {p["user_id"] for p in pairs} == {"u7"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text(out.read_text(encoding="utf-8") + "{\"type\": \"item\"\n", encoding="utf-8")
     assert main(["--db", target_url, "--embeddings", "hashing", "import", str(bad)]) == 2
