@@ -296,7 +296,7 @@ def test_a_list_is_checked_whole_before_writing(store, dump):
 
 
 @pytest.mark.postgres
-def test_import_into_postgres_without_pgvector(novector_url, tmp_path):
+def test_import_into_postgres_without_pgvector(novector_url, tmp_path):  # noqa: F811 (the imported fixture)
     clock = FakeClock()
     with MemoryStore.open(f"sqlite:///{tmp_path}/a.db", embeddings=FakeEmbeddings(), clock=clock) as a:
         populate(a, clock)
