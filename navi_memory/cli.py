@@ -372,10 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, facts, sessions
-    from . import cli_persons, cli_ui
+    from . import cli_io, cli_persons, cli_ui
 
     cli_ui.add_commands(command)  # ui, serve
     cli_persons.add_commands(command)  # person, promote, memory-md
+    cli_io.add_commands(command)  # export (JSON Lines, --format markdown), import (and --from-navi)
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)

@@ -1,6 +1,7 @@
 """``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
 
-The operations live in ``operations.MemoryOperations`` and ``session_operations.SessionOperations``
+The operations live in ``operations.MemoryOperations``, ``session_operations.SessionOperations``
+and ``transfer_operations.TransferOperations``
 as generators that yield their I/O; this module only decides how that I/O is executed: database
 and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and background extractions
 (a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
@@ -24,12 +25,13 @@ from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model
 from .sansio import Op, advance, install
 from .session_operations import SessionOperations
+from .transfer_operations import TransferOperations
 from . import validation as v
 
 log = logging.getLogger("navi_memory")
 
 
-class _StoreBase(SessionOperations, PersonOperations):
+class _StoreBase(SessionOperations, PersonOperations, TransferOperations):
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
@@ -227,6 +229,6 @@ class AsyncMemoryStore(_StoreBase):
         return out
 
 
-for _operations in (MemoryOperations, SessionOperations, PersonOperations):
+for _operations in (MemoryOperations, SessionOperations, PersonOperations, TransferOperations):
     install(MemoryStore, _operations, sync=True)
     install(AsyncMemoryStore, _operations, sync=False)

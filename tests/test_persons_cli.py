@@ -72,6 +72,10 @@ def test_promote_and_memory_md(db: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert nm(db, "memory-md", "--user", "u1", "--output", str(target)) == 0
     assert "- **prefers oat milk coffee**: Prefers oat milk in coffee" in target.read_text()
     capsys.readouterr()
+    assert nm(db, "export", "--format", "markdown", "--user", "u1") == 0
+    assert capsys.readouterr().out == target.read_text()
+    assert nm(db, "export", "--format", "markdown", "--all-users") == 2
+    capsys.readouterr()
     assert nm(db, "promote") == 0
     assert "1 user(s), 4 items read: 0 clusters" in capsys.readouterr().out
 

@@ -24,6 +24,7 @@ from . import postgres_schema as schema
 from . import postgres_sql as q
 from .postgres_persons import PERSON_TABLES, PostgresPersonQueries
 from .postgres_sessions import SESSION_TABLES, PostgresSessionQueries
+from .postgres_transfer import PostgresTransferQueries
 from .postgres_sql import Q, row_times as _row_times
 from .base import Filters, NewItem
 
@@ -38,7 +39,7 @@ def _vec(vector: np.ndarray) -> str:
 TUNING = ("ef_search", "exact_below", "common_term_rows", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries):
+class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     has_vector: bool = False
@@ -168,17 +169,19 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries):
 
     # -- items ------------------------------------------------------------------------------
 
-    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
-        users = sorted({it.user_id for it in items})
+    def _item_ids(self, themes: set[tuple[str, str]], count: int, now: datetime) -> Op:
+        """Create the users and themes new items need, and reserve ``count`` item ids."""
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                [(u, now) for u in users], many=True)
-        themes = sorted({(it.user_id, it.theme) for it in items})
+                [(u, now) for u in sorted({u for u, _ in themes})], many=True)
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING",
-                [(u, t, t.replace("-", " ").replace("_", " ").title(), now, now) for u, t in themes], many=True)
+                [(u, t, t.replace("-", " ").replace("_", " ").title(), now, now) for u, t in sorted(themes)], many=True)
         rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
-                       [len(items)])
-        ids = [r["id"] for r in rows]
+                       [count])
+        return [r["id"] for r in rows]
+
+    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+        ids = yield from self._item_ids({(it.user_id, it.theme) for it in items}, len(items), now)
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
                 " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",

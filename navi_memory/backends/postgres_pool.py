@@ -17,6 +17,7 @@ from ..sansio import Op, advance, install
 from .postgres import PostgresQueries, Q
 from .postgres_persons import PostgresPersonQueries
 from .postgres_sessions import PostgresSessionQueries
+from .postgres_transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,6 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSessionQueries, PostgresPersonQueries, PostgresQueries):
+for _queries in (PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -25,6 +25,7 @@ from .base import Filters, NewItem
 from .sqlite_schema import LATEST_VERSION, MIGRATIONS
 from .sqlite_persons import PERSON_TABLES, SQLitePersons
 from .sqlite_sessions import SESSION_TABLES, SQLiteSessions
+from .sqlite_transfer import SQLiteTransfer
 from .sqlite_vectors import VectorCache
 
 _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
@@ -117,7 +118,7 @@ def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 
 @_translate_errors
-class SQLiteBackend(SQLiteSessions, SQLitePersons):
+class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer):
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms

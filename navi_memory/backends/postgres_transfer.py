@@ -1,0 +1,240 @@
+"""PostgreSQL side of export/import: keyset-paged reads of whole tables, and restoring records with
+their own timestamps and history. Generator methods mixed into ``PostgresQueries`` (one
+transaction per call); values always travel as parameters, identifiers via ``sql.Identifier``.
+
+``restore_records`` skips every record whose natural key is already there, so importing a file
+twice adds nothing (docs/export-format.md).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from ..errors import StorageError
+from ..sansio import Op, operation
+from ..transfer_format import EXPORT_TABLES, item_digest
+from .postgres_sql import Q, row_times
+
+_ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
+                 " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at")
+
+
+def _parse_vector(text: str | None) -> np.ndarray | None:
+    """pgvector's text form ``[1,2]`` or a ``real[]``'s ``{1,2}``."""
+    if text is None:
+        return None
+    body = text.strip()[1:-1]
+    return np.array([float(x) for x in body.split(",")] if body else [], dtype=np.float32)
+
+
+def _vector_text(vector: np.ndarray) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+class PostgresTransferQueries:
+    """Export reads and import writes (mixed into ``PostgresQueries``)."""
+
+    has_vector: bool
+    _ensure_vector_index: Any
+    _item_ids: Any
+
+    @operation
+    def export_page(self, kind: str, user_id: str | None, after: Sequence[Any] | None, limit: int) -> Op:
+        """Rows of one table (``transfer_format.EXPORT_TABLES``) of a user (users: all when None),
+        in key order after the key ``after``."""
+        table, keys = EXPORT_TABLES[kind]
+        owner = "id" if kind == "users" else "user_id"
+        parts, params = [sql.SQL("TRUE")], []
+        if user_id is not None:
+            parts.append(sql.SQL("{} = %s").format(sql.Identifier(owner)))
+            params.append(user_id)
+        columns = sql.SQL(", ").join(sql.Identifier(k) for k in keys)
+        if after is not None:
+            parts.append(sql.SQL("({}) > ({})").format(columns, sql.SQL(", ").join(sql.Placeholder() * len(keys))))
+            params.extend(after)
+        select = sql.SQL("id, created_at") if kind == "users" else sql.SQL("*")
+        rows = yield Q(sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
+            select, sql.Identifier(table), sql.SQL(" AND ").join(parts), columns), [*params, limit])
+        out = [row_times(dict(r)) for r in rows]
+        if kind == "messages":
+            for row in out:
+                row["tool_calls"] = row["tool_calls"] or []
+        return out
+
+    @operation
+    def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
+                     with_vectors: bool) -> Op:
+        """Items with their embedding (and vector, when asked): the given ``ids``, or else the
+        items after ``after_id`` that are not the searchable copy of a fact (those go with the fact)."""
+        vector = sql.SQL(", e.embedding::text AS emb_vector" if with_vectors else "")
+        head = sql.SQL("SELECT {}, e.model AS emb_model, e.state AS emb_state, e.dimensions AS emb_dims,"
+                       " e.error AS emb_error{} FROM items i LEFT JOIN embeddings e ON e.user_id = i.user_id"
+                       " AND e.item_id = i.id WHERE i.user_id = %s").format(
+            sql.SQL(", ".join(f"i.{c.strip()}" for c in _ITEM_COLUMNS.split(","))), vector)
+        if ids is not None:
+            rows = yield Q(head + sql.SQL(" AND i.id = ANY(%s) ORDER BY i.id"), [user_id, list(ids)])
+        else:
+            rows = yield Q(head + sql.SQL(
+                " AND i.id > %s AND (i.fact_id IS NULL OR NOT EXISTS (SELECT 1 FROM facts f WHERE f.user_id = i.user_id"
+                " AND f.id = i.fact_id)) ORDER BY i.id LIMIT %s"), [user_id, after_id, limit])
+        out = []
+        for row in rows:
+            d = row_times(dict(row))
+            d["emb_vector"] = _parse_vector(d.get("emb_vector"))
+            out.append(d)
+        return out
+
+    # -- import ---------------------------------------------------------------------------------
+
+    @operation
+    def max_item_id(self) -> Op:
+        rows = yield Q("SELECT coalesce(max(id), 0) AS n FROM items")
+        return rows[0]["n"]
+
+    @operation
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> Op:
+        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
+        rows = yield Q("SELECT type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s",
+                       [user_id, created_at, upto_id])
+        return [item_digest(r["type"], r["content"]) for r in rows]
+
+    @operation
+    def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> Op:
+        """Write a batch of checked records in one transaction; per record, what was written:
+        False when it was already there (skipped), else True, or for items the new id, for facts
+        the id of the fact's new searchable item (or True when it has none)."""
+        out: list[Any] = []
+        run: list[dict] = []  # consecutive items go in together (a few statements, not a few per item)
+        for r in [*records, None]:
+            if r is not None and r["type"] == "item":  # the operation has ruled out duplicates
+                run.append(r)
+                continue
+            if run:
+                out.extend((yield from self._insert_items(run, [None] * len(run), model, now)))
+                run = []
+            if r is not None:
+                out.append((yield from getattr(self, f"_restore_{r['type']}")(r, model, now)))
+        return out
+
+    def _user(self, user_id: str, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
+
+    def _restore_user(self, r: dict, model: str | None, now: datetime) -> Op:
+        return (yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        [r["user_id"], r["created_at"]])) > 0
+
+    def _restore_theme(self, r: dict, model: str | None, now: datetime) -> Op:
+        yield from self._user(r["user_id"], now)
+        return (yield Q("INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
+                        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        [r["user_id"], r["slug"], r["display_name"], r["description"], r["created_at"],
+                         r["updated_at"]])) > 0
+
+    def _insert_items(self, items: list[dict], fact_ids: list[int | None], model: str | None, now: datetime) -> Op:
+        ids = yield from self._item_ids({(r["user_id"], r["theme"]) for r in items}, len(items), now)
+        yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+                " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(r["user_id"], i, r["theme"], r["item_type"], r["title"], r["content"], Jsonb(r["tags"]), r["status"],
+                  r["pinned"], r["source"], None if r["source_ref"] is None else Jsonb(r["source_ref"]), r["person"],
+                  r["confidence"], r["observed_at"], r["expires_at"], Jsonb(r["metadata"] or {}), r["context"], f,
+                  r["created_at"], r["updated_at"]) for i, r, f in zip(ids, items, fact_ids)], many=True)
+        if not self.has_vector:  # without pgvector no vector is stored (the store runs lexical-only)
+            return ids
+        ready, pending = [], []
+        for i, r in zip(ids, items):
+            emb = r.get("embedding")
+            vector = emb["vector"] if emb else None
+            if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
+                ready.append((r["user_id"], i, emb["model"], int(vector.size), _vector_text(vector), now))
+            elif model is not None:
+                pending.append((r["user_id"], i, model, now))
+        for dims in {row[3] for row in ready if row[2] == model}:  # other models' vectors are replaced soon
+            yield from self._ensure_vector_index(model, dims)
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
+                " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)", ready, many=True)
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)",
+                pending, many=True)
+        return ids
+
+    def _restore_fact(self, r: dict, model: str | None, now: datetime) -> Op:
+        uid = r["user_id"]
+        yield from self._user(uid, now)
+        rows = yield Q("INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
+                       " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
+                       " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                       " ON CONFLICT (user_id, category, key) DO NOTHING RETURNING id",
+                       [uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
+                        r["source_session_id"], r["source_message_id"], r["person"], r["expires_at"],
+                        r["last_verified_at"], r["created_at"], r["updated_at"]])
+        if not rows:
+            return False
+        fact_id = rows[0]["id"]
+        if r["history"]:
+            yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context, valid_from,"
+                    " valid_to) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(uid, fact_id, h["value"], h["source"], h["confidence"], h["source_context"], h["valid_from"],
+                      h["valid_to"]) for h in r["history"]], many=True)
+        if not r["item"]:
+            return True
+        (item_id,) = yield from self._insert_items([r["item"]], [fact_id], model, now)
+        yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, uid, fact_id])
+        return item_id
+
+    def _restore_summary(self, r: dict, model: str | None, now: datetime) -> Op:
+        uid = r["user_id"]
+        yield from self._user(uid, now)
+        yield Q("SELECT id FROM users WHERE id = %s FOR UPDATE", [uid])  # serialises version numbers
+        if (yield Q("SELECT 1 FROM summaries WHERE user_id = %s AND created_at = %s AND content = %s",
+                    [uid, r["created_at"], r["content"]])):
+            return False
+        taken = r["version"] is None or (yield Q("SELECT 1 FROM summaries WHERE user_id = %s AND version = %s",
+                                                 [uid, r["version"]]))
+        if taken:
+            yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s, coalesce(max(version), 0)"
+                    " + 1, %s, %s FROM summaries WHERE user_id = %s", [uid, r["content"], r["created_at"], uid])
+        else:
+            yield Q("INSERT INTO summaries (user_id, version, content, created_at) VALUES (%s, %s, %s, %s)",
+                    [uid, r["version"], r["content"], r["created_at"]])
+        return True
+
+    def _restore_session(self, r: dict, model: str | None, now: datetime) -> Op:
+        yield from self._user(r["user_id"], now)
+        return (yield Q(
+            "INSERT INTO session_state (user_id, session_id, extracted_at, updated_at, created_at, last_active, state,"
+            " error, attempts, claimed_at, message_count, user_messages, extracted_seq, extracted_user_messages,"
+            " chunked_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (user_id, session_id) DO NOTHING",
+            [r["user_id"], r["session_id"], r["extracted_at"], r["updated_at"], r["created_at"], r["last_active"],
+             r["state"], r["error"], r["attempts"], r["claimed_at"], r["message_count"], r["user_messages"],
+             r["extracted_seq"], r["extracted_user_messages"], r["chunked_seq"]])) > 0
+
+    def _restore_message(self, r: dict, model: str | None, now: datetime) -> Op:
+        if not (yield Q("SELECT 1 FROM session_state WHERE user_id = %s AND session_id = %s",
+                        [r["user_id"], r["session_id"]])):
+            raise StorageError(f"message {r['seq']} of session {r['session_id']!r} comes before its session record")
+        return (yield Q(
+            "INSERT INTO messages (user_id, session_id, seq, role, content, name, tool_calls, tool_call_id, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [r["user_id"], r["session_id"], r["seq"], r["role"], r["content"], r["name"],
+             Jsonb(r["tool_calls"]) if r["tool_calls"] else None, r["tool_call_id"], r["created_at"]])) > 0
+
+    def _restore_llm_call(self, r: dict, model: str | None, now: datetime) -> Op:
+        yield from self._user(r["user_id"], now)
+        rows = yield Q("SELECT count(*) AS n FROM llm_calls WHERE user_id = %s AND session_id IS NOT DISTINCT FROM %s"
+                       " AND purpose = %s AND model IS NOT DISTINCT FROM %s AND created_at = %s AND input_tokens = %s"
+                       " AND output_tokens = %s",
+                       [r["user_id"], r["session_id"], r["purpose"], r["model"], r["created_at"], r["input_tokens"],
+                        r["output_tokens"]])
+        if rows[0]["n"] >= r["occurrence"]:
+            return False
+        yield Q("INSERT INTO llm_calls (user_id, session_id, purpose, model, input_tokens, output_tokens, estimated, ok,"
+                " error, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [r["user_id"], r["session_id"], r["purpose"], r["model"], r["input_tokens"], r["output_tokens"],
+                 r["estimated"], r["ok"], r["error"], r["created_at"]])
+        return True

@@ -1,0 +1,239 @@
+"""SQLite side of export/import: keyset-paged reads of whole tables, and restoring records with
+their own timestamps and history (``transfer_operations`` validates them first).
+
+A mixin of ``SQLiteBackend``. ``restore_records`` is one transaction for a batch; every record is
+skipped when its natural key is already there, so importing a file twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import StorageError
+from ..timeutil import from_db, to_db
+from ..transfer_format import EXPORT_TABLES, item_digest
+from ..vectors import from_blob, to_blob
+from .sqlite_sessions import message_from_row, session_from_row
+
+_TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at")
+
+
+def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
+    if kind == "sessions":
+        return session_from_row(row)
+    if kind == "messages":
+        return message_from_row(row)
+    d = dict(row)
+    for key in _TIMES:
+        if key in d:
+            d[key] = from_db(d[key])
+    for key in ("ok", "estimated"):
+        if key in d:
+            d[key] = bool(d[key])
+    return d
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class SQLiteTransfer:
+    """Export reads and import writes (mixed into ``SQLiteBackend``)."""
+
+    _transaction: Any
+    _ensure_user: Any
+    _ensure_theme: Any
+    _bump_gen: Any
+
+    def export_page(self, kind: str, user_id: str | None, after: Sequence[Any] | None, limit: int) -> list[dict]:
+        """Rows of one table (``transfer_format.EXPORT_TABLES``) of a user (users: all when None),
+        in key order after the key ``after``."""
+        table, keys = EXPORT_TABLES[kind]
+        owner = "id" if kind == "users" else "user_id"
+        clauses, params = ["1=1"], []
+        if user_id is not None:
+            clauses.append(f"{owner} = ?")
+            params.append(user_id)
+        if after is not None:
+            clauses.append(f"({', '.join(keys)}) > ({', '.join('?' * len(keys))})")
+            params.extend(after)
+        sql = f"SELECT * FROM {table} WHERE {' AND '.join(clauses)} ORDER BY {', '.join(keys)} LIMIT ?"
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [*params, limit]).fetchall()
+        out = [_row(kind, r) for r in rows]
+        if kind == "users":
+            out = [{"id": d["id"], "created_at": d["created_at"]} for d in out]
+        return out
+
+    def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
+                     with_vectors: bool) -> list[dict]:
+        """Items with their embedding (and vector, when asked): the given ``ids``, or else the
+        items after ``after_id`` that are not the searchable copy of a fact (those go with the fact)."""
+        sql = ("SELECT i.*, e.model AS emb_model, e.state AS emb_state, e.dimensions AS emb_dims,"
+               f" e.error AS emb_error{', e.vector AS emb_vector' if with_vectors else ''}"
+               " FROM items i LEFT JOIN embeddings e ON e.item_id = i.id WHERE i.user_id = ?")
+        if ids is not None:
+            sql += " AND i.id IN (SELECT value FROM json_each(?)) ORDER BY i.id"
+            params: list[Any] = [user_id, json.dumps([int(i) for i in ids])]
+        else:
+            sql += (" AND i.id > ? AND (i.fact_id IS NULL OR NOT EXISTS (SELECT 1 FROM facts f"
+                    " WHERE f.id = i.fact_id AND f.user_id = i.user_id)) ORDER BY i.id LIMIT ?")
+            params = [user_id, after_id, limit]
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, params).fetchall()
+        out = []
+        for row in rows:
+            d = _row("items", row)
+            d["tags"] = json.loads(d["tags"] or "[]")
+            d["metadata"] = json.loads(d["metadata"] or "{}")
+            d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
+            d["pinned"] = bool(d["pinned"])
+            blob = d.pop("emb_vector", None)
+            d["emb_vector"] = None if blob is None else from_blob(blob)
+            out.append(d)
+        return out
+
+    # -- import ---------------------------------------------------------------------------------
+
+    def max_item_id(self) -> int:
+        with self._transaction(write=False) as conn:
+            return conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0]
+
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> list[bytes]:
+        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT type, content FROM items WHERE user_id = ? AND created_at = ? AND id <= ?",
+                                (user_id, to_db(created_at), upto_id))
+            return [item_digest(t, c) for t, c in rows]
+
+    def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> list[Any]:
+        """Write a batch of checked records in one transaction; per record, what was written:
+        False when it was already there (skipped), else True, or for items the new id, for facts
+        the id of the fact's new searchable item (or True when it has none)."""
+        stamp = to_db(now)
+        with self._transaction(write=True) as conn:
+            return [getattr(self, f"_restore_{r['type']}")(conn, r, model, stamp) for r in records]
+
+    def _restore_user(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        return conn.execute("INSERT OR IGNORE INTO users (id, created_at) VALUES (?, ?)",
+                            (r["user_id"], to_db(r["created_at"]))).rowcount > 0
+
+    def _restore_theme(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        self._ensure_user(conn, r["user_id"], stamp)
+        return conn.execute(
+            "INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, slug) DO NOTHING",
+            (r["user_id"], r["slug"], r["display_name"], r["description"], to_db(r["created_at"]),
+             to_db(r["updated_at"]))).rowcount > 0
+
+    def _restore_item(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> int:
+        return self._insert_item(conn, r, None, model, stamp)  # the operation has ruled out duplicates
+
+    def _insert_item(self, conn: sqlite3.Connection, r: dict, fact_id: int | None, model: str | None,
+                     stamp: str) -> int:
+        self._ensure_user(conn, r["user_id"], stamp)
+        self._ensure_theme(conn, r["user_id"], r["theme"], stamp)
+        cur = conn.execute(
+            "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+            " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (r["user_id"], r["theme"], r["item_type"], r["title"], r["content"], _json(r["tags"]), r["status"],
+             int(r["pinned"]), r["source"], _json(r["source_ref"]), r["person"], r["confidence"],
+             to_db(r["observed_at"]), to_db(r["expires_at"]), _json(r["metadata"] or {}), r["context"], fact_id,
+             to_db(r["created_at"]), to_db(r["updated_at"])))
+        item_id = cur.lastrowid
+        emb = r.get("embedding")
+        vector: np.ndarray | None = emb["vector"] if emb else None
+        if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
+            conn.execute("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
+                         " VALUES (?, ?, ?, ?, 'ready', ?, ?, ?)",
+                         (item_id, r["user_id"], emb["model"], int(vector.size), to_blob(vector),
+                          self._bump_gen(conn, r["user_id"]), stamp))
+        elif model is not None:
+            conn.execute("INSERT INTO embeddings (item_id, user_id, model, state, gen, updated_at)"
+                         " VALUES (?, ?, ?, 'pending', 0, ?)", (item_id, r["user_id"], model, stamp))
+        return item_id
+
+    def _restore_fact(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> int | bool:
+        uid = r["user_id"]
+        self._ensure_user(conn, uid, stamp)
+        if conn.execute("SELECT 1 FROM facts WHERE user_id = ? AND category = ? AND key = ?",
+                        (uid, r["category"], r["key"])).fetchone():
+            return False
+        cur = conn.execute(
+            "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context, source_session_id,"
+            " source_message_id, person, expires_at, last_verified_at, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
+             r["source_session_id"], r["source_message_id"], r["person"], to_db(r["expires_at"]),
+             to_db(r["last_verified_at"]), to_db(r["created_at"]), to_db(r["updated_at"])))
+        fact_id = cur.lastrowid
+        conn.executemany(
+            "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context, valid_from,"
+            " valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(fact_id, uid, h["value"], h["source"], h["confidence"], h["source_context"], to_db(h["valid_from"]),
+              to_db(h["valid_to"])) for h in r["history"]])
+        if not r["item"]:
+            return True
+        item_id = self._insert_item(conn, r["item"], fact_id, model, stamp)
+        conn.execute("UPDATE facts SET item_id = ? WHERE id = ?", (item_id, fact_id))
+        return item_id
+
+    def _restore_summary(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        uid, created = r["user_id"], to_db(r["created_at"])
+        self._ensure_user(conn, uid, stamp)
+        if conn.execute("SELECT 1 FROM summaries WHERE user_id = ? AND created_at = ? AND content = ?",
+                        (uid, created, r["content"])).fetchone():
+            return False
+        version = r["version"]
+        taken = version is None or conn.execute("SELECT 1 FROM summaries WHERE user_id = ? AND version = ?",
+                                                (uid, version)).fetchone()
+        if taken:
+            version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE user_id = ?",
+                                   (uid,)).fetchone()[0]
+        conn.execute("INSERT INTO summaries (user_id, version, content, created_at) VALUES (?, ?, ?, ?)",
+                     (uid, version, r["content"], created))
+        return True
+
+    def _restore_session(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        self._ensure_user(conn, r["user_id"], stamp)
+        return conn.execute(
+            "INSERT INTO session_state (user_id, session_id, extracted_at, updated_at, created_at, last_active, state,"
+            " error, attempts, claimed_at, message_count, user_messages, extracted_seq, extracted_user_messages,"
+            " chunked_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_id, session_id) DO NOTHING",
+            (r["user_id"], r["session_id"], to_db(r["extracted_at"]), to_db(r["updated_at"]), to_db(r["created_at"]),
+             to_db(r["last_active"]), r["state"], r["error"], r["attempts"], to_db(r["claimed_at"]),
+             r["message_count"], r["user_messages"], r["extracted_seq"], r["extracted_user_messages"],
+             r["chunked_seq"])).rowcount > 0
+
+    def _restore_message(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        if not conn.execute("SELECT 1 FROM session_state WHERE user_id = ? AND session_id = ?",
+                            (r["user_id"], r["session_id"])).fetchone():
+            raise StorageError(f"message {r['seq']} of session {r['session_id']!r} comes before its session record")
+        return conn.execute(
+            "INSERT INTO messages (user_id, session_id, seq, role, content, name, tool_calls, tool_call_id, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (user_id, session_id, seq) DO NOTHING",
+            (r["user_id"], r["session_id"], r["seq"], r["role"], r["content"], r["name"],
+             json.dumps(r["tool_calls"], ensure_ascii=False) if r["tool_calls"] else None, r["tool_call_id"],
+             to_db(r["created_at"]))).rowcount > 0
+
+    def _restore_llm_call(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        self._ensure_user(conn, r["user_id"], stamp)
+        found = conn.execute(
+            "SELECT count(*) FROM llm_calls WHERE user_id = ? AND session_id IS ? AND purpose = ? AND model IS ?"
+            " AND created_at = ? AND input_tokens = ? AND output_tokens = ?",
+            (r["user_id"], r["session_id"], r["purpose"], r["model"], to_db(r["created_at"]), r["input_tokens"],
+             r["output_tokens"])).fetchone()[0]
+        if found >= r["occurrence"]:
+            return False
+        conn.execute("INSERT INTO llm_calls (user_id, session_id, purpose, model, input_tokens, output_tokens,"
+                     " estimated, ok, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (r["user_id"], r["session_id"], r["purpose"], r["model"], r["input_tokens"], r["output_tokens"],
+                      int(r["estimated"]), int(r["ok"]), r["error"], to_db(r["created_at"])))
+        return True

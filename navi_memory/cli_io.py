@@ -1,0 +1,119 @@
+"""``navi-memory export`` and ``navi-memory import`` (a file, or ``--from-navi`` an existing Navi
+database). The format is described in docs/export-format.md."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from typing import Any, Callable
+
+from .cli import _json_flag, _print_json
+from .errors import ValidationError
+from .transfer_format import dumps, parse_user_map
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from .store import MemoryStore
+
+    return MemoryStore.open(args.db, args.embeddings, chat_model=False)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    if args.format == "markdown":  # the promoted facts as a MEMORY.md, for assistants that read a file
+        if not args.user or args.all_users or args.with_vectors:
+            raise ValidationError("--format markdown exports one --user (no --all-users, no --with-vectors)")
+        from .cli_persons import cmd_memory_md
+
+        cmd_memory_md(args)
+        return
+    if bool(args.user) == bool(args.all_users):
+        raise ValidationError("give --user U or --all-users")
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        with _open(args) as store:
+            report = store.export(lambda record: out.write(dumps(record) + "\n"), user_id=args.user,
+                                  all_users=args.all_users, with_vectors=args.with_vectors)
+    finally:
+        if args.output:
+            out.close()
+    print(f"exported {report.records} records: " + ", ".join(f"{n} {k}" for k, n in report.added.items()),
+          file=sys.stderr)
+
+
+def _report(report: Any, as_json: bool, extra: dict[str, Any] | None = None) -> None:
+    if as_json:
+        _print_json({**report.to_dict(), **(extra or {})})
+        return
+    print("added: " + (", ".join(f"{n} {k}" for k, n in report.added.items()) or "nothing"))
+    if report.skipped:
+        print("already there (skipped): " + ", ".join(f"{n} {k}" for k, n in report.skipped.items()))
+    if report.unknown:
+        print(f"records of unknown types ignored: {report.unknown}")
+    print(f"embedded {report.embedded}" + (f", {report.embed_failed} failed (run `navi-memory backfill`)"
+                                           if report.embed_failed else ""))
+    for key, value in (extra or {}).items():
+        print(f"{key}: {value}")
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    user_map = parse_user_map(args.user_map)
+    if (args.file is None) == (args.from_navi is None):
+        raise ValidationError("give an export FILE or --from-navi URL")
+    if args.from_navi is not None:
+        _import_navi(args, user_map)
+        return
+    with tempfile.TemporaryDirectory(prefix="navi-memory-import-") as folder:
+        path = args.file
+        if path == "-":  # read twice (check, then write): keep standard input in a file
+            path = f"{folder}/stdin.jsonl"
+            with open(path, "w", encoding="utf-8") as spool:
+                shutil.copyfileobj(sys.stdin, spool)
+        id_file = open(args.id_map, "w", encoding="utf-8") if args.id_map else None
+        try:
+            with _open(args) as store:
+                report = store.import_file(
+                    path, user_map=user_map, batch_size=args.batch_size, embed=not args.no_embed,
+                    skip_unknown=args.skip_unknown,
+                    id_map=None if id_file is None else lambda user, old, new: id_file.write(
+                        dumps({"user_id": user, "exported_id": old, "id": new}) + "\n"))
+        finally:
+            if id_file is not None:
+                id_file.close()
+    _report(report, args.json)
+
+
+def _import_navi(args: argparse.Namespace, user_map: dict[str, str]) -> None:
+    from .navi_source import NaviSource
+
+    source = NaviSource(args.from_navi, user=args.navi_user)
+    with _open(args) as store:
+        report = store.import_records(source, user_map=user_map, batch_size=args.batch_size, embed=False)
+        extra: dict[str, Any] = {"rows not imported": source.skipped or "none"}
+        if not args.no_embed and store.embedding_model is not None:
+            extra["backfill"] = store.backfill().to_dict()
+    _report(report, args.json, extra)
+
+
+def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """Register export and import on the main parser (``command`` is ``build_parser``'s helper)."""
+    p = command("export", cmd_export, "write a user's memory (or everyone's) as JSON Lines")
+    p.add_argument("--user", help="the user to export")
+    p.add_argument("--all-users", action="store_true", help="export every user (admin)")
+    p.add_argument("--with-vectors", action="store_true", help="include embedding vectors (else re-embedded on import)")
+    p.add_argument("--output", "-o", help="write to this file instead of standard output")
+    p.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl",
+                   help="jsonl: everything (default); markdown: the user's promoted facts as a MEMORY.md")
+    p.add_argument("--limit", type=int, default=20, help="markdown: entries at most (default 20)")
+    p = command("import", cmd_import, "import an export file, or migrate an existing Navi database")
+    _json_flag(p)
+    p.add_argument("file", nargs="?", metavar="FILE", help="export file (JSON Lines), or - for standard input")
+    p.add_argument("--from-navi", metavar="URL", help="migrate a Navi database (sqlite:///navi.db, a path, or postgresql://...)")
+    p.add_argument("--navi-user", help="with --from-navi: user of rows that have none (Navi's SQLite flavour)")
+    p.add_argument("--user-map", action="append", metavar="OLD=NEW", help="import user OLD as NEW (repeatable)")
+    p.add_argument("--batch-size", type=int, default=500, help="records per transaction")
+    p.add_argument("--no-embed", action="store_true", help="do not embed now (run `navi-memory backfill` later)")
+    p.add_argument("--skip-unknown", action="store_true", help="ignore record types this version does not know")
+    p.add_argument("--id-map", metavar="FILE", help="write the new id of each added item (JSON Lines:"
+                                                   " user_id, exported_id, id)")

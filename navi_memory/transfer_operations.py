@@ -1,0 +1,348 @@
+"""Export and import of a store's contents (docs/export-format.md), written once for both APIs.
+
+``export`` streams records page by page to a sink (the CLI writes them as JSON Lines).
+``import_file`` checks every line of a file first and writes only when all are valid, then
+writes in batches (one transaction each); records already present (by natural key) are skipped,
+so importing the same file again adds nothing. Imported items are embedded with the store's
+model unless their exported vector was made by that same model.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from . import transfer_format as fmt
+from . import validation as v
+from .errors import NotFoundError, ValidationError
+from .models import _Record
+from .operations import EMBED_BATCH, MemoryOperations, db, embedding_text, fact_item_content
+from .sansio import Op, operation
+
+log = logging.getLogger("navi_memory.transfer")
+
+PAGE = 500
+Lines = Callable[[], Iterable[tuple[str, Mapping[str, Any]]]]
+IdMap = Callable[[str, int, int], Any]
+
+
+@dataclass(frozen=True)
+class _Options:
+    user_map: Mapping[str, str] | None
+    batch_size: int
+    embed: bool
+    skip_unknown: bool
+    id_map: IdMap | None
+
+
+@dataclass
+class TransferReport(_Record):
+    """What an import (or export) did: records ``added`` and ``skipped`` (already there) per type,
+    items embedded now or left for ``backfill`` (``embed_failed``), unknown records ignored."""
+
+    added: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    embedded: int = 0
+    embed_failed: int = 0
+    unknown: int = 0
+    records: int = 0
+
+
+def read_jsonl(path: str | Path) -> Lines:
+    """A re-readable source of (``line N``, record) pairs from a JSON Lines file."""
+
+    def lines() -> Iterator[tuple[str, Mapping[str, Any]]]:
+        try:
+            handle = open(path, encoding="utf-8")
+        except OSError as exc:
+            raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        with handle:
+            number = 0
+            while True:
+                number += 1
+                try:
+                    line = handle.readline(fmt.MAX_LINE + 1)
+                except UnicodeDecodeError as exc:
+                    raise ValidationError(f"line {number}: not UTF-8 text") from exc
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    yield f"line {number}", fmt.loads(line)
+                except ValidationError as exc:
+                    raise ValidationError(f"line {number}: {exc}") from exc
+
+    return lines
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def _item_record(row: dict, with_vectors: bool, nested: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {} if nested else {"type": "item", "user_id": row["user_id"]}
+    out.update({"id": row["id"], "item_type": row["type"], "theme": row["theme"], "title": row["title"],
+                "content": row["content"], "context": row.get("context"), "tags": list(row["tags"] or []),
+                "status": row["status"], "pinned": bool(row["pinned"]), "source": row["source"],
+                "source_ref": row["source_ref"], "person": row["person"], "confidence": row["confidence"],
+                "metadata": row["metadata"] or {}})
+    for name in ("observed_at", "expires_at", "created_at", "updated_at"):
+        out[name] = _iso(row[name])
+    out["embedding"] = None
+    if row.get("emb_state"):
+        out["embedding"] = {"model": row["emb_model"], "state": row["emb_state"], "dimensions": row["emb_dims"],
+                            "error": row["emb_error"]}
+        if with_vectors and row.get("emb_vector") is not None:
+            out["embedding"]["vector"] = [float(x) for x in row["emb_vector"]]
+    return out
+
+
+def _plain(kind: str, row: dict, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": kind, **{k: _iso(val) for k, val in row.items() if k not in drop}}
+
+
+class _ItemsBefore:
+    """How many items like a record the store held before the import began (ids up to the highest
+    id then), read once per (user, creation time) group: the items of one bulk load share their
+    creation time, and checking them one by one would rescan the group for each."""
+
+    GROUPS = 64
+
+    def __init__(self, upto_id: int) -> None:
+        self.upto_id = upto_id
+        self.groups: dict[tuple[str, Any], dict[bytes, int]] = {}
+
+    def count(self, record: dict) -> Op:
+        if self.upto_id == 0:  # an empty store
+            return 0
+        group = (record["user_id"], record["created_at"])
+        if group not in self.groups:
+            if len(self.groups) >= self.GROUPS:
+                self.groups.pop(next(iter(self.groups)))
+            counts: dict[bytes, int] = {}
+            for digest in (yield db("item_digests", group[0], group[1], self.upto_id)):
+                counts[digest] = counts.get(digest, 0) + 1
+            self.groups[group] = counts
+        return self.groups[group].get(fmt.item_digest(record["item_type"], record["content"]), 0)
+
+
+class TransferOperations(MemoryOperations):
+    """Export/import (mixed into the store classes like ``SessionOperations``)."""
+
+    # -- export ----------------------------------------------------------------------------------
+
+    def _pages(self, kind: str, user_id: str | None, page: int) -> Op:
+        """All rows of a table for a user, read page by page (keyset)."""
+        keys = fmt.EXPORT_TABLES[kind][1]
+        rows, after = [], None
+        while True:
+            batch = yield db("export_page", kind, user_id, after, page)
+            rows.extend(batch)
+            if len(batch) < page:
+                return rows
+            after = [batch[-1][k] for k in keys]
+
+    def _stream(self, kind: str, user_id: str, page: int, emit: Callable[[dict], None], record_type: str,
+                drop: tuple[str, ...] = (), convert: Callable[[list[dict]], Op] | None = None) -> Op:
+        """Emit a table's rows of a user page by page, as records (``convert`` reads what they need)."""
+        keys, after = fmt.EXPORT_TABLES[kind][1], None
+        while True:
+            batch = yield db("export_page", kind, user_id, after, page)
+            records = (yield from convert(batch)) if convert else [_plain(record_type, r, drop) for r in batch]
+            for record in records:
+                emit(record)
+            if len(batch) < page:
+                return
+            after = [batch[-1][k] for k in keys]
+
+    @operation
+    def export(self, sink: Callable[[dict], Any], *, user_id: str | None = None, all_users: bool = False,
+               with_vectors: bool = False, page_size: int = PAGE) -> Op:
+        """Stream one user's memory (or everyone's with ``all_users=True``) to ``sink``, one
+        JSON-ready dict per call: the header first, then the records (docs/export-format.md).
+        ``with_vectors`` adds the embedding vectors. Returns a ``TransferReport`` (counts in ``added``)."""
+        page = v.limit(page_size, 10_000, "page_size")
+        uid = None if all_users and user_id is None else v.user_id(user_id)
+        users = yield from self._pages("users", uid, page)
+        if uid is not None and not users:
+            raise NotFoundError(f"nothing is stored for user {uid!r}")
+        report = TransferReport()
+
+        def emit(record: dict) -> None:
+            report.added[record["type"]] = report.added.get(record["type"], 0) + 1
+            report.records += 1
+            sink(record)
+
+        sink(fmt.header(self._model, self._now(), with_vectors, [u["id"] for u in users]))
+        for user in users:
+            yield from self._export_user(user, page, with_vectors, emit)
+        return report
+
+    def _export_user(self, user: dict, page: int, with_vectors: bool, emit: Callable[[dict], None]) -> Op:
+        uid = user["id"]
+        emit({"type": "user", "user_id": uid, "created_at": _iso(user["created_at"])})
+        yield from self._stream("themes", uid, page, emit, "theme", ("id",))
+        after = 0
+        while True:
+            rows = yield db("export_items", uid, after, page, None, with_vectors)
+            for row in rows:
+                emit(_item_record(row, with_vectors))
+            if len(rows) < page:
+                break
+            after = rows[-1]["id"]
+        yield from self._stream("facts", uid, page, emit, "fact",
+                                convert=lambda rows: self._fact_records(uid, rows, with_vectors))
+        yield from self._stream("summaries", uid, page, emit, "summary")
+        yield from self._stream("sessions", uid, page, emit, "session")
+        yield from self._stream("messages", uid, page, emit, "message")
+        yield from self._stream("llm_calls", uid, page, emit, "llm_call", ("id",))
+
+    def _fact_records(self, uid: str, rows: list[dict], with_vectors: bool) -> Op:
+        if not rows:
+            return []
+        history = yield db("fact_history", uid, [r["id"] for r in rows])
+        item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
+        items = {i["id"]: i for i in ((yield db("export_items", uid, 0, 0, item_ids, with_vectors)) if item_ids else [])}
+        out = []
+        for row in rows:
+            record = _plain("fact", row, ("id", "item_id"))
+            record["history"] = [{k: _iso(h[k]) for k in ("value", "source", "confidence", "source_context",
+                                                          "valid_from", "valid_to")} for h in history[row["id"]]]
+            item = items.get(row["item_id"])
+            record["item"] = None if item is None else _item_record(item, with_vectors, nested=True)
+            out.append(record)
+        return out
+
+    # -- import ----------------------------------------------------------------------------------
+
+    @operation
+    def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
+                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
+        """Import an export file: every line is checked first (a bad line raises ``ValidationError``
+        naming it, and nothing is written), then records are written in batches of one transaction.
+        ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
+        for each item added. Returns a ``TransferReport``. The file is read with blocking I/O, also
+        by ``AsyncMemoryStore`` (an admin job, not a request path)."""
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        return (yield from self._import(read_jsonl(path), options, True))
+
+    @operation
+    def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
+                       user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
+                       skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
+        """Import records given as dicts (the header first). A list, or a function returning a fresh
+        iterable of (label, record) pairs, is read twice and checked fully before anything is
+        written (like ``import_file``); any other iterable is read once and checked batch by batch,
+        so a bad record stops the import after the batches already written."""
+        if callable(records):
+            source, two_pass = records, True
+        elif isinstance(records, (list, tuple)):
+            rows = records
+            source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))), True
+        else:
+            iterator = iter(records)
+            source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(iterator, 1))), False
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        return (yield from self._import(source, options, two_pass))
+
+    def _checked(self, source: Lines, user_map: Mapping[str, str] | None, skip_unknown: bool,
+                 report: TransferReport | None) -> Iterator[dict]:
+        """The records of ``source`` checked and normalised; ValidationError names the bad one."""
+        header = None
+        for label, raw in source():
+            try:
+                if header is None:
+                    header = fmt.check_header(raw, skip_unknown)
+                    continue
+                record = fmt.check_record(raw, user_map)
+            except ValidationError as exc:
+                raise ValidationError(f"{label}: {exc}") from exc
+            if record is None:
+                if not skip_unknown:
+                    raise ValidationError(f"{label}: unknown record type {raw.get('type')!r}")
+                if report is not None:
+                    report.unknown += 1
+                continue
+            yield record
+        if header is None:
+            raise ValidationError("empty input: the first line must be the export header")
+
+    def _import(self, source: Lines, options: _Options, two_pass: bool) -> Op:
+        batch_size = v.limit(options.batch_size, 100_000, "batch_size")
+        user_map = {v.user_id(k): v.user_id(val) for k, val in (options.user_map or {}).items()}
+        skip_unknown = options.skip_unknown
+        if two_pass:
+            for _ in self._checked(source, user_map, skip_unknown, None):
+                pass
+        report, seen, batch = TransferReport(), {}, []
+        known = _ItemsBefore((yield db("max_item_id")))
+        for record in self._checked(source, user_map, skip_unknown, report):
+            key = fmt.occurrence_key(record)
+            if key is not None:  # the n-th identical row of the file is written if the store has fewer
+                seen[key] = record["occurrence"] = seen.get(key, 0) + 1
+            if record["type"] == "item" and record["occurrence"] <= (yield from known.count(record)):
+                report.records += 1
+                report.skipped["item"] = report.skipped.get("item", 0) + 1
+                continue
+            if record["type"] == "fact" and record["item"] == "derive":
+                record["item"] = self._fact_item(record)
+            batch.append(record)
+            if len(batch) >= batch_size:
+                yield from self._write(batch, report, options)
+                batch = []
+        if batch:
+            yield from self._write(batch, report, options)
+        log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
+        return report
+
+    def _fact_item(self, fact: dict) -> dict[str, Any]:
+        """The searchable item ``upsert_fact`` would have made for this fact."""
+        return {"user_id": fact["user_id"], "item_type": "fact", "theme": fact["category"], "title": None,
+                "content": fact_item_content(fact["key"], fact["value"]), "context": None, "tags": [],
+                "status": "active", "pinned": False, "source": fact["source"], "source_ref": None,
+                "person": fact["person"], "confidence": fact["confidence"], "observed_at": None,
+                "expires_at": fact["expires_at"], "created_at": fact["created_at"], "updated_at": fact["updated_at"],
+                "metadata": {"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}},
+                "embedding": None}
+
+    def _needs_embedding(self, item: dict) -> bool:
+        """True unless the item brings a vector of the store's own model (and size)."""
+        emb = item.get("embedding")
+        if self._model is None:
+            return False
+        if not emb or emb["vector"] is None or emb["model"] != self._model:
+            return True
+        dims = self._embedder.dimensions if self._embedder else None
+        if dims is not None and emb["vector"].size != dims:
+            emb["vector"] = None  # a vector the store cannot search with: embed again
+            return True
+        return False
+
+    def _write(self, batch: list[dict], report: TransferReport, options: _Options) -> Op:
+        for record in batch:  # drop vectors the store cannot use before they are written
+            item = record if record["type"] == "item" else record.get("item") if record["type"] == "fact" else None
+            if isinstance(item, dict):
+                item["_embed"] = self._needs_embedding(item)
+        outcomes = yield db("restore_records", batch, self._model, self._now())
+        rows = []
+        for record, outcome in zip(batch, outcomes):
+            kind = record["type"]
+            report.records += 1
+            counts = report.added if outcome is not False else report.skipped
+            counts[kind] = counts.get(kind, 0) + 1
+            item = record if kind == "item" else record.get("item") if kind == "fact" else None
+            if not isinstance(item, dict) or isinstance(outcome, bool):
+                continue
+            if options.id_map is not None and item.get("source_id") is not None:
+                options.id_map(record["user_id"], item["source_id"], outcome)
+            if item["_embed"]:
+                rows.append((outcome, record["user_id"], embedding_text(item["title"], item["content"], item["context"])))
+        if options.embed and self.embed_on_write and rows and self._embedder is not None and self._model is not None:
+            self._embedder.reset_backoff()  # an explicit import always tries the provider
+            for start in range(0, len(rows), EMBED_BATCH):
+                stored, failed = yield from self._embed_rows(rows[start:start + EMBED_BATCH])
+                report.embedded += stored
+                report.embed_failed += failed
