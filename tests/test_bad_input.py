@@ -233,3 +233,11 @@ def test_string_false_does_not_pin(seeded, dump):
     except ValidationError:
         return  # rejecting a non-boolean is the other correct outcome
     assert store.get(item_id, user_id=U).pinned is False
+
+
+def test_maintenance_for_an_unknown_user_is_a_no_op(seeded, dump):
+    store, _ = seeded
+    before = dump()
+    assert store.rebuild_embeddings(user_id="nobody").remaining == 0
+    assert store.backfill(user_id="nobody").embedded == 0
+    assert dump() == before
