@@ -154,14 +154,15 @@ def test_bad_queries(seeded, dump, query):
 
 @pytest.mark.parametrize("kwargs", [
     {"sort_by": "value"}, {"sort_by": "id; DROP TABLE facts"}, {"sort_order": "up"}, {"limit": 0},
-    {"limit": -1}, {"offset": -1}, {"offset": "1"}, {"category": "hobbies"},
+    {"limit": -1}, {"offset": -1}, {"offset": "1"}, {"offset": 2**63}, {"category": "hobbies"},
 ])
 def test_bad_fact_listing_options(seeded, dump, kwargs):
     store, _ = seeded
     unchanged_after(dump, lambda: store.get_all_facts(user_id=U, **kwargs), ValidationError)
 
 
-@pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 10_001}, {"offset": -1}, {"status": "gone"},
+@pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 10_001}, {"offset": -1}, {"offset": 2**63},
+                                    {"status": "gone"},
                                     {"types": ["diary"]}])
 def test_bad_item_listing_options(seeded, dump, kwargs):
     store, _ = seeded
