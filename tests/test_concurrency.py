@@ -11,6 +11,7 @@ import asyncio
 import multiprocessing
 import sqlite3
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -73,9 +74,11 @@ def test_sqlite_four_processes_of_2000_writes_with_concurrent_searches(tmp_path:
     start, done, results = ctx.Barrier(PROCESSES + 1), ctx.Event(), ctx.Queue()
     writers = [ctx.Process(target=_sqlite_writer, args=(url, w, WRITES, start, results)) for w in range(PROCESSES)]
     searcher = ctx.Process(target=_sqlite_searcher, args=(url, start, done, results))
+    started = time.monotonic()
     for p in (*writers, searcher):
         p.start()
     reports = [results.get(timeout=300) for _ in writers]
+    elapsed = time.monotonic() - started
     done.set()
     searcher_report = results.get(timeout=60)
     for p in (*writers, searcher):
@@ -85,6 +88,8 @@ def test_sqlite_four_processes_of_2000_writes_with_concurrent_searches(tmp_path:
     assert not [e for e in errors if "locked" in e or "busy" in e], errors[:5]
     assert errors == []
     assert searcher_report[2] > 0  # the searches really ran beside the writers
+    print(f"sqlite: {PROCESSES} x {WRITES} writes (+ process start-up) in {elapsed:.1f}s, "
+          f"{searcher_report[2]} search+list rounds beside them")
     with MemoryStore.open(url, embeddings="hashing") as store:
         stored = {i.content for u in USERS for i in store.list_items(user_id=u, limit=10_000)}
         assert stored == {_content(w, n) for w in range(PROCESSES) for n in range(WRITES)}
