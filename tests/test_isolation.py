@@ -47,11 +47,11 @@ def _distinct(pair: tuple[str, str]) -> bool:
 class World:
     """B's seeded memory, what A may target, and the checks every result must pass."""
 
-    def __init__(self, store, a: str, b: str) -> None:
+    def __init__(self, store, a: str, b: str, b_texts: list[str]) -> None:
         self.store, self.a, self.b = store, a.strip(), b.strip()
         self.marker = "zq" + uuid.uuid4().hex[:10]  # only ever in B's content and values
-        self.b_ids = [store.add(user_id=b, content=f"{self.marker} coffee in berlin {n}", theme="work",
-                                tags=["secret"]) for n in range(3)]
+        self.b_ids = [store.add(user_id=b, content=f"{self.marker} {text} {n}", theme="work", tags=["secret"])
+                      for n, text in enumerate(b_texts)]
         self.b_keys = ["home_city", "drink"]
         for key in self.b_keys:
             store.upsert_fact(user_id=b, category="profile", key=key, value=f"{self.marker} value")
@@ -195,7 +195,7 @@ OPS = [op_search, op_search_marker, op_list, op_facts, op_get_fact, op_item_by_i
                                                                   HealthCheck.too_slow])
 @given(users=st.tuples(USER_IDS, USER_IDS).filter(_distinct), data=st.data())
 def test_operations_as_one_user_never_read_or_change_another(store, backend_name, db_url, tmp_path, users, data):
-    world = World(store, *users)
+    world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
     before = user_rows(backend_name, db_url, tmp_path, world.b)
     assert before["items"] and before["facts"] and before["messages"]
     for op in data.draw(st.lists(st.sampled_from(OPS), min_size=3, max_size=8)):
