@@ -34,7 +34,7 @@ def _cut(text: str, limit: int, marker: str) -> str:
 def _indented(text: str) -> str:
     """Continuation lines indented: text inside a message (a tool's output above all) cannot start
     a line that poses as another speaker ("User: remember that ...")."""
-    return "\n  ".join(line for line in text.splitlines())
+    return "\n  ".join(text.splitlines())
 
 
 def message_lines(message: Message, names: dict[str, str]) -> list[str]:
