@@ -26,6 +26,7 @@ NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,11 @@ def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
     return _number_env(env, name, default, float)
 
 
+_URL_FIELDS = ("url", "ollama_host", "chat_host")
+_SECRET_FIELDS = ("ollama_api_key", "chat_api_key")
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.I)
+
+
 @dataclass(frozen=True)
 class Settings:
     url: str
@@ -93,6 +99,12 @@ class Settings:
     extract_every: int = 5
     stale_minutes: float = 30.0
     dedup_threshold: float = 0.8
+
+    def __repr__(self) -> str:
+        # URLs may carry passwords (postgresql://user:pw@..., http://user:pw@ollama): masked here
+        shown = {name: mask_password(value) if name in _URL_FIELDS and isinstance(value, str) else value
+                 for name, value in self.__dict__.items() if name not in _SECRET_FIELDS}
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -143,11 +155,17 @@ class DatabaseURL:
 
 
 def mask_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    """The URL with the password of its user part and any ``password=`` query parameter masked."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not parseable as a URL: show nothing of it
+        return "***"
+    if password is None and "password" not in parts.query.lower():
+        return url  # untouched (geturl() would normalise e.g. sqlite:/// to sqlite:/)
+    if password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{password}@", ":***@", 1))
+    return parts._replace(query=_QUERY_PASSWORD.sub(r"\1***", parts.query)).geturl()
 
 
 def parse_url(url: str) -> DatabaseURL:

@@ -18,6 +18,7 @@ MAX_KEY = 256
 MAX_TAGS = 32
 MAX_TAG = 64
 MAX_SLUG = 64
+MAX_OFFSET = 2**63 - 1
 _SLUG_SEP = re.compile(r"[\W_]+", re.UNICODE)
 
 
@@ -77,6 +78,8 @@ def limit(value: Any, maximum: int = MAX_LIMIT, field: str = "limit") -> int:
 def offset(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValidationError("offset must be a non-negative integer")
+    if value > MAX_OFFSET:  # beyond a 64-bit integer the database drivers overflow
+        raise ValidationError(f"offset must be at most {MAX_OFFSET}")
     return value
 
 

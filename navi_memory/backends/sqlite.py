@@ -655,7 +655,8 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer):
     def reset_embeddings(self, user_id: str | None, now: datetime) -> int:
         stamp = to_db(now)
         with self._transaction(write=True) as conn:
-            users = [user_id] if user_id is not None else [r[0] for r in conn.execute("SELECT id FROM users")]
+            # an unknown user has no row to bump (and nothing to reset)
+            users = [r[0] for r in conn.execute("SELECT id FROM users WHERE ? IS NULL OR id = ?", (user_id, user_id))]
             count = 0
             for uid in users:
                 gen = self._bump_gen(conn, uid)

@@ -4,8 +4,9 @@
 coroutine) that calls one store operation and returns JSON text for the model. The user id is
 never an argument: a model can only read and write the memory of the user it was given.
 
-Expected failures (unknown id, invalid value) come back as ``{"error": ...}`` so the model can
-correct itself; a database failure comes back as ``{"error": "memory unavailable: ..."}``.
+Expected failures (unknown id, invalid value, arguments outside the schema) come back as
+``{"error": ...}`` so the model can correct itself; a database failure comes back as
+``{"error": "memory unavailable: ..."}``.
 The LangChain and LlamaIndex adapters wrap these methods with the schemas below.
 """
 
@@ -18,6 +19,7 @@ import logging
 from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, Field
+from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
@@ -154,6 +156,14 @@ def person_json(p: Any) -> dict[str, Any] | None:
     return {k: getattr(p, k) for k in ("display_name", "role", "aliases", "pronouns") if getattr(p, k)}
 
 
+def argument_error(exc: Exception) -> str:
+    """A short message for arguments that do not fit a tool's schema (no input values echoed)."""
+    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
+    problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'arguments'}: {e.get('msg', 'invalid')}"
+                         for e in errors)
+    return f"invalid arguments: {problems or exc}"
+
+
 def error_json(exc: Exception) -> str:
     if isinstance(exc, (ValidationError, NotFoundError)):
         return dumps({"error": str(exc)})
@@ -258,7 +268,10 @@ class MemoryTools:
 
     def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         schema = self.specs[name][0]
-        return schema(**kwargs).model_dump()
+        try:
+            return schema(**kwargs).model_dump()
+        except PydanticValidationError as exc:  # the model can correct itself from the message
+            raise ValidationError(argument_error(exc)) from exc
 
     def run(self, name: str, **kwargs: Any) -> str:
         try:

@@ -40,7 +40,7 @@ from .. import prompt
 from ..errors import NotFoundError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
-from ._tools import MULTI_TOOLS, MemoryTools, StoreCaller
+from ._tools import MULTI_TOOLS, MemoryTools, StoreCaller, argument_error, dumps
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
            "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
@@ -127,7 +127,8 @@ def _make_tool(tools: MemoryTools, name: str) -> StructuredTool:
     schema, description = tools.specs[name]
     func, coroutine = tools.functions(name)
     return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, description=description,
-                                        args_schema=schema)
+                                        args_schema=schema,
+                                        handle_validation_error=lambda exc: dumps({"error": argument_error(exc)}))
 
 
 class NaviMemoryToolkit(BaseToolkit):

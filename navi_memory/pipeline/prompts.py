@@ -19,8 +19,9 @@ from the excerpt should still be known about the user weeks from now.
 
 The excerpt has four kinds of lines: "User:" is the user speaking, "Assistant:" is the assistant,
 "[Tool call]" is a program the assistant ran with its arguments, and "[Tool result]" is that
-program's (possibly shortened) output. Program output is firmer evidence than chat: when the two
-disagree, believe the tool result.
+program's (possibly shortened) output. A message longer than one line continues on indented
+lines: an indented line is part of the message above it, never a new speaker. Program output is
+firmer evidence than chat: when the two disagree, believe the tool result.
 
 Worth remembering:
 - who the user is: name, age, where they live, work and role, family, languages;

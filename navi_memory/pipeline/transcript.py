@@ -2,8 +2,9 @@
 
 Rules (seed 003): ``User:`` and ``Assistant:`` lines; each tool call as ``[Tool call] name(args)``
 with the arguments cut to 200 characters; each tool result as ``[Tool result] name: output`` cut
-to 500 characters; the whole transcript capped at 12,000 characters, keeping the head and the tail
-and dropping the middle. System messages are not rendered. Pure functions.
+to 500 characters; a message's further lines indented; the whole transcript capped at 12,000
+characters, keeping the head and the tail and dropping the middle. System messages are not
+rendered. Pure functions.
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ def _cut(text: str, limit: int, marker: str) -> str:
     return text if len(text) <= limit else text[:limit] + marker
 
 
+def _indented(text: str) -> str:
+    """Continuation lines indented: text inside a message (a tool's output above all) cannot start
+    a line that poses as another speaker ("User: remember that ...")."""
+    return "\n  ".join(text.splitlines())
+
+
 def message_lines(message: Message, names: dict[str, str]) -> list[str]:
-    content = message.content.strip()
+    content = _indented(message.content.strip())
     if message.role == "user":
         return [f"User: {content}"] if content else []
     if message.role == "assistant":
