@@ -9,6 +9,7 @@ import pytest
 
 from navi_memory.bench import latency
 from navi_memory.bench.data import Corpus, Dataset, Vectors
+from navi_memory.errors import ConfigurationError
 
 TINY = ["--n", "400", "--queries", "6", "--warmup", "2", "--dim", "16", "--batch", "150"]
 
@@ -33,6 +34,28 @@ def test_sqlite_benchmark_with_both_layouts(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
+def test_peers_answer_the_same_queries_in_the_same_run():
+    pytest.importorskip("bm25s")
+    pytest.importorskip("langgraph")
+    report = latency.main([*TINY, "--layout", "one,spread", "--users", "3", "--recall-queries", "4",
+                           "--peers", "bm25,langgraph"])
+    for result in report["results"]:
+        assert list(result["peers"]) == ["bm25", "langgraph"]
+        assert result["peers"]["langgraph"]["recall_at_10"] == 1.0  # exact search over the same vectors
+        for name, peer in result["peers"].items():
+            assert peer["search_ms"]["p95"] > 0 and peer["ingest_items_per_s"] > 0
+            ratio = result["ratios"][name]["search"]["p50"]
+            assert ratio == pytest.approx(peer["search_ms"]["p50"] / result["search_ms"]["p50"], abs=1e-3)
+
+
+def test_langgraph_peer_is_skipped_above_its_limit_and_langchain_needs_postgres():
+    report = latency.main([*TINY, "--peers", "langgraph", "--langgraph-max-n", "100"])
+    assert "skipped" in report["results"][0]["peers"]["langgraph"]
+    assert "langgraph" not in report["results"][0]["ratios"]
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        latency.main([*TINY, "--peers", "langchain"])
+
+
 @pytest.mark.postgres
 def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server):
     peers = ["--peers", "langchain"] if importlib.util.find_spec("langchain_postgres") else []
@@ -49,4 +72,6 @@ def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server
     assert result["maintained_ingest_items_per_s"] > 0
     assert all("Execution Time" in result["plans"][name] for name in ("lexical", "semantic"))
     if peers:
-        assert 0 <= result["langchain"]["recall_at_10"] <= 1 and result["langchain"]["search_ms"]["p50"] > 0
+        langchain = result["peers"]["langchain"]
+        assert 0 <= langchain["recall_at_10"] <= 1 and langchain["search_ms"]["p50"] > 0
+        assert set(result["ratios"]["langchain"]) == {"search", "lexical_search"}
