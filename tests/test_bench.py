@@ -75,3 +75,50 @@ def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server
         langchain = result["peers"]["langchain"]
         assert 0 <= langchain["recall_at_10"] <= 1 and langchain["search_ms"]["p50"] > 0
         assert set(result["ratios"]["langchain"]) == {"search", "lexical_search"}
+
+
+def _locomo_sample() -> dict:
+    turns = [("Ann", "I adopted a puppy named Biscuit last week."), ("Bob", "Lovely! I started pottery classes."),
+             ("Ann", "Biscuit chewed my running shoes."), ("Bob", "My pottery teacher lives in Lisbon.")]
+    return {"sample_id": "conv-t", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": who, "dia_id": f"D1:{i + 1}", "text": text} for i, (who, text) in enumerate(turns)]},
+        "qa": [{"question": "What is the name of Ann's puppy?", "answer": "Biscuit", "evidence": ["D1:1"],
+                "category": 4},
+               {"question": "Where does Bob's pottery teacher live?", "answer": "Lisbon", "evidence": ["D1:4"],
+                "category": 4},
+               {"question": "unanswerable", "answer": "", "evidence": ["D1:2"], "category": 5}]}
+
+
+def _locomo(tmp_path, *extra: str) -> dict:
+    import argparse
+    import json
+
+    from navi_memory.bench import locomo
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_locomo_sample()]), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    locomo.add_arguments(parser)
+    return locomo.run(parser.parse_args(["--data", str(data), "--embeddings", "hashing", *extra]))
+
+
+def test_locomo_peers_rank_the_same_turns_and_questions(tmp_path):
+    pytest.importorskip("bm25s")
+    report = _locomo(tmp_path, "--peers", "bm25,dense", "--json", str(tmp_path / "out.json"))
+    assert report["questions"] == 2 and list(report["peers"]) == ["bm25", "dense"]
+    for peer in report["peers"].values():
+        assert peer["questions"] == 2 and set(peer["recall"]) == {"1", "5", "10", "20"}
+    assert report["peers"]["bm25"]["recall"]["1"] == 1.0  # both questions share rare words with their turn
+    assert report["peers"]["dense"]["recall"]["20"] == 1.0  # all four turns come back
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        _locomo(tmp_path, "--peers", "langchain")
+
+
+@pytest.mark.postgres
+def test_locomo_langchain_peer(tmp_path, postgres_server):
+    pytest.importorskip("langchain_postgres")
+    report = _locomo(tmp_path, "--peers", "langchain", "--postgres", postgres_server.url)
+    langchain = report["peers"]["langchain"]
+    assert langchain["questions"] == 2 and langchain["recall"]["20"] == 1.0
+    assert langchain["backend"].startswith("langchain-postgres")

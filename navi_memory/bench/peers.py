@@ -44,13 +44,14 @@ CANDIDATES = 50
 LIMIT = 10
 
 
-def _sqlalchemy_url(url: str) -> str:
+def sqlalchemy_url(url: str) -> str:
     return "postgresql+psycopg://" + url.split("://", 1)[1]
 
 
 def check(names: list[str], postgres: bool) -> None:
     if "langchain" in names and not postgres:
-        raise ConfigurationError("the langchain peer runs on PostgreSQL: add --postgres pgserver or --db postgresql://...")
+        raise ConfigurationError("the langchain peer runs on PostgreSQL:"
+                                 " add --postgres pgserver or --db postgresql://...")
 
 
 def run_local(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
@@ -141,7 +142,8 @@ def langgraph(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     indexes = list(range(1, min(args.recall_queries, len(data.queries) - 1) + 1))
     truth = data.exact_top(np.arange(data.n), indexes)
     hits = sum(len(want & set(answers[i - 1])) for i, want in zip(indexes, truth))
-    return {"backend": "langgraph InMemoryStore " + version("langgraph"), "ingest_items_per_s": round(data.n / seconds, 1),
+    return {"backend": "langgraph InMemoryStore " + version("langgraph"),
+            "ingest_items_per_s": round(data.n / seconds, 1),
             "ingest_load": ingest_load, "search_ms": stats, "compare_with": "search_ms",
             "recall_at_10": round(hits / (LIMIT * len(indexes)), 4)}
 
@@ -154,7 +156,8 @@ def ratios(result: dict[str, Any]) -> dict[str, Any]:
             continue
         row = {}
         for ours in ("search_ms", "lexical_search_ms"):
-            row[ours.removesuffix("_ms")] = {p: round(peer["search_ms"][p] / result[ours][p], 3) for p in ("p50", "p95")}
+            row[ours.removesuffix("_ms")] = {p: round(peer["search_ms"][p] / result[ours][p], 3)
+                                             for p in ("p50", "p95")}
         out[name] = row
     return out
 
@@ -177,31 +180,44 @@ def format_ratios(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
-    """Load, index and time langchain-postgres PGVectorStore hybrid search on the same data."""
-    import psycopg
+def vectors_only() -> Any:
+    """A LangChain ``Embeddings`` that refuses to embed: the benchmarks pass every vector themselves."""
     from langchain_core.embeddings import Embeddings
-    from langchain_postgres import Column, PGEngine, PGVectorStore
-    from langchain_postgres.v2.hybrid_search_config import HybridSearchConfig, weighted_sum_ranking
-    from langchain_postgres.v2.indexes import HNSWIndex, HNSWQueryOptions
-    from psycopg import sql
 
-    from ..backends.postgres import PostgresQueries
-    from .latency import load, time_queries
-
-    class VectorsOnly(Embeddings):  # every call passes its vector: nothing is embedded
+    class VectorsOnly(Embeddings):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
             raise RuntimeError("the benchmark passes vectors")
 
         def embed_query(self, text: str) -> list[float]:
             raise RuntimeError("the benchmark passes vectors")
 
+    return VectorsOnly()
+
+
+def hybrid_config(query: str, candidates: int, fusion: Any) -> Any:
+    """langchain-postgres hybrid search: ``candidates`` from its dense and full-text queries, fused by ``fusion``."""
+    from langchain_postgres.v2.hybrid_search_config import HybridSearchConfig
+
+    return HybridSearchConfig(tsv_column="content_tsv", fts_query=query, primary_top_k=candidates,
+                              secondary_top_k=candidates, fusion_function=fusion)
+
+
+def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
+    """Load, index and time langchain-postgres PGVectorStore hybrid search on the same data."""
+    import psycopg
+    from langchain_postgres import Column, PGEngine, PGVectorStore
+    from langchain_postgres.v2.hybrid_search_config import weighted_sum_ranking
+    from langchain_postgres.v2.indexes import HNSWIndex, HNSWQueryOptions
+    from psycopg import sql
+
+    from ..backends.postgres import PostgresQueries
+    from .latency import load, time_queries
+
     def config(query: str = "") -> Any:
-        return HybridSearchConfig(tsv_column="content_tsv", fts_query=query, primary_top_k=CANDIDATES,
-                                  secondary_top_k=CANDIDATES, fusion_function=weighted_sum_ranking)
+        return hybrid_config(query, CANDIDATES, weighted_sum_ranking)
 
     ef_search, (m, efc) = PostgresQueries.ef_search, args.hnsw[0]
-    engine = PGEngine.from_connection_string(_sqlalchemy_url(url))
+    engine = PGEngine.from_connection_string(sqlalchemy_url(url))
     out: dict[str, Any] = {"backend": "langchain-postgres " + version("langchain-postgres"), "ef_search": ef_search,
                            "compare_with": "search_ms"}
     try:
@@ -209,7 +225,7 @@ def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace
             engine.init_vectorstore_table(name, args.dim, metadata_columns=[Column("user_id", "TEXT", nullable=False)],
                                           id_column=Column("langchain_id", "BIGINT", nullable=False),
                                           hybrid_search_config=config(), overwrite_existing=True)
-            return PGVectorStore.create_sync(engine, VectorsOnly(), name, metadata_columns=["user_id"],
+            return PGVectorStore.create_sync(engine, vectors_only(), name, metadata_columns=["user_id"],
                                              id_column="langchain_id", hybrid_search_config=config(),
                                              index_query_options=HNSWQueryOptions(ef_search=ef_search))
 

@@ -25,7 +25,6 @@ from ..backends.base import Filters
 from ..config import Settings, parse_url
 from ..errors import ConfigurationError
 from ..models import utcnow
-from ..progress import Progress
 from ..store import MemoryStore
 from .data import Dataset
 
