@@ -122,3 +122,18 @@ def test_locomo_langchain_peer(tmp_path, postgres_server):
     langchain = report["peers"]["langchain"]
     assert langchain["questions"] == 2 and langchain["recall"]["20"] == 1.0
     assert langchain["backend"].startswith("langchain-postgres")
+
+
+def test_plots_draw_both_figures_from_the_reports(tmp_path):
+    pytest.importorskip("matplotlib")
+    import importlib.util as util
+    from pathlib import Path
+
+    spec = util.spec_from_file_location("bench_plots", Path(__file__).parent.parent / "benchmarks" / "plots.py")
+    plots = util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    latency.main([*TINY, "--n", "300,600", "--peers", "bm25", "--json", str(tmp_path / "lat.json")])
+    _locomo(tmp_path, "--peers", "bm25", "--json", str(tmp_path / "loc.json"))
+    plots.latency([tmp_path / "lat.json"], tmp_path / "lat.png")
+    plots.locomo(tmp_path / "loc.json", tmp_path / "loc.png")
+    assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in ("lat.png", "loc.png"))
