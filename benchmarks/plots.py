@@ -48,10 +48,8 @@ def locomo(report_path: Path, out: Path) -> None:
     ks = [int(k) for k in KS]
     for name, part in methods:
         values = [part["recall"][k] for k in KS]
-        ax.plot(ks, values, marker="o", color=COLOURS[name], label=NAMES[name], linewidth=2.2 if name == "navi-memory"
-                else 1.5)
-        ax.annotate(f"{values[2]:.3f}", (10, values[2]), textcoords="offset points", xytext=(4, -10), fontsize=8,
-                    color=COLOURS[name])
+        ax.plot(ks, values, marker="o", color=COLOURS[name], linewidth=2.2 if name == "navi-memory" else 1.5,
+                label=f"{NAMES[name]}: R@5 {values[1]:.3f}, R@10 {values[2]:.3f}")
     ax.set_xticks(ks)
     ax.set_xlabel("k")
     ax.set_ylabel("recall@k")
