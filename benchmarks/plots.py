@@ -109,7 +109,7 @@ def latency(paths: list[Path], out: Path) -> None:
                     label=f"{label} p95")
         loads = [s["load"] for curve in curves.values() for _, s in curve]
         ax.set_title(f"run on {report['results'][0]['backend']}, layout {', '.join(layouts)},"
-                     f" {report['date'][:16].replace('T', ' ')} UTC\n"
+                     f" {report['vectors']} vectors, {report['date'][:16].replace('T', ' ')} UTC\n"
                      f"1-min load during the searches {min(loads):.1f}–{max(loads):.1f} (2 cores)", fontsize=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
