@@ -69,20 +69,13 @@ def _dia_ids(items: list[dict[str, Any]]) -> list[str]:
 
 
 def _bm25(turns: dict[str, list[dict[str, Any]]]) -> Callable[[str, str], list[str]]:
-    import bm25s
+    from .peers import bm25_index, bm25_tokens
 
-    def tokens(texts: list[str]) -> list[list[str]]:
-        return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
-
-    indexes = {}
-    for user, items in turns.items():
-        retriever = bm25s.BM25()
-        retriever.index(tokens([i["content"] for i in items]), show_progress=False)
-        indexes[user] = (retriever, _dia_ids(items))
+    indexes = {user: (bm25_index([i["content"] for i in items]), _dia_ids(items)) for user, items in turns.items()}
 
     def search(user: str, question: str) -> list[str]:
         retriever, ids = indexes[user]
-        docs, scores = retriever.retrieve(tokens([question]), k=min(max(KS), len(ids)), show_progress=False)
+        docs, scores = retriever.retrieve(bm25_tokens([question]), k=min(max(KS), len(ids)), show_progress=False)
         return [ids[d] for d, s in zip(docs[0], scores[0]) if s > 0]  # zero: no query word in the turn
 
     return search
