@@ -323,7 +323,7 @@ class TransferOperations(MemoryOperations):
             if record["type"] == "fact" and record["item"] == "derive":
                 record["item"] = self._fact_item(record)
             if record["type"] == "promotion":
-                if any(r["type"] != "promotion" for r in batch):  # its item needs its new id first
+                if batch and batch[-1]["type"] != "promotion":  # its item needs its new id first
                     yield from self._write(batch, report, options, ids, None if two_pass else links)
                     batch = []
                 record["item_id"] = yield from self._item_id(ids, record)
