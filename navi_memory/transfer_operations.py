@@ -306,7 +306,7 @@ class TransferOperations(MemoryOperations):
                 pass
             yield from self._check_households(links.take_households())
         report, seen, batch, ids = TransferReport(), {}, [], {}
-        links = FileLinks()  # one pass: households are checked batch by batch
+        links = FileLinks()  # the writing pass; a single pass also checks households batch by batch
         known = _ItemsBefore((yield db("max_item_id")))
         for record in self._checked(source, user_map, skip_unknown, report, links):
             key = fmt.occurrence_key(record)
