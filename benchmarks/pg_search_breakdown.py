@@ -7,12 +7,16 @@ p95 and the p50 / p95 of each backend call it made (lexical_candidates includes 
 lookup), plus the mean top-10 overlap with the first option set's results.
 
     python benchmarks/pg_search_breakdown.py 200000 '{}' '{"lexical_row_budget": 0}'
+
+With ``NAVI_BREAKDOWN_PGDATA=DIR`` the server's data stays in DIR and a later run with the same N
+skips the load and the index build (to measure again when the machine is quiet).
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 import tempfile
 import time
@@ -69,17 +73,24 @@ def main(n: int, option_sets: list[dict]) -> list[dict]:
     from navi_memory.bench.data import Corpus, Dataset, Vectors
     from navi_memory.config import parse_url
 
-    server = pgserver.get_server(tempfile.mkdtemp(prefix="navi-breakdown-"), cleanup_mode="delete")
+    keep = os.environ.get("NAVI_BREAKDOWN_PGDATA")
+    server = pgserver.get_server(keep or tempfile.mkdtemp(prefix="navi-breakdown-"),
+                                 cleanup_mode=None if keep else "delete")
     url = server.get_uri()
     data = Dataset.create(Corpus(42), n, "one", 1, Vectors("lowrank", 384, 42), 221, 42)
     loader = open_backend(parse_url(url), defer_vector_index=True)
     loader.migrate()
     model = "bench-384"
-    latency.ingest(MemoryStore(loader, None, settings=Settings(url=url, embeddings="none"), embedding_model=model),
-                   data, 1000, f"n={n} ingest")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-    loader.build_vector_index(model, 384, 16, 64, "2GB")
+    with psycopg.connect(url) as conn:
+        loaded = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+    if loaded not in (0, n):
+        raise SystemExit(f"{keep} holds {loaded} items, not {n}")
+    if not loaded:
+        latency.ingest(MemoryStore(loader, None, settings=Settings(url=url, embeddings="none"),
+                                   embedding_model=model), data, 1000, f"n={n} ingest")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+        loader.build_vector_index(model, 384, 16, 64, "2GB")
     loader.close()
     reports, baseline = [], None
     for options in option_sets:
@@ -89,10 +100,11 @@ def main(n: int, option_sets: list[dict]) -> list[dict]:
             baseline = tops
         overlap = [len(set(a) & set(b)) / max(1, len(a)) for a, b in zip(baseline, tops)]
         report.update(options=options, n=n, top10_overlap_with_first=round(float(np.mean(overlap)), 3),
-                      load=round(__import__("os").getloadavg()[0], 2))
+                      load=round(os.getloadavg()[0], 2))
         print(json.dumps(report), flush=True)
         reports.append(report)
-    server.cleanup()
+    if not keep:
+        server.cleanup()
     return reports
 
 

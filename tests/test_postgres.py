@@ -222,6 +222,7 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
     rows = [{"user_id": U, "content": f"note {n} written today"} for n in range(400)]
     rows += [{"user_id": U, "content": "quinoa salad recipe"}, {"user_id": U, "content": "quinoa bowl"},
              {"user_id": U, "content": "quinoa today with friends"}, {"user_id": "bob", "content": "nothing"}]
+    rows += [{"user_id": U, "content": f"reminder {n} for later"} for n in range(100)]
     with MemoryStore.open(pg_url, embeddings=False, backend_options={"lexical_row_budget": 50}) as store:
         store.add_many(rows)
         with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -238,6 +239,9 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
         both = backend.lexical_candidates(filters, ["today", "note"], 10)
         assert len(both) == 10
         assert all("today" in store.get(i, user_id=U).content for i, _ in both)
+        # No row has all the common words: the rarest of them ("later", 100 rows) selects alone.
+        lonely = backend.lexical_candidates(filters, ["today", "later"], 10)
+        assert len(lonely) == 10 and all("later" in store.get(i, user_id=U).content for i, _ in lonely)
         # Without statistics for the user (bob is not among the most common values) nothing is pruned.
         assert [store.get(i, user_id="bob").content for i, _ in
                 backend.lexical_candidates(Filters(user_id="bob", now=utcnow()), ["nothing", "today"], 10)] == ["nothing"]

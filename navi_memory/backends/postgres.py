@@ -453,9 +453,12 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
         if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
             estimates = yield Q(*q.term_row_estimates(filters.user_id, terms))
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
-                match, match_all = select_matching_terms(
-                    terms, {r["term"]: float(r["rows"]) for r in estimates}, self.lexical_row_budget)
+                rows_of = {r["term"]: float(r["rows"]) for r in estimates}
+                match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
         rows = yield Q(*q.lexical_candidates(filters, terms, k, match, match_all))
+        if not rows and match_all:  # no row has all the common words: the rarest one alone selects
+            rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
+            rows = yield Q(*q.lexical_candidates(filters, terms, k, [rarest]))
         return [(r["id"], float(r["score"])) for r in rows]
 
     @operation
