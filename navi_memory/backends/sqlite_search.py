@@ -1,0 +1,151 @@
+"""SQLite retrieval candidates: FTS5 (bm25), LIKE substrings, conversation neighbours, persons
+named in a query, and cosine over the per-user in-memory vector index.
+
+A mixin of ``SQLiteBackend`` (its ``_transaction`` and ``vectors`` cache); reads only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..retrieval.query import fts5_or_expression, like_pattern
+from ..timeutil import to_db
+from ..vectors import VectorIndex, from_blob, top_k_order
+from .base import Filters
+
+
+def filter_sql(f: Filters) -> tuple[str, list[Any]]:
+    """The WHERE conditions on items ``i`` for a filter set, with their parameters."""
+    clauses, params = ["1=1"], []
+    if f.user_id is not None:
+        clauses.append("i.user_id = ?")
+        params.append(f.user_id)
+    if f.status != "any":
+        clauses.append("i.status = ?")
+        params.append(f.status)
+    if f.theme is not None:
+        clauses.append("i.theme = ?")
+        params.append(f.theme)
+    if f.types:
+        clauses.append(f"i.type IN ({', '.join('?' * len(f.types))})")
+        params.extend(f.types)
+    if f.since is not None:
+        clauses.append("i.created_at >= ?")
+        params.append(to_db(f.since))
+    if f.person is not None:
+        clauses.append("i.person = ?")
+        params.append(f.person)
+    if not f.include_expired:
+        clauses.append("(i.expires_at IS NULL OR i.expires_at > ?)")
+        params.append(to_db(f.now))
+    return " AND ".join(clauses), params
+
+
+class SQLiteSearch:
+    """Candidate queries of hybrid search (mixed into ``SQLiteBackend``)."""
+
+    _transaction: Any
+    vectors: Any
+
+    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        expression = fts5_or_expression(list(terms))
+        if not expression:
+            return []
+        where, params = filter_sql(filters)
+        # Rank inside FTS5 first and join items only for the best matches; when the filters reject
+        # too many of those, rank them all (as before), so the result does not change.
+        sql = ("SELECT i.id, f.rank FROM (SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts"
+               " WHERE items_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN items i ON i.id = f.rowid"
+               f" WHERE {where} ORDER BY f.rank LIMIT ?")
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [expression, max(4 * k, 200), *params, k]).fetchall()
+            if len(rows) < k:
+                rows = conn.execute(sql, [expression, -1, *params, k]).fetchall()
+        return [(r[0], -float(r[1])) for r in rows]
+
+    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        where, params = filter_sql(filters)
+        hits = " + ".join("(i.content LIKE ? ESCAPE '\\' OR coalesce(i.title, '') LIKE ? ESCAPE '\\')" for _ in terms)
+        hit_params = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
+        sql = (f"SELECT id, hits FROM (SELECT i.id, i.created_at, ({hits}) AS hits FROM items i WHERE {where})"
+               " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT ?")
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [*hit_params, *params, k]).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def neighbours(self, filters: Filters, ids: Sequence[int]) -> dict[int, list[int]]:
+        """For each id, the items stored right before and after it in the same conversation session
+        (same user and ``source_ref.session_id``) that pass the filters."""
+        where, params = filter_sql(filters)
+        out: dict[int, list[int]] = {}
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT c.id, i.id FROM items c NOT INDEXED JOIN items i NOT INDEXED ON i.id IN (c.id - 1, c.id + 1)"
+                " WHERE c.id IN (SELECT value FROM json_each(?)) AND i.user_id = c.user_id"
+                " AND json_extract(c.source_ref, '$.session_id') IS NOT NULL"
+                " AND json_extract(i.source_ref, '$.session_id') = json_extract(c.source_ref, '$.session_id')"
+                f" AND {where}", [json.dumps([int(i) for i in ids]), *params]).fetchall()
+        for centre, neighbour in rows:
+            out.setdefault(centre, []).append(neighbour)
+        return out
+
+    def persons_named(self, user_id: str, names: Sequence[str]) -> list[str]:
+        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
+        in the household by display name, first name or alias."""
+        if not names:
+            return []
+        wanted = json.dumps(list(names))
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
+                " AND lower(person) IN (SELECT value FROM json_each(?))"
+                " UNION SELECT display_name FROM persons p WHERE p.user_id = ? AND (lower(p.display_name) IN"
+                " (SELECT value FROM json_each(?)) OR substr(lower(p.display_name), 1,"
+                " instr(lower(p.display_name) || ' ', ' ') - 1) IN (SELECT value FROM json_each(?))"
+                " OR EXISTS (SELECT 1 FROM json_each(p.aliases) a WHERE lower(a.value) IN"
+                " (SELECT value FROM json_each(?))))",
+                (user_id, wanted, user_id, wanted, wanted, wanted)).fetchall()
+        return [r[0] for r in rows]
+
+    def _index(self, conn: sqlite3.Connection, filters: Filters, model: str, dimensions: int) -> VectorIndex | None:
+        if filters.user_id is not None:
+            return self.vectors.index_for(conn, filters.user_id, model, dimensions)
+        rows = conn.execute("SELECT item_id, vector FROM embeddings WHERE model = ? AND state = 'ready'"
+                            " AND dimensions = ? AND vector IS NOT NULL", (model, dimensions)).fetchall()
+        if not rows:
+            return None
+        index = VectorIndex(dimensions, capacity=len(rows))
+        index.upsert_many([r[0] for r in rows], np.vstack([from_blob(r[1]) for r in rows]))
+        return index
+
+    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        where, params = filter_sql(filters)
+        with self._transaction(write=False) as conn:
+            index = self._index(conn, filters, model, int(query.size))
+            if index is None or len(index) == 0:
+                return []
+            ids, sims = index.ranked(query)
+            wanted, out = max(4 * k, 256), []
+            while True:
+                order = top_k_order(sims, wanted)
+                chunk = [int(ids[j]) for j in order]
+                allowed = {r[0] for r in conn.execute(
+                    f"SELECT i.id FROM items i NOT INDEXED WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
+                    [json.dumps(chunk), *params])}
+                out = [(int(ids[j]), float(sims[j])) for j in order if int(ids[j]) in allowed][:k]
+                if len(out) >= k or len(order) < wanted:
+                    return out
+                wanted *= 8
+
+    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        with self._transaction(write=False) as conn:
+            index = self._index(conn, filters, model, int(query.size))
+        if index is None:
+            return {}
+        return index.scores(query, ids)
