@@ -19,7 +19,7 @@ from navi_memory import NaviMemoryError, NotFoundError, ValidationError
 from navi_memory.integrations._tools import TOOLS, MemoryTools
 from navi_memory.models import FACT_CATEGORIES
 
-from .isolation_support import leaks, user_rows
+from .isolation_support import B_PERSONS, HttpClients, http_requests, leaks, seed_promoted, user_rows
 
 TRICKY_IDS = ["alice", "Alice", "ALICE", "alice2", "a%", "a_ice", "%", "_", "*", "' OR '1'='1", "a\\", "ålice",
               "alice\u0301", "bob; DROP TABLE items;--", "42", "用户"]
@@ -61,7 +61,13 @@ class World:
                                         {"role": "assistant", "content": "Noted."}], user_id=b, triggers=False)
         self.a_ids = [store.add(user_id=a, content=f"A's note about coffee {n}") for n in range(2)]
         store.upsert_fact(user_id=a, category="profile", key="home_city", value="Lisbon")
+        store.set_household_mode("multi", user_id=b)
+        self.b_persons = [store.add_person(name, user_id=b, aliases=aliases, notes=f"{self.marker} notes of {name}")
+                          for name, aliases in B_PERSONS]
+        self.b_names = [name for name, aliases in B_PERSONS] + [a for _, aliases in B_PERSONS for a in aliases]
+        seed_promoted(store, b, self.marker)
         self.tools = MemoryTools(store, a)
+        self.http = HttpClients(store)
 
     def clean(self, value) -> None:
         assert not leaks(value, self.marker), f"user B's data leaked to A: {value!r}"[:500]
@@ -187,23 +193,88 @@ def op_tool(world, data):
         assert "error" in json.loads(out)
 
 
+def op_persons(world, data):
+    """Person operations as A with B's person ids and names: B's household is neither read nor changed."""
+    store, a = world.store, world.a
+    ref = data.draw(st.sampled_from([p.id for p in world.b_persons] + world.b_names))
+    for call in (lambda: store.get_person(ref, user_id=a), lambda: store.remove_person(ref, user_id=a),
+                 lambda: store.update_person(ref, user_id=a, notes="A rewrote this person")):
+        try:
+            world.clean(call())  # only when A has a person of that name (A's own)
+        except NotFoundError as exc:
+            world.clean(str(exc))
+    world.clean(store.resolve_person_ref(str(ref), user_id=a))
+    world.clean(store.list_persons(user_id=a))
+    world.clean(store.infer_speaker(f"this is {world.b_names[0]}", user_id=a, hint=ref))
+    mode = data.draw(st.sampled_from(["single", "multi"]))
+    try:
+        world.clean(store.set_household_mode(mode, user_id=a))
+        world.clean(store.put_household(user_id=a, members=[{"display_name": world.b_names[0], "notes": "A's own"}]))
+        if data.draw(st.booleans()):
+            world.clean(store.add_person(world.b_names[1], user_id=a, aliases=["A's alias"]))
+    except ValidationError as exc:  # single mode with a person already there: A's own rule
+        world.clean(str(exc))
+    world.clean(store.household(user_id=a))
+
+
+def op_promotion(world, data):
+    world.clean(world.store.promote(user_id=world.a))
+    world.clean(world.store.promoted_facts(user_id=world.a))
+    world.clean(world.store.memory_markdown(user_id=world.a))
+
+
+def op_http(world, data):
+    """Every route of the REST API and the browser UI, as A, aimed at B's item ids, fact keys and persons."""
+    target = data.draw(st.sampled_from(world.b_ids + [999_999]))
+    key = data.draw(st.sampled_from(world.b_keys))
+    name = data.draw(st.sampled_from(world.b_names))
+    for where, method, kwargs in http_requests(world.http, world.a, target, key, name, "repeated preference coffee"):
+        response = world.http.request(where, method, **kwargs)
+        assert response.status_code < 500, (where, method, response.text)
+        world.clean(response.text)
+        if where[1].endswith(f"/{target}"):
+            assert response.status_code == 404, (where, method, response.text)
+
+
+def op_export_import(world, data):
+    """An export of A holds only A's records; importing it under a user map writes only the mapped user."""
+    records: list[dict] = []
+    try:
+        world.store.export(records.append, user_id=world.a)
+    except NotFoundError:  # A has nothing stored (after forget)
+        return
+    world.clean(records)
+    assert records[0]["users"] == [world.a]
+    assert {r["user_id"] for r in records[1:]} == {world.a}
+    copy = world.a + "→copy"
+    user_map = {world.a: copy} | ({world.b: copy} if data.draw(st.booleans()) else {})  # B is not in the file
+    world.store.import_records(records, user_map=user_map)
+    assert [i.user_id for i in world.store.list_items(user_id=copy, status="any", limit=10_000)]
+    world.store.forget(user_id=copy)
+
+
 OPS = [op_search, op_search_marker, op_list, op_facts, op_get_fact, op_item_by_id, op_fact_writes, op_summary,
-       op_sessions, op_themes, op_maintenance, op_forget, op_tool]
+       op_sessions, op_themes, op_maintenance, op_forget, op_tool, op_persons, op_promotion, op_http,
+       op_export_import]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(users=st.tuples(USER_IDS, USER_IDS).filter(_distinct), data=st.data())
 def test_operations_as_one_user_never_read_or_change_another(store, backend_name, db_url, tmp_path, users, data):
-    world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
-    before = user_rows(backend_name, db_url, tmp_path, world.b)
-    assert before["items"] and before["facts"] and before["messages"]
-    for op in data.draw(st.lists(st.sampled_from(OPS), min_size=3, max_size=8)):
-        op(world, data)
-    assert user_rows(backend_name, db_url, tmp_path, world.b) == before
-    store.forget(user_id=world.a)
-    assert user_rows(backend_name, db_url, tmp_path, world.b) == before
-    store.forget(user_id=world.b)
+    try:
+        world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
+        before = user_rows(backend_name, db_url, tmp_path, world.b)
+        assert before["items"] and before["facts"] and before["messages"] and before["persons"]
+        assert before["promotions"]
+        for op in data.draw(st.lists(st.sampled_from(OPS), min_size=3, max_size=8)):
+            op(world, data)
+        assert user_rows(backend_name, db_url, tmp_path, world.b) == before
+        store.forget(user_id=users[0])
+        assert user_rows(backend_name, db_url, tmp_path, world.b) == before
+    finally:  # a failing example leaves no state behind for hypothesis' next (shrunk) one
+        for user in users:
+            store.forget(user_id=user)
 
 
 @pytest.mark.parametrize("call", [
