@@ -232,6 +232,10 @@ API_BAD = [  # method, path (after /api/users/alice unless it starts with /), qu
     pytest.param("GET", "/items", {"limit": "-1"}, None, 422, "limit must be between", id="list-limit-minus-1"),
     pytest.param("GET", "/items", {"limit": str(10**9)}, None, 422, "limit must be between", id="list-limit-1e9"),
     pytest.param("GET", "/items", {"limit": "1.5"}, None, 422, "limit must be an integer", id="list-limit-float"),
+    pytest.param("GET", "/items", {"limit": "1_0"}, None, 422, "limit must be an integer", id="list-limit-1_0"),
+    pytest.param("GET", "/items", {"limit": "\uff11\uff10"}, None, 422, "limit must be an integer",
+                 id="list-limit-fullwidth-digits"),
+    pytest.param("GET", "/items", {"offset": "9" * 5000}, None, 422, "offset must be an integer", id="offset-5000-digits"),
     pytest.param("GET", "/items", {"offset": "-1"}, None, 422, "offset", id="list-offset-minus-1"),
     pytest.param("GET", "/items", {"offset": str(2**63)}, None, 422, "offset", id="list-offset-2**63"),
     pytest.param("GET", "/items", {"type": "diary"}, None, 422, "invalid type", id="list-invalid-type"),
@@ -321,6 +325,26 @@ def test_api_search_and_fact_search_with_query_syntax_are_safe(store, dump, api_
         assert response.status_code == 200, response.text
         assert isinstance(response.json()[rows], list) and "bob's note" not in response.text
     assert api_client.get(f"/api/users/{query.replace('%', '%25')}/items").status_code in (200, 422)
+    assert dump() == before
+
+
+@pytest.mark.parametrize("app", ["api", "ui"])
+@pytest.mark.parametrize("method, path", [("GET", "/api/users/%ff/items"), ("POST", "/api/users/%fe%ff/items"),
+                                          ("GET", "/api/users/alice/search?q=caf%e9"), ("GET", "/users/%ed%a0%80/facts"),
+                                          ("GET", "/api/users/alice/items?theme=%c3")])
+def test_addresses_that_are_not_utf8_are_400_for_every_route(store, dump, api_client, app, method, path):
+    """The server would decode them with U+FFFD: %ff and %fe would both be the user "\ufffd"."""
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.app import create_app
+
+    from .ui_helpers import LOCAL
+
+    seed(store)
+    client = api_client if app == "api" else TestClient(create_app(store), base_url=LOCAL)
+    before = dump()
+    response = client.request(method, path, json={"content": "written under a mangled user"})
+    assert response.status_code == 400 and "not valid UTF-8" in response.json()["error"], response.text
     assert dump() == before
 
 
