@@ -44,6 +44,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class Secret(str):
+    """A token that keeps its value for use but hides it from ``repr`` (Starlette's ``Middleware``
+    repr, for one, shows its arguments)."""
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 def check_token(token: str | None, host: str, env_name: str, required: bool = False) -> str | None:
     """The token to enforce, or None; ``ConfigurationError`` when the setup would be unsafe."""
     token = token or None
@@ -55,7 +63,7 @@ def check_token(token: str | None, host: str, env_name: str, required: bool = Fa
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ConfigurationError(f"the token must have at least {MIN_TOKEN_CHARS} characters "
                                  "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)")
-    return token
+    return None if token is None else Secret(token)
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
