@@ -344,3 +344,27 @@ def test_errors_about_foreign_ids_do_not_reveal_the_owner(store):
     with pytest.raises(NaviMemoryError) as info:
         store.get(foreign, user_id="alice")
     assert "bob" not in str(info.value)
+
+
+def test_import_writes_only_into_the_users_its_records_name_after_the_map(store, backend_name, db_url, tmp_path):
+    """A file of alice imported as carol: bob's rows stay byte-for-byte, whatever the map says
+    about bob and whatever user a fact's nested item claims."""
+    store.add(user_id="bob", content="bob's own note")
+    store.upsert_fact(user_id="bob", category="profile", key="city", value="Oslo")
+    store.add(user_id="alice", content="alice's note")
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon")
+    store.add_messages("s1", [{"role": "user", "content": "hi"}], user_id="alice", triggers=False)
+    records: list[dict] = []
+    store.export(records.append, user_id="alice")
+    for record in records:  # a tampered file: the fact's own item claims to be bob's
+        if record.get("type") == "fact" and record.get("item"):
+            record["item"]["user_id"] = "bob"
+    bob = user_rows(backend_name, db_url, tmp_path, "bob")
+    report = store.import_records(records, user_map={"alice": "carol", "bob": "mallory"})
+    assert report.added["item"] == 1 and report.added["fact"] == 1
+    assert user_rows(backend_name, db_url, tmp_path, "bob") == bob
+    assert user_rows(backend_name, db_url, tmp_path, "mallory") == {k: [] for k in bob}
+    assert [f.value for f in store.get_all_facts(user_id="carol")] == ["Lisbon"]
+    carols = store.list_items(user_id="carol", status="any")
+    assert "alice's note" in {i.content for i in carols} and {i.user_id for i in carols} == {"carol"}
+    assert len(carols) == len(store.list_items(user_id="alice", status="any"))
