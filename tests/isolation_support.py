@@ -64,7 +64,7 @@ def seed_promoted(store: Any, user: str, marker: str) -> None:
     vector = [1.0] + [0.0] * 63  # the fake embeddings' size
     for n in range(3):
         store.add(user_id=user, content=f"{marker} repeated preference", embedding=vector, theme="preferences")
-    assert store.promote(user_id=user).facts_added == 1
+    assert store.promote(user_id=user).facts_added >= 1  # (B's other items may cluster too)
 
 
 class HttpClients:

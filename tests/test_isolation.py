@@ -65,6 +65,7 @@ class World:
         self.b_persons = [store.add_person(name, user_id=b, aliases=aliases, notes=f"{self.marker} notes of {name}")
                           for name, aliases in B_PERSONS]
         self.b_names = [name for name, aliases in B_PERSONS] + [a for _, aliases in B_PERSONS for a in aliases]
+        self.b_ids.append(store.add(user_id=b, content=f"{self.marker} about a person", person=B_PERSONS[0][1][0]))
         seed_promoted(store, b, self.marker)
         self.tools = MemoryTools(store, a)
         self.http = HttpClients(store)
@@ -197,11 +198,14 @@ def op_persons(world, data):
     """Person operations as A with B's person ids and names: B's household is neither read nor changed."""
     store, a = world.store, world.a
     ref = data.draw(st.sampled_from([p.id for p in world.b_persons] + world.b_names))
-    for call in (lambda: store.get_person(ref, user_id=a), lambda: store.remove_person(ref, user_id=a),
-                 lambda: store.update_person(ref, user_id=a, notes="A rewrote this person")):
+    store.add(user_id=a, content="A's note about someone", person=world.b_names[0])  # renamed with A's person
+    calls = [lambda: store.get_person(ref, user_id=a), lambda: store.remove_person(ref, user_id=a),
+             lambda: store.update_person(ref, user_id=a, notes="A rewrote this person"),
+             lambda: store.update_person(ref, user_id=a, display_name="Renamed by A")]
+    for call in data.draw(st.permutations(calls)):
         try:
             world.clean(call())  # only when A has a person of that name (A's own)
-        except NotFoundError as exc:
+        except (NotFoundError, ValidationError) as exc:  # (a second "Renamed by A" clashes with the first)
             world.clean(str(exc))
     world.clean(store.resolve_person_ref(str(ref), user_id=a))
     world.clean(store.list_persons(user_id=a))
