@@ -13,7 +13,6 @@ is the always-in-prompt set and ``memory_markdown`` renders it as a MEMORY.md.
 from __future__ import annotations
 
 import logging
-from datetime import date
 from typing import Any, Sequence
 
 from . import convert
@@ -21,7 +20,7 @@ from . import validation as v
 from .errors import NotFoundError, ValidationError
 from .models import HOUSEHOLD_MODES
 from .operations import MemoryOperations, db
-from .persons import Person, check_aliases, infer_speaker, matches, person
+from .persons import Person, check_aliases, clean_person_fields, infer_speaker, matches, person
 from .promotion import (MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport, confidence, fact_fields,
                         find_clusters, render_memory_markdown)
 from .sansio import Op, operation
@@ -29,39 +28,11 @@ from .session_operations import _fit
 
 log = logging.getLogger("navi_memory.persons")
 
-MAX_ALIASES = 20
-
-
 class PersonOperations(MemoryOperations):
     """Persons, household mode, speaker inference and promotion (installed on both stores)."""
 
     def _person_fields(self, fields: dict[str, Any], partial: bool) -> dict[str, Any]:
-        unknown = set(fields) - {"display_name", "pronouns", "role", "aliases", "birth_date", "notes"}
-        if unknown:
-            raise ValidationError(f"unknown person field(s): {', '.join(sorted(unknown))}")
-        out: dict[str, Any] = {}
-        if "display_name" in fields or not partial:
-            out["display_name"] = " ".join(v.text(fields.get("display_name"), "display_name", v.MAX_KEY).split())
-        for name in ("pronouns", "role"):
-            if name in fields:
-                value = v.optional_text(fields[name], name, v.MAX_KEY)
-                out[name] = value.lower() if value and name == "role" else value
-        if "aliases" in fields:
-            aliases = [" ".join(a.split()) for a in v.names(fields["aliases"], "aliases")]
-            if len(aliases) > MAX_ALIASES:
-                raise ValidationError(f"at most {MAX_ALIASES} aliases")
-            out["aliases"] = list(dict.fromkeys(a for a in aliases if a))
-        if isinstance(fields.get("birth_date"), date):
-            out["birth_date"] = fields["birth_date"].isoformat()
-        elif fields.get("birth_date") is not None:
-            out["birth_date"] = v.text(fields["birth_date"], "birth_date", 10)
-            if not _is_date(out["birth_date"]):
-                raise ValidationError("birth_date must be YYYY-MM-DD")
-        elif "birth_date" in fields:
-            out["birth_date"] = None
-        if "notes" in fields:
-            out["notes"] = v.optional_text(fields["notes"], "notes", self.max_content_bytes)
-        return out
+        return clean_person_fields(fields, partial, self.max_content_bytes)
 
     def _persons(self, uid: str) -> Op:
         return [person(r) for r in (yield db("list_persons", uid))]
@@ -277,12 +248,4 @@ class PersonOperations(MemoryOperations):
         uid = v.user_id(user_id)
         facts = yield from PersonOperations.promoted_facts(self, user_id=uid, limit=limit)
         return render_memory_markdown(facts, user_id=uid, limit=limit)
-
-
-def _is_date(text: str) -> bool:
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
 

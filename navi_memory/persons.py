@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Sequence
 
+from . import validation as v
+from .errors import ValidationError
 from .models import _Record
 
 ROLES = ("primary", "spouse", "partner", "child", "parent", "sibling", "grandparent", "relative", "roommate",
@@ -33,6 +35,9 @@ RELATION_ROLES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("grandma", "grandpa", "grandmother", "grandfather"), ("grandparent",)),
     **dict.fromkeys(("roommate", "flatmate"), ("roommate",)),
 }
+
+PERSON_FIELDS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+MAX_ALIASES = 20
 
 PLURALS = ("kids", "children", "sons", "daughters", "parents")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
@@ -71,6 +76,45 @@ class SpeakerInference(_Record):
 def person(row: dict[str, Any]) -> Person:
     return Person(**{k: row.get(k) for k in Person._field_names()})
 
+
+
+def clean_person_fields(fields: dict[str, Any], partial: bool, max_notes: int) -> dict[str, Any]:
+    """Person fields checked and normalised (spaces collapsed, role lower case, aliases
+    de-duplicated, birth date YYYY-MM-DD); ``partial``: only the fields given (an update)."""
+    unknown = set(fields) - set(PERSON_FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown person field(s): {', '.join(sorted(unknown))}")
+    out: dict[str, Any] = {}
+    if "display_name" in fields or not partial:
+        out["display_name"] = " ".join(v.text(fields.get("display_name"), "display_name", v.MAX_KEY).split())
+    for name in ("pronouns", "role"):
+        if name in fields:
+            value = v.optional_text(fields[name], name, v.MAX_KEY)
+            out[name] = value.lower() if value and name == "role" else value
+    if "aliases" in fields:
+        aliases = [" ".join(a.split()) for a in v.names(fields["aliases"], "aliases")]
+        if len(aliases) > MAX_ALIASES:
+            raise ValidationError(f"at most {MAX_ALIASES} aliases")
+        out["aliases"] = list(dict.fromkeys(a for a in aliases if a))
+    if isinstance(fields.get("birth_date"), date):
+        out["birth_date"] = fields["birth_date"].isoformat()
+    elif fields.get("birth_date") is not None:
+        out["birth_date"] = v.text(fields["birth_date"], "birth_date", 10)
+        if not _is_date(out["birth_date"]):
+            raise ValidationError("birth_date must be YYYY-MM-DD")
+    elif "birth_date" in fields:
+        out["birth_date"] = None
+    if "notes" in fields:
+        out["notes"] = v.optional_text(fields["notes"], "notes", max_notes)
+    return out
+
+
+def _is_date(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
 
 def norm(text: str) -> str:
     """Case- and space-insensitive form of a name."""

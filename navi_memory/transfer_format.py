@@ -17,12 +17,13 @@ import numpy as np
 
 from . import validation as v
 from .errors import ValidationError
-from .models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
-                     MESSAGE_ROLES, SESSION_STATES)
+from .models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES,
+                     LLM_PURPOSES, MESSAGE_ROLES, SESSION_STATES)
+from .persons import PERSON_FIELDS, clean_person_fields
 
 FORMAT = "navi-memory-export"
 VERSION = 1
-RECORD_TYPES = ("user", "theme", "item", "fact", "summary", "session", "message", "llm_call")
+RECORD_TYPES = ("user", "person", "theme", "item", "fact", "promotion", "summary", "session", "message", "llm_call")
 MAX_TEXT = 16 * 1024 * 1024  # a record field; the store's own content limit applies on top
 MAX_LINE = 64 * 1024 * 1024
 
@@ -158,6 +159,17 @@ def _times(record: Mapping[str, Any], out: dict[str, Any], required: tuple[str, 
 def check_user(record: Mapping[str, Any]) -> dict[str, Any]:
     out = _common(record)
     _times(record, out, ("created_at",))
+    # absent in files written before households existed: those users were all single
+    out["household_mode"] = _field(record, "household_mode", _enum(HOUSEHOLD_MODES)) or "single"
+    return out
+
+
+def check_person(record: Mapping[str, Any]) -> dict[str, Any]:
+    out = _common(record)
+    given = {name: record[name] for name in PERSON_FIELDS if record.get(name) is not None}
+    out.update({"pronouns": None, "role": None, "aliases": [], "birth_date": None, "notes": None})
+    out.update(clean_person_fields(given, False, MAX_TEXT))
+    _times(record, out, ("created_at", "updated_at"))
     return out
 
 
@@ -258,6 +270,23 @@ def check_fact(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _fact_ref(value: Any, name: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{name} must be an object with category and key, or null")
+    return {"category": _field(value, "category", _enum(FACT_CATEGORIES), required=True),
+            "key": _field(value, "key", _key, required=True)}
+
+
+def check_promotion(record: Mapping[str, Any]) -> dict[str, Any]:
+    """An item the promotion job turned into a fact: ``item`` is the item record's exported id,
+    ``fact`` the fact's natural key (null: that fact was deleted since, the item stays promoted)."""
+    out = _common(record)
+    out["item"] = _field(record, "item", _count, required=True)
+    out["fact"] = _field(record, "fact", _fact_ref)
+    _times(record, out, ("promoted_at",))
+    return out
+
+
 def check_summary(record: Mapping[str, Any]) -> dict[str, Any]:
     out = _common(record)
     out["version"] = _field(record, "version", _count)
@@ -306,7 +335,8 @@ def check_llm_call(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 CHECKS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
-    "user": check_user, "theme": check_theme, "item": check_item, "fact": check_fact, "summary": check_summary,
+    "user": check_user, "person": check_person, "theme": check_theme, "item": check_item, "fact": check_fact,
+    "promotion": check_promotion, "summary": check_summary,
     "session": check_session, "message": check_message, "llm_call": check_llm_call,
 }
 
@@ -362,6 +392,8 @@ EXPORT_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
     "users": ("users", ("id",)),
     "themes": ("themes", ("slug",)),
     "facts": ("facts", ("id",)),
+    "persons": ("persons", ("id",)),
+    "promotions": ("promotions", ("item_id",)),
     "summaries": ("summaries", ("version",)),
     "sessions": ("session_state", ("session_id",)),
     "messages": ("messages", ("session_id", "seq")),

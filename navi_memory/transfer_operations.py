@@ -19,13 +19,19 @@ from . import validation as v
 from .errors import NotFoundError, ValidationError
 from .models import _Record
 from .operations import EMBED_BATCH, MemoryOperations, db, embedding_text, fact_item_content
+from .persons import person
 from .sansio import Op, operation
+from .transfer_links import FileLinks, Household, household_problem
 
 log = logging.getLogger("navi_memory.transfer")
 
 PAGE = 500
+ANY_ID = 2 ** 63 - 1  # no upper bound on item ids
 Lines = Callable[[], Iterable[tuple[str, Mapping[str, Any]]]]
 IdMap = Callable[[str, int, int], Any]
+# (user, exported item id) -> the item's id in this store, or how to find it when the import
+# skipped the item as already there: (created_at, digest of type and content, occurrence)
+ItemIds = dict[tuple[str, int], Any]
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,14 @@ def _plain(kind: str, row: dict, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"type": kind, **{k: _iso(val) for k, val in row.items() if k not in drop}}
 
 
+def _promotion_record(row: dict, fact_keys: dict[int, dict[str, str]]) -> dict[str, Any]:
+    """A promotion names its item by its exported id and its fact by its natural key (null: the
+    fact was deleted since; PostgreSQL may leave its id dangling, which reads the same)."""
+    return {"type": "promotion", "user_id": row["user_id"], "item": row["item_id"],
+            "fact": None if row["fact_id"] is None else fact_keys.get(row["fact_id"]),
+            "promoted_at": _iso(row["promoted_at"])}
+
+
 class _ItemsBefore:
     """How many items like a record the store held before the import began (ids up to the highest
     id then), read once per (user, creation time) group: the items of one bulk load share their
@@ -123,7 +137,7 @@ class _ItemsBefore:
             if len(self.groups) >= self.GROUPS:
                 self.groups.pop(next(iter(self.groups)))
             counts: dict[bytes, int] = {}
-            for digest in (yield db("item_digests", group[0], group[1], self.upto_id)):
+            for _, digest in (yield db("item_digests", group[0], group[1], self.upto_id)):
                 counts[digest] = counts.get(digest, 0) + 1
             self.groups[group] = counts
         return self.groups[group].get(fmt.item_digest(record["item_type"], record["content"]), 0)
@@ -146,12 +160,15 @@ class TransferOperations(MemoryOperations):
             after = [batch[-1][k] for k in keys]
 
     def _stream(self, kind: str, user_id: str, page: int, emit: Callable[[dict], None], record_type: str,
-                drop: tuple[str, ...] = (), convert: Callable[[list[dict]], Op] | None = None) -> Op:
-        """Emit a table's rows of a user page by page, as records (``convert`` reads what they need)."""
+                drop: tuple[str, ...] = (), convert: Callable[[list[dict]], Op] | None = None,
+                shape: Callable[[dict], dict] | None = None) -> Op:
+        """Emit a table's rows of a user page by page, as records (``convert`` reads what they
+        need, ``shape`` makes one record of one row)."""
         keys, after = fmt.EXPORT_TABLES[kind][1], None
+        shape = shape or (lambda row: _plain(record_type, row, drop))
         while True:
             batch = yield db("export_page", kind, user_id, after, page)
-            records = (yield from convert(batch)) if convert else [_plain(record_type, r, drop) for r in batch]
+            records = (yield from convert(batch)) if convert else [shape(r) for r in batch]
             for record in records:
                 emit(record)
             if len(batch) < page:
@@ -183,7 +200,9 @@ class TransferOperations(MemoryOperations):
 
     def _export_user(self, user: dict, page: int, with_vectors: bool, emit: Callable[[dict], None]) -> Op:
         uid = user["id"]
-        emit({"type": "user", "user_id": uid, "created_at": _iso(user["created_at"])})
+        emit({"type": "user", "user_id": uid, "created_at": _iso(user["created_at"]),
+              "household_mode": user["household_mode"]})
+        yield from self._stream("persons", uid, page, emit, "person", ("id",))
         yield from self._stream("themes", uid, page, emit, "theme", ("id",))
         after = 0
         while True:
@@ -193,14 +212,18 @@ class TransferOperations(MemoryOperations):
             if len(rows) < page:
                 break
             after = rows[-1]["id"]
+        fact_keys: dict[int, dict[str, str]] = {}  # what promotions name their fact by
         yield from self._stream("facts", uid, page, emit, "fact",
-                                convert=lambda rows: self._fact_records(uid, rows, with_vectors))
+                                convert=lambda rows: self._fact_records(uid, rows, with_vectors, fact_keys))
+        yield from self._stream("promotions", uid, page, emit, "promotion",
+                                shape=lambda row: _promotion_record(row, fact_keys))
         yield from self._stream("summaries", uid, page, emit, "summary")
         yield from self._stream("sessions", uid, page, emit, "session")
         yield from self._stream("messages", uid, page, emit, "message")
         yield from self._stream("llm_calls", uid, page, emit, "llm_call", ("id",))
 
-    def _fact_records(self, uid: str, rows: list[dict], with_vectors: bool) -> Op:
+    def _fact_records(self, uid: str, rows: list[dict], with_vectors: bool, keys: dict[int, dict[str, str]]) -> Op:
+        keys.update((r["id"], {"category": r["category"], "key": r["key"]}) for r in rows)
         if not rows:
             return []
         history = yield db("fact_history", uid, [r["id"] for r in rows])
@@ -249,8 +272,9 @@ class TransferOperations(MemoryOperations):
         return (yield from self._import(source, options, two_pass))
 
     def _checked(self, source: Lines, user_map: Mapping[str, str] | None, skip_unknown: bool,
-                 report: TransferReport | None) -> Iterator[dict]:
-        """The records of ``source`` checked and normalised; ValidationError names the bad one."""
+                 report: TransferReport | None, links: FileLinks) -> Iterator[dict]:
+        """The records of ``source`` checked and normalised, and their references to each other
+        (``links``); ValidationError names the bad one."""
         header = None
         for label, raw in source():
             try:
@@ -258,6 +282,8 @@ class TransferOperations(MemoryOperations):
                     header = fmt.check_header(raw, skip_unknown)
                     continue
                 record = fmt.check_record(raw, user_map)
+                if record is not None:
+                    links.see(record, label)
             except ValidationError as exc:
                 raise ValidationError(f"{label}: {exc}") from exc
             if record is None:
@@ -274,29 +300,61 @@ class TransferOperations(MemoryOperations):
         batch_size = v.limit(options.batch_size, 100_000, "batch_size")
         user_map = {v.user_id(k): v.user_id(val) for k, val in (options.user_map or {}).items()}
         skip_unknown = options.skip_unknown
+        links = FileLinks()
         if two_pass:
-            for _ in self._checked(source, user_map, skip_unknown, None):
+            for _ in self._checked(source, user_map, skip_unknown, None, links):
                 pass
-        report, seen, batch = TransferReport(), {}, []
+            yield from self._check_households(links.take_households())
+        report, seen, batch, ids = TransferReport(), {}, [], {}
+        links = FileLinks()  # the writing pass; a single pass also checks households batch by batch
         known = _ItemsBefore((yield db("max_item_id")))
-        for record in self._checked(source, user_map, skip_unknown, report):
+        for record in self._checked(source, user_map, skip_unknown, report, links):
             key = fmt.occurrence_key(record)
             if key is not None:  # the n-th identical row of the file is written if the store has fewer
                 seen[key] = record["occurrence"] = seen.get(key, 0) + 1
             if record["type"] == "item" and record["occurrence"] <= (yield from known.count(record)):
                 report.records += 1
                 report.skipped["item"] = report.skipped.get("item", 0) + 1
+                if record["source_id"] is not None:  # a promotion may name it: found again when needed
+                    ids[(record["user_id"], record["source_id"])] = (
+                        record["created_at"], fmt.item_digest(record["item_type"], record["content"]),
+                        record["occurrence"])
                 continue
             if record["type"] == "fact" and record["item"] == "derive":
                 record["item"] = self._fact_item(record)
+            if record["type"] == "promotion":
+                if batch and batch[-1]["type"] != "promotion":  # its item needs its new id first
+                    yield from self._write(batch, report, options, ids, None if two_pass else links)
+                    batch = []
+                record["item_id"] = yield from self._item_id(ids, record)
             batch.append(record)
             if len(batch) >= batch_size:
-                yield from self._write(batch, report, options)
+                yield from self._write(batch, report, options, ids, None if two_pass else links)
                 batch = []
         if batch:
-            yield from self._write(batch, report, options)
+            yield from self._write(batch, report, options, ids, None if two_pass else links)
         log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
         return report
+
+    def _check_households(self, households: dict[str, Household]) -> Op:
+        """The file's persons against the households stored (read only): ValidationError names
+        the first person that would break one."""
+        for uid, household in households.items():
+            if not household.persons:
+                continue
+            stored = [person(r) for r in (yield db("list_persons", uid))]
+            problem = household_problem(household, stored, (yield db("household_mode", uid)))
+            if problem is not None:
+                raise ValidationError(problem)
+
+    def _item_id(self, ids: ItemIds, promotion: dict) -> Op:
+        """The id in this store of the item a promotion names (None: not found)."""
+        ref = ids.get((promotion["user_id"], promotion["item"]))
+        if not isinstance(ref, tuple):
+            return ref
+        created_at, digest, occurrence = ref  # the n-th identical item, as the import skipped it
+        same = [i for i, d in (yield db("item_digests", promotion["user_id"], created_at, ANY_ID)) if d == digest]
+        return same[occurrence - 1] if len(same) >= occurrence else None
 
     def _fact_item(self, fact: dict) -> dict[str, Any]:
         """The searchable item ``upsert_fact`` would have made for this fact."""
@@ -321,7 +379,11 @@ class TransferOperations(MemoryOperations):
             return True
         return False
 
-    def _write(self, batch: list[dict], report: TransferReport, options: _Options) -> Op:
+    def _write(self, batch: list[dict], report: TransferReport, options: _Options, ids: ItemIds,
+               links: FileLinks | None) -> Op:
+        """Write a batch (one transaction); ``links``: check its persons first (single pass)."""
+        if links is not None:
+            yield from self._check_households(links.take_households())
         for record in batch:  # drop vectors the store cannot use before they are written
             item = record if record["type"] == "item" else record.get("item") if record["type"] == "fact" else None
             if isinstance(item, dict):
@@ -334,8 +396,15 @@ class TransferOperations(MemoryOperations):
             counts = report.added if outcome is not False else report.skipped
             counts[kind] = counts.get(kind, 0) + 1
             item = record if kind == "item" else record.get("item") if kind == "fact" else None
-            if not isinstance(item, dict) or isinstance(outcome, bool):
+            if not isinstance(item, dict):
                 continue
+            if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
+                ids[(record["user_id"], item["source_id"])] = (
+                    item["created_at"], fmt.item_digest(item["item_type"], item["content"]), 1)
+            if isinstance(outcome, bool):
+                continue
+            if item.get("source_id") is not None:
+                ids[(record["user_id"], item["source_id"])] = outcome
             if options.id_map is not None and item.get("source_id") is not None:
                 options.id_map(record["user_id"], item["source_id"], outcome)
             if item["_embed"]:

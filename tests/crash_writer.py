@@ -39,6 +39,7 @@ def ingest(url: str, total: int) -> None:
             store.add_many([{"user_id": USER, "content": document(n), "metadata": {"seq": n}}
                             for n in range(start, min(start + BATCH, total))])
             store.upsert_fact(user_id=USER, category="other", key=f"batch_{start // BATCH}", value="done")
+            print("batch", start // BATCH, flush=True)  # lets the test kill after some progress, at any speed
         store.backfill()  # vectors a killed run left pending
     print("finished", flush=True)
 

@@ -9,6 +9,7 @@ import pytest
 
 from navi_memory.bench import latency
 from navi_memory.bench.data import Corpus, Dataset, Vectors
+from navi_memory.errors import ConfigurationError
 
 TINY = ["--n", "400", "--queries", "6", "--warmup", "2", "--dim", "16", "--batch", "150"]
 
@@ -33,6 +34,28 @@ def test_sqlite_benchmark_with_both_layouts(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
+def test_peers_answer_the_same_queries_in_the_same_run():
+    pytest.importorskip("bm25s")
+    pytest.importorskip("langgraph")
+    report = latency.main([*TINY, "--layout", "one,spread", "--users", "3", "--recall-queries", "4",
+                           "--peers", "bm25,langgraph"])
+    for result in report["results"]:
+        assert list(result["peers"]) == ["bm25", "langgraph"]
+        assert result["peers"]["langgraph"]["recall_at_10"] == 1.0  # exact search over the same vectors
+        for name, peer in result["peers"].items():
+            assert peer["search_ms"]["p95"] > 0 and peer["ingest_items_per_s"] > 0
+            ratio = result["ratios"][name]["search"]["p50"]
+            assert ratio == pytest.approx(peer["search_ms"]["p50"] / result["search_ms"]["p50"], abs=1e-3)
+
+
+def test_langgraph_peer_is_skipped_above_its_limit_and_langchain_needs_postgres():
+    report = latency.main([*TINY, "--peers", "langgraph", "--langgraph-max-n", "100"])
+    assert "skipped" in report["results"][0]["peers"]["langgraph"]
+    assert "langgraph" not in report["results"][0]["ratios"]
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        latency.main([*TINY, "--peers", "langchain"])
+
+
 @pytest.mark.postgres
 def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server):
     peers = ["--peers", "langchain"] if importlib.util.find_spec("langchain_postgres") else []
@@ -49,4 +72,68 @@ def test_postgres_benchmark_builds_the_index_and_measures_recall(postgres_server
     assert result["maintained_ingest_items_per_s"] > 0
     assert all("Execution Time" in result["plans"][name] for name in ("lexical", "semantic"))
     if peers:
-        assert 0 <= result["langchain"]["recall_at_10"] <= 1 and result["langchain"]["search_ms"]["p50"] > 0
+        langchain = result["peers"]["langchain"]
+        assert 0 <= langchain["recall_at_10"] <= 1 and langchain["search_ms"]["p50"] > 0
+        assert set(result["ratios"]["langchain"]) == {"search", "lexical_search"}
+
+
+def _locomo_sample() -> dict:
+    turns = [("Ann", "I adopted a puppy named Biscuit last week."), ("Bob", "Lovely! I started pottery classes."),
+             ("Ann", "Biscuit chewed my running shoes."), ("Bob", "My pottery teacher lives in Lisbon.")]
+    return {"sample_id": "conv-t", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": who, "dia_id": f"D1:{i + 1}", "text": text} for i, (who, text) in enumerate(turns)]},
+        "qa": [{"question": "What is the name of Ann's puppy?", "answer": "Biscuit", "evidence": ["D1:1"],
+                "category": 4},
+               {"question": "Where does Bob's pottery teacher live?", "answer": "Lisbon", "evidence": ["D1:4"],
+                "category": 4},
+               {"question": "unanswerable", "answer": "", "evidence": ["D1:2"], "category": 5}]}
+
+
+def _locomo(tmp_path, *extra: str) -> dict:
+    import argparse
+    import json
+
+    from navi_memory.bench import locomo
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([_locomo_sample()]), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    locomo.add_arguments(parser)
+    return locomo.run(parser.parse_args(["--data", str(data), "--embeddings", "hashing", *extra]))
+
+
+def test_locomo_peers_rank_the_same_turns_and_questions(tmp_path):
+    pytest.importorskip("bm25s")
+    report = _locomo(tmp_path, "--peers", "bm25,dense", "--json", str(tmp_path / "out.json"))
+    assert report["questions"] == 2 and list(report["peers"]) == ["bm25", "dense"]
+    for peer in report["peers"].values():
+        assert peer["questions"] == 2 and set(peer["recall"]) == {"1", "5", "10", "20"}
+    assert report["peers"]["bm25"]["recall"]["1"] == 1.0  # both questions share rare words with their turn
+    assert report["peers"]["dense"]["recall"]["20"] == 1.0  # all four turns come back
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        _locomo(tmp_path, "--peers", "langchain")
+
+
+@pytest.mark.postgres
+def test_locomo_langchain_peer(tmp_path, postgres_server):
+    pytest.importorskip("langchain_postgres")
+    report = _locomo(tmp_path, "--peers", "langchain", "--postgres", postgres_server.url)
+    langchain = report["peers"]["langchain"]
+    assert langchain["questions"] == 2 and langchain["recall"]["20"] == 1.0
+    assert langchain["backend"].startswith("langchain-postgres")
+
+
+def test_plots_draw_both_figures_from_the_reports(tmp_path):
+    pytest.importorskip("matplotlib")
+    import importlib.util as util
+    from pathlib import Path
+
+    spec = util.spec_from_file_location("bench_plots", Path(__file__).parent.parent / "benchmarks" / "plots.py")
+    plots = util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    latency.main([*TINY, "--n", "300,600", "--peers", "bm25", "--json", str(tmp_path / "lat.json")])
+    _locomo(tmp_path, "--peers", "bm25", "--json", str(tmp_path / "loc.json"))
+    plots.latency([tmp_path / "lat.json"], tmp_path / "lat.png")
+    plots.locomo(tmp_path / "loc.json", tmp_path / "loc.png")
+    assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in ("lat.png", "loc.png"))

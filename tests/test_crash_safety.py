@@ -74,27 +74,37 @@ def _check(query, backend: str, path: Path | None) -> int:
     return len(numbers)
 
 
-def _run_writer(url: str, total: int, kill_after: float | None) -> tuple[int, str]:
+def _run_writer(url: str, total: int, kill: tuple[int, float] | None) -> tuple[int, str]:
+    """Run the writer to the end, or kill it ``kill[1]`` seconds after it reported ``kill[0]``
+    finished batches: tied to its progress, so a fast machine cannot finish before the kills."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "tests.crash_writer", url, str(total)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # "ready N": the store is open and the ingest starts now
     assert line.startswith("ready"), proc.stderr.read()
-    if kill_after is None:
+    if kill is None:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         return proc.returncode, out
-    time.sleep(kill_after)
+    batches, delay = kill
+    seen = [line]
+    while batches > 0:
+        line = proc.stdout.readline()
+        seen.append(line)
+        if not line or line.startswith("finished"):
+            break
+        batches -= line.startswith("batch")
+    time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=60)
-    return proc.returncode, out
+    return proc.returncode, "".join(seen) + out
 
 
 def _crash_and_resume(url: str, query, backend: str, path: Path | None, total: int, window: float) -> list[int]:
     rng = random.Random(8)
     progress = []
     for _ in range(KILLS):
-        code, out = _run_writer(url, total, rng.uniform(0.0, window))
+        code, out = _run_writer(url, total, (rng.randint(0, 3), rng.uniform(0.0, window)))
         if "finished" in out:
             break  # the ingest got done before the kill: nothing left to interrupt
         assert code == -signal.SIGKILL
@@ -112,9 +122,9 @@ def _crash_and_resume(url: str, query, backend: str, path: Path | None, total: i
 def test_sqlite_survives_sigkill_mid_ingest(tmp_path: Path):
     path = tmp_path / "crash.db"
     progress = _crash_and_resume(f"sqlite:///{path}", lambda sql: _query_sqlite(path, sql), "sqlite", path,
-                                 total=6000, window=0.12)
+                                 total=2000, window=0.03)
     print("documents stored at each kill:", progress)
-    assert len(progress) >= 10 and any(0 < p < 6000 for p in progress)
+    assert len(progress) >= 10 and any(0 < p < 2000 for p in progress)
 
 
 @pytest.mark.postgres
@@ -122,8 +132,8 @@ def test_postgres_survives_sigkill_mid_ingest(postgres_server):
     url = postgres_server.fresh_schema_url()
     try:
         progress = _crash_and_resume(url, lambda sql: _query_postgres(url, sql), "postgres", None,
-                                     total=800, window=0.25)
+                                     total=1000, window=0.05)
         print("documents stored at each kill:", progress)
-        assert len(progress) >= 10 and any(0 < p < 800 for p in progress)
+        assert len(progress) >= 10 and any(0 < p < 1000 for p in progress)
     finally:
         postgres_server.drop_schema(url)

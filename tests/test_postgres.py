@@ -222,11 +222,11 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
     rows = [{"user_id": U, "content": f"note {n} written today"} for n in range(400)]
     rows += [{"user_id": U, "content": "quinoa salad recipe"}, {"user_id": U, "content": "quinoa bowl"},
              {"user_id": U, "content": "quinoa today with friends"}, {"user_id": "bob", "content": "nothing"}]
-    with MemoryStore.open(pg_url, embeddings=False, backend_options={"common_term_rows": 50}) as store:
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"lexical_row_budget": 50}) as store:
         store.add_many(rows)
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("ANALYZE items")
-            estimates = dict(conn.execute(*q.term_row_estimates(U, ["today", "quinoa", "zzz"])).fetchall())
+            estimates = {term: rows for term, _, rows in conn.execute(*q.term_row_estimates(U, ["today", "quinoa", "zzz"]))}
         assert estimates["today"] > 50 and estimates["quinoa"] <= 50 and estimates["zzz"] == 0
         backend = store.backend
         filters = Filters(user_id=U, now=utcnow())
@@ -244,7 +244,7 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
 
 
 def test_the_cutoff_can_be_turned_off(pg_url):
-    with MemoryStore.open(pg_url, embeddings=False, backend_options={"common_term_rows": 0}) as store:
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"lexical_row_budget": 0}) as store:
         store.add_many([{"user_id": U, "content": f"note {n} written today"} for n in range(100)]
                        + [{"user_id": U, "content": "quinoa bowl"}])
         with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -281,3 +281,16 @@ def test_unknown_backend_options_are_rejected(pg_url):
         MemoryStore.open(pg_url, embeddings=False, backend_options={"ef_serach": 10})
     with pytest.raises(ValidationError, match="index_method"):
         MemoryStore.open(pg_url, embeddings=False, backend_options={"index_method": "annoy"})
+
+
+def test_words_are_selected_rarest_first_within_the_budget_unless_the_user_fits_it(pg_url):
+    rows = [{"user_id": U, "content": f"apple pie {n}"} for n in range(200)]
+    rows += [{"user_id": U, "content": f"banana bread {n}"} for n in range(200)]
+    for budget, expected in ((300, 200), (450, 400)):  # 400 items: a budget of 450 holds the whole user
+        with MemoryStore.open(pg_url, embeddings=False, backend_options={"lexical_row_budget": budget}) as store:
+            if budget == 300:
+                store.add_many(rows)
+                with psycopg.connect(pg_url, autocommit=True) as conn:
+                    conn.execute("ANALYZE items")
+            found = store.backend.lexical_candidates(Filters(user_id=U, now=utcnow()), ["apple", "banana"], 500)
+            assert len(found) == expected

@@ -129,9 +129,15 @@ def test_like_pattern_matches_literally_in_sqlite():
     assert got == [("a\\b",)]
 
 
-def test_common_terms_only_score_when_a_rarer_term_selects():
+def test_common_terms_only_score_when_rarer_terms_select():
     estimates = {"today": 48_000.0, "quinoa": 12.0}
     assert select_matching_terms(["today", "quinoa", "salad"], estimates, 5_000) == (["quinoa", "salad"], False)
+
+
+def test_terms_are_taken_rarest_first_within_the_row_budget():
+    estimates = {"a": 3_000.0, "b": 1_500.0, "c": 400.0, "d": 2_000.0}
+    assert select_matching_terms(["a", "b", "c", "d"], estimates, 5_000) == (["b", "c", "d"], False)
+    assert select_matching_terms(["a", "b", "c", "d"], estimates, 400) == (["c"], False)
 
 
 def test_when_every_term_is_common_rows_need_them_all():

@@ -27,6 +27,12 @@ def populate(store: MemoryStore, clock: FakeClock) -> None:
               person="Anna", confidence=80, observed_at="2024-12-01T08:00:00+00:00", metadata={"k": [1, 2]},
               context="what do you drink?")
     clock.advance(minutes=5)
+    store.set_household_mode("multi", user_id=u)  # the household: persons and their mode travel too
+    store.add_person("Anna", user_id=u, aliases=["mom", "Annie"], role="parent", pronouns="she/her",
+                     birth_date="1980-04-02", notes="takes her coffee black")
+    clock.advance(minutes=1)
+    store.add_person("Tom", user_id=u, role="child", birth_date="2015-09-30")
+    store.add_person("Ben", user_id="u2", aliases=["B"])  # single mode, one person
     archived = store.add(user_id=u, content="Old address: Lindenstrasse 5", theme="home", expires_days=400)
     store.archive(archived, user_id=u)
     store.add_many([{"user_id": u, "content": "same text twice"}, {"user_id": u, "content": "same text twice"}])
@@ -93,7 +99,12 @@ def test_export_has_a_versioned_header_and_every_record_type(source):
     assert records[0]["format"] == "navi-memory-export" and records[0]["version"] == 1
     assert records[0]["embedding_model"] == source.embedding_model and records[0]["users"] == ["u1"]
     kinds = {r["type"] for r in records[1:]}
-    assert kinds == {"user", "theme", "item", "fact", "summary", "session", "message", "llm_call"}
+    assert kinds == {"user", "person", "theme", "item", "fact", "summary", "session", "message", "llm_call"}
+    assert records[1] == {"type": "user", "user_id": "u1", "created_at": records[1]["created_at"],
+                          "household_mode": "multi"}
+    anna = next(r for r in records[1:] if r["type"] == "person" and r["display_name"] == "Anna")
+    assert (anna["aliases"], anna["role"], anna["pronouns"], anna["birth_date"], anna["notes"]) == (
+        ["mom", "Annie"], "parent", "she/her", "1980-04-02", "takes her coffee black")
     assert all(r["user_id"] == "u1" for r in records[1:])
     city = next(r for r in records[1:] if r["type"] == "fact" and r["key"] == "city")
     assert city["value"] == "Hamburg" and [h["value"] for h in city["history"]] == ["Berlin"]
@@ -196,7 +207,7 @@ def _bad_inputs(records: list[dict]) -> dict[str, tuple[str, str]]:
         "unknown version": (dumps({**records[0], "version": 99}) + "\n" + "".join(lines[1:]), "version 99"),
         "not an export": ("".join(lines[1:]), "line 1"),
         "wrong type": (good + dumps(wrong_type) + "\n", f"line {later}"),
-        "unknown record": (good + dumps({"type": "person", "user_id": "u1"}) + "\n", f"line {later}"),
+        "unknown record": (good + dumps({"type": "reminder", "user_id": "u1"}) + "\n", f"line {later}"),
         "missing field": (good + dumps({"type": "message", "user_id": "u1", "session_id": "s1"}) + "\n", f"line {later}"),
         "bad time": (good + dumps({"type": "user", "user_id": "u3", "created_at": "yesterday"}) + "\n", f"line {later}"),
         "empty": ("", "empty input"),
@@ -220,10 +231,10 @@ def test_bad_input_names_the_line_and_writes_nothing(store, clock, new_db_url, t
 
 
 def test_unknown_record_types_can_be_skipped(store, tmp_path):
-    header = {"format": "navi-memory-export", "version": 1, "record_types": ["user", "person"]}
+    header = {"format": "navi-memory-export", "version": 1, "record_types": ["user", "reminder"]}
     path = write(tmp_path, [header, {"type": "user", "user_id": "u5", "created_at": "2024-01-01T00:00:00Z"},
-                            {"type": "person", "user_id": "u5", "name": "Anna"}])
-    with pytest.raises(ValidationError, match="person"):
+                            {"type": "reminder", "user_id": "u5", "text": "call Anna"}])
+    with pytest.raises(ValidationError, match="reminder"):
         store.import_file(path)
     report = store.import_file(path, skip_unknown=True)
     assert report.added == {"user": 1} and report.unknown == 1

@@ -36,7 +36,7 @@ def _vec(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
-TUNING = ("ef_search", "exact_below", "common_term_rows", "index_method", "ivfflat_probes", "ivfflat_min_rows")
+TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
 class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
@@ -47,9 +47,9 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
     vector_error: str | None = None  # why pgvector could not be enabled
     ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
     exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
-    # A query word expected in more of the user's items than this only scores, it does not select
-    # (the full-text query would otherwise rank every such row); 0 turns this off.
-    common_term_rows: int = 5_000
+    # The full-text query selects rows by the rarest query words whose expected matches in the
+    # user's items add up to at most this; the other words only score (0: no limit).
+    lexical_row_budget: int = 1_000
     index_method: str = "auto"  # "hnsw", "ivfflat" (pgvector < 0.5) or "auto": decided at migrate
     ivfflat_probes: int = 10  # lists searched per IVFFlat query
     ivfflat_min_rows: int = 10_000  # a model's IVFFlat index is built once it has this many vectors
@@ -450,10 +450,11 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             return []
         terms = list(terms)
         match, match_all = terms, False
-        if len(terms) > 1 and filters.user_id is not None and self.common_term_rows > 0:
+        if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
             estimates = yield Q(*q.term_row_estimates(filters.user_id, terms))
-            match, match_all = select_matching_terms(
-                terms, {r["term"]: float(r["rows"]) for r in estimates}, self.common_term_rows)
+            if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
+                match, match_all = select_matching_terms(
+                    terms, {r["term"]: float(r["rows"]) for r in estimates}, self.lexical_row_budget)
         rows = yield Q(*q.lexical_candidates(filters, terms, k, match, match_all))
         return [(r["id"], float(r["score"])) for r in rows]
 

@@ -150,10 +150,11 @@ def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | 
 
 
 def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composed, list[Any]]:
-    """For each term, about how many of the user's items contain it, from the planner's
-    statistics (ANALYZE): table rows x the user's share (items.user_id's most common values) x
-    the term's share (content_tsv's most common lexemes). 0 where a statistic is missing: a user
-    or a word too rare to be listed, or a table never analysed."""
+    """For each term, about how many of the user's items contain it (``rows``) and how many items
+    the user has (``user_rows``), from the planner's statistics (ANALYZE): table rows x the user's
+    share (items.user_id's most common values) x the term's share (content_tsv's most common
+    lexemes). 0 where a statistic is missing: a user or a word too rare to be listed, or a table
+    never analysed."""
     return sql.SQL(
         "WITH rel AS (SELECT c.reltuples, n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE c.oid = 'items'::regclass),"
@@ -161,11 +162,12 @@ def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composed, li
         " s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS elem_freqs"
         " FROM pg_stats s, rel WHERE s.schemaname = rel.nspname AND s.tablename = 'items'"
         " AND s.attname IN ('user_id', 'content_tsv'))"
-        " SELECT t.term, greatest(rel.reltuples, 0)"
-        " * coalesce((SELECT freqs[array_position(vals, %s)] FROM st WHERE attname = 'user_id'), 0)"
+        " , mine AS (SELECT greatest(rel.reltuples, 0)"
+        " * coalesce((SELECT freqs[array_position(vals, %s)] FROM st WHERE attname = 'user_id'), 0) AS rows FROM rel)"
+        " SELECT t.term, mine.rows AS user_rows, mine.rows"
         " * coalesce((SELECT max(elem_freqs[array_position(elems, v.lexeme)]) FROM st,"
         " unnest(to_tsvector('english', t.term)) v WHERE attname = 'content_tsv'), 0) AS rows"
-        " FROM unnest(%s::text[]) AS t(term), rel"
+        " FROM unnest(%s::text[]) AS t(term), mine"
     ), [user_id, terms]
 
 

@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 from ..errors import StorageError
 from ..sansio import Op, operation
 from ..transfer_format import EXPORT_TABLES, item_digest
+from .postgres_persons import PERSON_COLUMNS
 from .postgres_sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
@@ -57,7 +58,7 @@ class PostgresTransferQueries:
         if after is not None:
             parts.append(sql.SQL("({}) > ({})").format(columns, sql.SQL(", ").join(sql.Placeholder() * len(keys))))
             params.extend(after)
-        select = sql.SQL("id, created_at") if kind == "users" else sql.SQL("*")
+        select = sql.SQL("id, created_at, household_mode") if kind == "users" else sql.SQL("*")
         rows = yield Q(sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
             select, sql.Identifier(table), sql.SQL(" AND ").join(parts), columns), [*params, limit])
         out = [row_times(dict(r)) for r in rows]
@@ -98,10 +99,11 @@ class PostgresTransferQueries:
 
     @operation
     def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> Op:
-        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
-        rows = yield Q("SELECT type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s",
-                       [user_id, created_at, upto_id])
-        return [item_digest(r["type"], r["content"]) for r in rows]
+        """(id, ``item_digest``) of each item of the user created at that instant, with id <=
+        ``upto_id``, in id order."""
+        rows = yield Q("SELECT id, type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s"
+                       " ORDER BY id", [user_id, created_at, upto_id])
+        return [(r["id"], item_digest(r["type"], r["content"])) for r in rows]
 
     @operation
     def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> Op:
@@ -125,8 +127,35 @@ class PostgresTransferQueries:
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
 
     def _restore_user(self, r: dict, model: str | None, now: datetime) -> Op:
-        return (yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                        [r["user_id"], r["created_at"]])) > 0
+        added = (yield Q("INSERT INTO users (id, created_at, household_mode) VALUES (%s, %s, %s)"
+                         " ON CONFLICT DO NOTHING", [r["user_id"], r["created_at"], r["household_mode"]])) > 0
+        if not added and r["household_mode"] == "multi":  # a stored user only ever widens to multi
+            yield Q("UPDATE users SET household_mode = 'multi' WHERE id = %s", [r["user_id"]])
+        return added
+
+    def _restore_person(self, r: dict, model: str | None, now: datetime) -> Op:
+        yield from self._user(r["user_id"], now)
+        query = sql.SQL("INSERT INTO persons (user_id, {}, created_at, updated_at) VALUES (%s, {}, %s, %s)"
+                        " ON CONFLICT DO NOTHING").format(  # natural key: the index on (user_id, lower(display_name))
+            sql.SQL(", ").join(map(sql.Identifier, PERSON_COLUMNS)),
+            sql.SQL(", ").join(sql.Placeholder() * len(PERSON_COLUMNS)))
+        values = [Jsonb(r[c]) if c == "aliases" else r[c] for c in PERSON_COLUMNS]
+        return (yield Q(query, [r["user_id"], *values, r["created_at"], r["updated_at"]])) > 0
+
+    def _restore_promotion(self, r: dict, model: str | None, now: datetime) -> Op:
+        """``item_id``: the item's id here (the operation maps the exported one; None: not found)."""
+        if r["item_id"] is None:
+            return False
+        fact_id = None
+        if r["fact"] is not None:
+            rows = yield Q("SELECT id FROM facts WHERE user_id = %s AND category = %s AND key = %s",
+                           [r["user_id"], r["fact"]["category"], r["fact"]["key"]])
+            if not rows:
+                raise StorageError(f"the promotion of item {r['item']} comes before its fact record")
+            fact_id = rows[0]["id"]
+        return (yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
+                        " FROM items WHERE user_id = %s AND id = %s ON CONFLICT DO NOTHING",
+                        [fact_id, r["promoted_at"], r["user_id"], r["item_id"]])) > 0
 
     def _restore_theme(self, r: dict, model: str | None, now: datetime) -> Op:
         yield from self._user(r["user_id"], now)

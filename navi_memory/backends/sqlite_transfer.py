@@ -18,9 +18,11 @@ from ..errors import StorageError
 from ..timeutil import from_db, to_db
 from ..transfer_format import EXPORT_TABLES, item_digest
 from ..vectors import from_blob, to_blob
+from .sqlite_persons import PERSON_COLUMNS, person_from_row
 from .sqlite_sessions import message_from_row, session_from_row
 
-_TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at")
+_TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at",
+          "promoted_at")
 
 
 def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
@@ -28,6 +30,8 @@ def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
         return session_from_row(row)
     if kind == "messages":
         return message_from_row(row)
+    if kind == "persons":
+        return person_from_row(row)
     d = dict(row)
     for key in _TIMES:
         if key in d:
@@ -67,7 +71,7 @@ class SQLiteTransfer:
             rows = conn.execute(sql, [*params, limit]).fetchall()
         out = [_row(kind, r) for r in rows]
         if kind == "users":
-            out = [{"id": d["id"], "created_at": d["created_at"]} for d in out]
+            out = [{"id": d["id"], "created_at": d["created_at"], "household_mode": d["household_mode"]} for d in out]
         return out
 
     def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
@@ -104,12 +108,13 @@ class SQLiteTransfer:
         with self._transaction(write=False) as conn:
             return conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0]
 
-    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> list[bytes]:
-        """``item_digest`` of each item of the user created at that instant, with id <= ``upto_id``."""
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> list[tuple[int, bytes]]:
+        """(id, ``item_digest``) of each item of the user created at that instant, with id <=
+        ``upto_id``, in id order."""
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT type, content FROM items WHERE user_id = ? AND created_at = ? AND id <= ?",
-                                (user_id, to_db(created_at), upto_id))
-            return [item_digest(t, c) for t, c in rows]
+            rows = conn.execute("SELECT id, type, content FROM items WHERE user_id = ? AND created_at = ? AND id <= ?"
+                                " ORDER BY id", (user_id, to_db(created_at), upto_id))
+            return [(i, item_digest(t, c)) for i, t, c in rows]
 
     def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> list[Any]:
         """Write a batch of checked records in one transaction; per record, what was written:
@@ -120,8 +125,34 @@ class SQLiteTransfer:
             return [getattr(self, f"_restore_{r['type']}")(conn, r, model, stamp) for r in records]
 
     def _restore_user(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
-        return conn.execute("INSERT OR IGNORE INTO users (id, created_at) VALUES (?, ?)",
-                            (r["user_id"], to_db(r["created_at"]))).rowcount > 0
+        added = conn.execute("INSERT OR IGNORE INTO users (id, created_at, household_mode) VALUES (?, ?, ?)",
+                             (r["user_id"], to_db(r["created_at"]), r["household_mode"])).rowcount > 0
+        if not added and r["household_mode"] == "multi":  # a stored user only ever widens to multi
+            conn.execute("UPDATE users SET household_mode = 'multi' WHERE id = ?", (r["user_id"],))
+        return added
+
+    def _restore_person(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        self._ensure_user(conn, r["user_id"], stamp)
+        values = [json.dumps(r["aliases"], ensure_ascii=False) if c == "aliases" else r[c] for c in PERSON_COLUMNS]
+        return conn.execute(  # natural key: the unique index on (user_id, lower(display_name))
+            f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
+            f" VALUES (?, {', '.join('?' * len(PERSON_COLUMNS))}, ?, ?) ON CONFLICT DO NOTHING",
+            (r["user_id"], *values, to_db(r["created_at"]), to_db(r["updated_at"]))).rowcount > 0
+
+    def _restore_promotion(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
+        """``item_id``: the item's id here (the operation maps the exported one; None: not found)."""
+        if r["item_id"] is None:
+            return False
+        fact_id = None
+        if r["fact"] is not None:
+            row = conn.execute("SELECT id FROM facts WHERE user_id = ? AND category = ? AND key = ?",
+                               (r["user_id"], r["fact"]["category"], r["fact"]["key"])).fetchone()
+            if row is None:
+                raise StorageError(f"the promotion of item {r['item']} comes before its fact record")
+            fact_id = row[0]
+        return conn.execute("INSERT INTO promotions (item_id, user_id, fact_id, promoted_at) SELECT id, user_id, ?, ?"
+                            " FROM items WHERE id = ? AND user_id = ? ON CONFLICT (item_id) DO NOTHING",
+                            (fact_id, to_db(r["promoted_at"]), r["item_id"], r["user_id"])).rowcount > 0
 
     def _restore_theme(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
         self._ensure_user(conn, r["user_id"], stamp)

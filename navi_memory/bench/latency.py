@@ -20,7 +20,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -80,6 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1000, help="items per add_many call (default 1000)")
     parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="also write the results here")
+    from .peers import PEERS
+
+    parser.add_argument("--peers", type=_names(PEERS), default=[],
+                        help="the same data and queries on peers, timed in the same run (dev extra): bm25 (bm25s),"
+                             " langgraph (InMemoryStore with an index), langchain (langchain-postgres PGVectorStore"
+                             " hybrid, PostgreSQL only); comma-separated")
+    parser.add_argument("--langgraph-max-n", type=int, default=200_000,
+                        help="skip the langgraph peer above this N (default 200000: it keeps Python lists)")
     from . import postgres
 
     postgres.add_arguments(parser)
@@ -102,18 +110,28 @@ def _timed_search(store: MemoryStore, query: str, user: str, vector: np.ndarray 
     return (time.perf_counter() - start) * 1000.0
 
 
-def search_series(store: MemoryStore, label: str, data: Dataset, warmup: int, vectors: bool = True) -> dict[str, Any]:
-    """Time every query after the first (which opens caches and indexes): latency stats and the load."""
-    times, total = [], len(data.queries) - 1
-    progress = Progress(label, total)
+def time_queries(label: str, data: Dataset, warmup: int, search: Callable[[int], Any]) -> tuple[dict[str, Any], list]:
+    """Call ``search(i)`` for every query after the first (which opens caches and indexes); the
+    latency stats of those after the warm-up, with the load, and what each call returned."""
+    times, answers, progress = [], [], Progress(label, len(data.queries) - 1)
     for index in range(1, len(data.queries)):
-        vector = data.query_vectors[index] if vectors else None
-        elapsed = _timed_search(store, data.queries[index], data.query_user(index), vector)
+        start = time.perf_counter()
+        answers.append(search(index))
+        elapsed = (time.perf_counter() - start) * 1000.0
         if index > warmup:
             times.append(elapsed)
         progress(index)
     progress.close()
-    return {**_stats(times), "load": load()}
+    return {**_stats(times), "load": load()}, answers
+
+
+def search_series(store: MemoryStore, label: str, data: Dataset, warmup: int, vectors: bool = True) -> dict[str, Any]:
+    """Timed ``store.search`` calls over the dataset's queries (hybrid, or lexical without vectors)."""
+    def search(index: int) -> None:
+        store.search(data.queries[index], user_id=data.query_user(index),
+                     query_embedding=data.query_vectors[index] if vectors else None)
+
+    return time_queries(label, data, warmup, search)[0]
 
 
 def ingest(store: MemoryStore, data: Dataset, batch: int, label: str) -> tuple[float, np.ndarray]:
@@ -181,6 +199,10 @@ def format_table(report: dict[str, Any]) -> str:
         from . import postgres
 
         lines.append(postgres.format_details(report))
+    if any(r.get("peers") for r in report["results"]):
+        from .peers import format_ratios
+
+        lines.append(format_ratios(report))
     return "\n".join(lines)
 
 
@@ -192,6 +214,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     postgres = bool(getattr(args, "postgres", None)) or (db is not None and parse_url(db).scheme == "postgresql")
     if db and not postgres and "{n}" not in db and len(args.n) * len(args.layout) > 1:
         raise ConfigurationError("put '{n}' in --db when benchmarking several sizes: each needs a fresh database")
+    from . import peers
+
+    peers.check(args.peers, postgres)
     corpus, vectors = Corpus(args.seed), Vectors(args.vectors, args.dim, args.seed)
     results = []
     with tempfile.TemporaryDirectory(prefix="navi-bench-") as tmp:
@@ -208,13 +233,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     sqlite_url = (db.replace("{n}", str(n)) if db and not postgres
                                   else f"sqlite:///{Path(tmp) / f'bench-{n}-{layout}.db'}")
                     if server is None:
-                        results.append(run_size(sqlite_url, data, args))
+                        result = run_size(sqlite_url, data, args)
                     else:
                         result = pg.run_size(server, data, args)
                         if args.compare_sqlite:
                             result["sqlite"] = run_size(sqlite_url, data, args)
                             Path(sqlite_url.removeprefix("sqlite:///")).unlink(missing_ok=True)
-                        results.append(result)
+                    local = peers.run_local(data, args)
+                    if local:
+                        result["peers"] = {**result.get("peers", {}), **local}
+                    if result.get("peers"):
+                        result["ratios"] = peers.ratios(result)
+                    results.append(result)
                     del data
         finally:
             if server is not None:

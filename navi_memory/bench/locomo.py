@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -46,6 +46,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh database URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help="fusion (default: the store's)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
+    parser.add_argument("--peers", type=_peer_names, default=[],
+                        help="the same turns and questions without navi-memory (dev extra): bm25 (bm25s), dense"
+                             " (cosine over the same embeddings), langchain (langchain-postgres PGVectorStore hybrid,"
+                             " needs --postgres); comma-separated")
+    parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
+                        help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"
+                             " or a postgresql:// server URL, where it creates and drops a database of its own")
+
+
+def _peer_names(text: str) -> list[str]:
+    from .locomo_peers import PEERS
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names or any(n not in PEERS for n in names):
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(PEERS)} (comma-separated)")
+    return names
 
 
 def session_date(text: str | None) -> datetime | None:
@@ -111,11 +127,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigurationError(f"LoCoMo data not found: {path}")
     samples = json.loads(path.read_text(encoding="utf-8"))
+    peers = getattr(args, "peers", [])
+    postgres = getattr(args, "postgres", None)
+    if "langchain" in peers and not (postgres == "pgserver" or (postgres or "").startswith("postgresql")):
+        raise ConfigurationError("the langchain peer runs on PostgreSQL: add --postgres pgserver or --postgres URL")
     with tempfile.TemporaryDirectory(prefix="navi-locomo-") as tmp:
         url = args.bench_db or f"sqlite:///{Path(tmp) / 'locomo.db'}"
         settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
         with MemoryStore.open(url, EMBEDDINGS[args.embeddings], settings=settings, fusion=args.fusion) as store:
             report = evaluate(store, samples)
+            if peers:
+                from . import locomo_peers
+
+                report["peers"] = locomo_peers.run(samples, args, store.embedder, Path(tmp))
     report["embeddings"] = args.embeddings
     report["fusion"] = args.fusion or "weighted"
     print(format_report(report))
@@ -125,7 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Ingest every conversation, ask every question, return the metrics."""
+    """Ingest every conversation, ask every question through ``store.search``, return the metrics."""
     turns = [turn_items(s) for s in samples]
     ingest = Progress("ingest", sum(len(t) for t in turns))
     done = 0
@@ -136,14 +160,25 @@ def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any
             done += len(items[start:start + 256])
             ingest(done)
     ingest.close()
+
+    def search(user: str, question: str) -> list[str]:
+        return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS))]
+
+    report = ask(samples, search)
+    report["embedding_model"] = store.embedding_model
+    return report
+
+
+def ask(samples: list[dict[str, Any]], search: Callable[[str, str], list[str]],
+        label: str = "questions") -> dict[str, Any]:
+    """Ask every question with ``search(user, question)`` (ranked dia_ids, best first): metrics and latency."""
     asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
-    progress = Progress("questions", len(asked))
+    progress = Progress(label, len(asked))
     rows, by_category, latencies = [], defaultdict(list), []
     for index, (user, q) in enumerate(asked):
         start = time.perf_counter()
-        results = store.search(q["question"], user_id=user, limit=max(KS))
+        ranked = search(user, q["question"])
         latencies.append((time.perf_counter() - start) * 1000)
-        ranked = [r.metadata.get("dia_id") for r in results]
         row = score(ranked, q["evidence"])
         rows.append(row)
         by_category[q["category"]].append(row)
@@ -153,7 +188,6 @@ def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any
     report["per_category"] = {str(c): summarise(by_category[c]) for c in CATEGORIES if by_category[c]}
     report["latency_ms"] = {"p50": round(float(np.percentile(latencies, 50)), 2),
                             "p95": round(float(np.percentile(latencies, 95)), 2)}
-    report["embedding_model"] = store.embedding_model
     return report
 
 
@@ -166,4 +200,11 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{name:<10} {r['1']:>6.3f} {r['5']:>6.3f} {r['10']:>6.3f} {r['20']:>6.3f} {h['5']:>6.3f}"
                      f" {part['ndcg10']:>8.3f} {part['questions']:>5}")
     lines.append(f"search latency p50 {report['latency_ms']['p50']} ms, p95 {report['latency_ms']['p95']} ms")
+    if report.get("peers"):
+        lines.append(f"  {'same turns and questions':<32} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'R@20':>6}"
+                     f" {'NDCG@10':>8} {'p50 ms':>7} {'p95 ms':>7}")
+        for name, part in [("navi-memory", report), *report["peers"].items()]:
+            r, lat = part["recall"], part["latency_ms"]
+            lines.append(f"  {name:<32} {r['1']:>6.3f} {r['5']:>6.3f} {r['10']:>6.3f} {r['20']:>6.3f}"
+                         f" {part['ndcg10']:>8.3f} {lat['p50']:>7.2f} {lat['p95']:>7.2f}")
     return "\n".join(lines)

@@ -25,7 +25,6 @@ from ..backends.base import Filters
 from ..config import Settings, parse_url
 from ..errors import ConfigurationError
 from ..models import utcnow
-from ..progress import Progress
 from ..store import MemoryStore
 from .data import Dataset
 
@@ -56,7 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--maintained", type=int, default=2000,
                    help="items added after the build, with the index maintained (default 2000; 0: skip)")
     g.add_argument("--compare-sqlite", action="store_true", help="run the same data and queries on SQLite")
-    g.add_argument("--peers", default="", help="comma-separated peers on the same server: langchain")
     g.add_argument("--keep", action="store_true", help="keep the benchmark databases")
 
 
@@ -215,10 +213,10 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
                 result["lexical_search_ms"] = latency.search_series(lexical, f"{label} lexical", data, args.warmup,
                                                                     vectors=False)
                 result["plans"] = explain(url, data, model)
-                if "langchain" in args.peers.split(","):
+                if "langchain" in args.peers:
                     from . import peers
 
-                    result["langchain"] = peers.langchain(url, data, ids, args)
+                    result["peers"] = {"langchain": peers.langchain(url, data, ids, args)}
         if len(args.hnsw) > 1:  # searches ran on the first build: put it back for the maintained ingest
             server.execute(sql.SQL("DROP INDEX {}").format(vector_index_name(model, args.dim)), url=url)
             backend.build_vector_index(model, args.dim, *args.hnsw[0], args.maintenance_work_mem)
@@ -276,17 +274,15 @@ def format_details(report: dict[str, Any]) -> str:
                              f" {s['recall_at_10']:>7.3f}"
                              f" {s['short_results']:>5} {s['p50']:>7.2f} {s['p95']:>7.2f} {s['load']:>5.2f}")
     lines.append("")
-    lines.append(f"{'layout':<7} {'N':>9} {'bulk ingest/s':>13} {'maintained/s':>12} {'vs sqlite p50/p95':>18}"
-                 f" {'vs langchain p50/p95':>21}")
+    lines.append(f"{'layout':<7} {'N':>9} {'bulk ingest/s':>13} {'maintained/s':>12} {'vs sqlite p50/p95':>18}")
     for r in report["results"]:
         s = r["search_ms"]
         ratio = lambda other: f"{s['p50'] / other['p50']:.2f} / {s['p95'] / other['p95']:.2f}"  # noqa: E731
         sq = ratio(r["sqlite"]["search_ms"]) if "sqlite" in r else "-"
-        lc = ratio(r["langchain"]["search_ms"]) if "langchain" in r else "-"
         lines.append(f"{r['layout']:<7} {r['n']:>9,} {r['ingest_items_per_s']:>13,.0f}"
-                     f" {r.get('maintained_ingest_items_per_s', 0):>12,.0f} {sq:>18} {lc:>21}")
+                     f" {r.get('maintained_ingest_items_per_s', 0):>12,.0f} {sq:>18}")
     for r in report["results"]:
-        if "langchain" in r:
+        if "langchain" in r.get("peers", {}):
             from . import peers
 
             lines.append(peers.format_langchain(r))

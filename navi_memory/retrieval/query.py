@@ -48,17 +48,24 @@ def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
 
 
 def select_matching_terms(terms: list[str], estimated_rows: dict[str, float],
-                          common_rows: float) -> tuple[list[str], bool]:
+                          row_budget: float) -> tuple[list[str], bool]:
     """Which terms select lexical candidates, and whether a row needs all of them.
 
-    A term expected in more than ``common_rows`` of the searcher's rows (a "common term") would
-    make the index rank all of those rows while adding little to any score; it still counts in
-    the ranking of rows that the rarer terms select. When every term is common, rows must
-    contain them all. Terms without an estimate are treated as rare.
+    Terms are taken rarest first while the rows they are expected to match add up to at most
+    ``row_budget``; the others (common words, which would make the index rank every row holding
+    them while adding little to any score) still count in the ranking of the selected rows. When
+    even the rarest term exceeds the budget, rows must contain all the terms. Terms without an
+    estimate count as matching no rows.
     """
-    rare = [t for t in terms if estimated_rows.get(t, 0.0) <= common_rows]
-    if rare:
-        return rare, False
+    chosen: set[str] = set()
+    total = 0.0
+    for term in sorted(terms, key=lambda t: estimated_rows.get(t, 0.0)):
+        total += estimated_rows.get(term, 0.0)
+        if total > row_budget:
+            break
+        chosen.add(term)
+    if chosen:
+        return [t for t in terms if t in chosen], False
     return list(terms), len(terms) > 1
 
 
