@@ -254,6 +254,11 @@ def op_export_import(world, data):
     user_map = {world.a: copy} | ({world.b: copy} if data.draw(st.booleans()) else {})  # B is not in the file
     world.store.import_records(records, user_map=user_map)
     assert [i.user_id for i in world.store.list_items(user_id=copy, status="any", limit=10_000)]
+    store = world.store  # A's household and promotions came along, nothing of B's
+    assert [p.display_name for p in store.list_persons(user_id=copy)] == \
+        [p.display_name for p in store.list_persons(user_id=world.a)]
+    assert sorted(f.key for f in store.promoted_facts(user_id=copy)) == \
+        sorted(f.key for f in store.promoted_facts(user_id=world.a))
     world.store.forget(user_id=copy)
 
 
