@@ -378,6 +378,8 @@ class MemoryOperations:
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired)
+        if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
+            f = replace(f, person=(yield from self._person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
         if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \

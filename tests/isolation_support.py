@@ -52,3 +52,67 @@ def user_rows(backend_name: str, db_url: str, tmp_path: Path, user: str) -> dict
 def leaks(value: Any, marker: str) -> bool:
     """Whether ``marker`` shows anywhere in the value (its repr covers nested results)."""
     return marker in repr(value) or marker in str(value)
+
+
+# -- persons, promotion and the web apps, for the isolation property test -----------------------
+
+B_PERSONS = [("Bella Brown", ["bee"]), ("Carl", ["grandpa"])]
+
+
+def seed_promoted(store: Any, user: str, marker: str) -> None:
+    """Three items with one vector: ``promote`` makes them a fact carrying ``marker``."""
+    vector = [1.0] + [0.0] * 63  # the fake embeddings' size
+    for n in range(3):
+        store.add(user_id=user, content=f"{marker} repeated preference", embedding=vector, theme="preferences")
+    assert store.promote(user_id=user).facts_added >= 1  # (B's other items may cluster too)
+
+
+class HttpClients:
+    """TestClients of the REST API and of the browser UI over one store."""
+
+    TOKEN = "isolation-token-0123456789"
+
+    def __init__(self, store: Any) -> None:
+        from starlette.testclient import TestClient
+
+        from navi_memory.ui.api import create_api_app
+        from navi_memory.ui.app import create_app
+
+        self.apps = {"api": create_api_app(store, token=self.TOKEN), "ui": create_app(store)}
+        self.clients = {"api": TestClient(self.apps["api"], base_url="http://127.0.0.1",
+                                          headers={"Authorization": f"Bearer {self.TOKEN}"}),
+                        "ui": TestClient(self.apps["ui"], base_url="http://127.0.0.1")}
+
+    def request(self, target: tuple[str, str], method: str, **kwargs: Any) -> Any:
+        app, path = target
+        return self.clients[app].request(method, path, **kwargs)
+
+    def routes(self) -> list[tuple[str, str, str]]:
+        from starlette.routing import Route
+
+        return [(app, route.path, method) for app, asgi in self.apps.items() for route in asgi.routes
+                if isinstance(route, Route) for method in sorted(route.methods - {"HEAD"})]
+
+
+def _body(path: str, method: str, key: str, name: str) -> Any:
+    if method == "GET" or method == "DELETE":
+        return None
+    if path.endswith("/facts"):
+        return {"category": "profile", "key": key, "value": "A's value through the API"}
+    if path.endswith("/household"):
+        return {"mode": "multi", "members": [{"display_name": name, "notes": "A's person through the API"}]}
+    return {"content": "A's note through the API"}
+
+
+def http_requests(clients: HttpClients, user: str, item_id: int, key: str, name: str,
+                  query: str) -> list[tuple[tuple[str, str], str, dict]]:
+    """Every route of both apps as ``user`` (path), with another user's item id, fact key, person
+    name and words of their items in the ids, bodies and query parameters."""
+    from navi_memory.ui.web import path_part
+
+    out = []
+    for app, template, method in clients.routes():
+        path = template.replace("{user:path}", path_part(user)).replace("{item_id:int}", str(item_id))
+        params = {"q": query, "key": key, "category": "profile", "person": name, "user": user}
+        out.append(((app, path), method, {"params": params, "json": _body(path, method, key, name)}))
+    return out

@@ -184,3 +184,185 @@ def test_framework_tools_return_schema_errors_to_the_model(store):
     assert "limit" in json.loads(lc["memory_search"].invoke({"query": "x", "limit": 0}))["error"]
     assert "item_id" in json.loads(lc["memory_get"].invoke({"item_id": "abc"}))["error"]
     assert "limit" in json.loads(str(li["memory_search"].call(query="x", limit=0)))["error"]
+
+
+# -- REST API and the browser UI's JSON ---------------------------------------------------------------
+
+API = "/api/users/alice"
+FACT = {"category": "profile", "key": "k", "value": "v"}
+API_BAD = [  # method, path (after /api/users/alice unless it starts with /), query, JSON body, status, message
+    pytest.param("POST", "/items", None, {"content": ""}, 422, "content is empty", id="empty-content"),
+    pytest.param("POST", "/items", None, {"content": "   "}, 422, "content is empty", id="whitespace-content"),
+    pytest.param("POST", "/items", None, {"content": "x" * (MAX + 1)}, 422, "more than the maximum", id="huge-content"),
+    pytest.param("POST", "/items", None, {"content": "a\x00b"}, 422, "NUL", id="NUL-content"),
+    pytest.param("POST", "/items", None, {"content": "lone \ud800"}, 422, "UTF-8", id="lone-surrogate-content"),
+    pytest.param("POST", "/items", None, {"content": "x", "title": "\udfff"}, 422, "UTF-8", id="lone-surrogate-title"),
+    pytest.param("POST", "/items", None, {"content": None}, 422, "must be a string", id="null-content"),
+    pytest.param("POST", "/items", None, {"content": "x", "type": "diary"}, 422, "invalid type", id="invalid-type"),
+    pytest.param("POST", "/items", None, {"content": "x", "theme": "!!!"}, 422, "no letters", id="theme-!!!"),
+    pytest.param("POST", "/items", None, {"content": "x", "tags": 5}, 422, "tags", id="tags-not-a-list"),
+    pytest.param("POST", "/items", None, {"content": "x", "embedding": [float("nan")]}, 422, "NaN", id="nan-vector"),
+    pytest.param("POST", "/items", None, {"content": "x", "user_id": "bob"}, 422, "path says", id="user-in-body"),
+    pytest.param("PATCH", "/items/{item}", None, {"status": "deleted"}, 422, "status", id="update-invalid-status"),
+    pytest.param("PATCH", "/items/{item}", None, {"content": "a\x00b"}, 422, "NUL", id="update-NUL"),
+    pytest.param("PATCH", "/items/{item}", None, {"id": 5}, 422, "cannot be set", id="update-id"),
+    pytest.param("PATCH", "/items/{bob_item}", None, {"content": "taken over"}, 404, "no item", id="update-bobs-item"),
+    pytest.param("DELETE", "/items/{bob_item}", None, None, 404, "no item", id="delete-bobs-item"),
+    pytest.param("GET", "/items/{bob_item}", None, None, 404, "no item", id="get-bobs-item"),
+    pytest.param("DELETE", "/items/999999", None, None, 404, "no item 999999", id="delete-unknown-id"),
+    pytest.param("GET", "/items/0", None, None, 422, "invalid id 0", id="id-zero"),
+    pytest.param("GET", f"/items/{2**63}", None, None, 422, "invalid id", id="id-over-64-bits"),
+    pytest.param("GET", "/items/abc", None, None, 404, "Not Found", id="id-not-a-number"),
+    pytest.param("POST", "/facts", None, {**FACT, "category": "hobbies"}, 422, "invalid category", id="fact-category"),
+    pytest.param("POST", "/facts", None, {**FACT, "key": ""}, 422, "key", id="fact-empty-key"),
+    pytest.param("POST", "/facts", None, {**FACT, "value": "a\x00b"}, 422, "NUL", id="fact-NUL-value"),
+    pytest.param("POST", "/facts", None, {**FACT, "confidence": float("nan")}, 422, "confidence", id="fact-nan"),
+    pytest.param("POST", "/facts", None, {**FACT, "confidence": "high"}, 422, "confidence", id="fact-confidence-text"),
+    pytest.param("POST", "/facts", None, {**FACT, "source": "rumour"}, 422, "source", id="fact-invalid-source"),
+    pytest.param("POST", "/facts", None, {**FACT, "expires_days": -1}, 422, "expires_days", id="fact-expiry"),
+    pytest.param("DELETE", "/facts", {"key": "never-stored"}, None, 404, "no fact", id="delete-unknown-fact"),
+    pytest.param("DELETE", "/facts", {"key": "drink", "category": "bogus"}, None, 422, "category",
+                 id="delete-fact-invalid-category"),
+    pytest.param("PUT", "/household", None, {"mode": "crowd"}, 422, "invalid mode", id="household-mode"),
+    pytest.param("PUT", "/household", None, {"members": [{"display_name": "a\x00b"}]}, 422, "NUL",
+                 id="household-NUL-name"),
+    pytest.param("PUT", "/household", None, {"members": [{"display_name": "Ann", "birth_date": "yesterday"}]}, 422,
+                 "birth_date", id="household-bad-date"),
+    pytest.param("GET", "/items", {"limit": "0"}, None, 422, "limit must be between", id="list-limit-0"),
+    pytest.param("GET", "/items", {"limit": "-1"}, None, 422, "limit must be between", id="list-limit-minus-1"),
+    pytest.param("GET", "/items", {"limit": str(10**9)}, None, 422, "limit must be between", id="list-limit-1e9"),
+    pytest.param("GET", "/items", {"limit": "1.5"}, None, 422, "limit must be an integer", id="list-limit-float"),
+    pytest.param("GET", "/items", {"limit": "1_0"}, None, 422, "limit must be an integer", id="list-limit-1_0"),
+    pytest.param("GET", "/items", {"limit": "\uff11\uff10"}, None, 422, "limit must be an integer",
+                 id="list-limit-fullwidth-digits"),
+    pytest.param("GET", "/items", {"offset": "9" * 5000}, None, 422, "offset must be an integer", id="offset-5000-digits"),
+    pytest.param("GET", "/items", {"offset": "-1"}, None, 422, "offset", id="list-offset-minus-1"),
+    pytest.param("GET", "/items", {"offset": str(2**63)}, None, 422, "offset", id="list-offset-2**63"),
+    pytest.param("GET", "/items", {"type": "diary"}, None, 422, "invalid type", id="list-invalid-type"),
+    pytest.param("GET", "/items", {"status": "gone"}, None, 422, "invalid status", id="list-invalid-status"),
+    pytest.param("GET", "/search", {"q": "x", "limit": str(10**9)}, None, 422, "limit", id="search-limit-1e9"),
+    pytest.param("GET", "/search", {"q": "a\x00b"}, None, 422, "NUL", id="search-NUL"),
+    pytest.param("GET", "/facts", {"sort": "value; DROP TABLE facts"}, None, 422, "invalid sort", id="facts-sort"),
+    pytest.param("GET", "/facts", {"category": "' OR '1'='1"}, None, 422, "invalid category", id="facts-category"),
+    pytest.param("GET", "/summary", {"limit": "0"}, None, 422, "limit", id="summary-limit-0"),
+    pytest.param("GET", "/api/users/%00/items", None, None, 422, "NUL", id="user-NUL"),
+    pytest.param("GET", "/api/users/%20%20/items", None, None, 422, "user_id is empty", id="user-blank"),
+    pytest.param("GET", f"/api/users/{'u' * 257}/facts", None, None, 422, "user_id", id="user-257-chars"),
+]
+
+
+@pytest.fixture
+def api_client(store):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.api import create_api_app
+
+    from .ui_helpers import LOCAL, TOKEN
+
+    return TestClient(create_api_app(store, token=TOKEN), base_url=LOCAL, headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+def _json_reply(response, status: int) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    reply = response.json()
+    assert set(reply) == {"error", "type"} and reply["error"] and len(reply["error"]) < 400
+    assert "Traceback" not in response.text and "bob" not in response.text
+    return reply["error"]
+
+
+@pytest.mark.parametrize("method, path, query, body, status, message", API_BAD)
+def test_api_bad_input_is_a_4xx_json_error_and_changes_nothing(store, dump, api_client, method, path, query, body,
+                                                               status, message):
+    ids = seed(store)
+    url = (path if path.startswith("/api/") else API + path).format(**ids)
+    before = dump()
+    payload = {} if body is None else {"content": json.dumps(body).encode(),  # json.dumps keeps NaN and \\ud800
+                                       "headers": {"content-type": "application/json"}}
+    assert message in _json_reply(api_client.request(method, url, params=query, **payload), status)
+    assert dump() == before
+
+
+@pytest.mark.parametrize("raw, message", [
+    pytest.param(b"{not json", "not JSON", id="malformed-json"),
+    pytest.param(b'{"content": "caf\xe9"}', "not JSON", id="invalid-utf8-bytes"),
+    pytest.param(b"\xff\xfe\x00", "not JSON", id="binary-body"),
+    pytest.param(b'["content"]', "JSON object", id="json-list"),
+    pytest.param(b'"just text"', "JSON object", id="json-string"),
+    pytest.param(b"", "JSON object", id="empty-body"),
+    pytest.param(b"[" * 100_000, "nested too deeply", id="deeply-nested-list"),  # was a 500 (RecursionError)
+    pytest.param(b'{"a":' * 50_000, "nested too deeply", id="deeply-nested-object"),
+])
+def test_api_bodies_that_are_not_a_json_object(store, dump, api_client, raw, message):
+    seed(store)
+    before = dump()
+    response = api_client.post(f"{API}/items", content=raw, headers={"content-type": "application/json"})
+    assert message in _json_reply(response, 400 if "JSON object" not in message else 422)
+    assert dump() == before
+
+
+def test_api_refuses_a_body_over_the_size_limit_with_413(store, dump, api_client, monkeypatch):
+    from navi_memory.ui import api
+
+    monkeypatch.setattr(api, "MAX_BODY_BYTES", 1000)
+    seed(store)
+    before = dump()
+    body = json.dumps({"content": "x" * 600, "title": "y" * 600}).encode()
+    for headers in ({"content-type": "application/json"}, {"content-length": "10"}):  # the header is not trusted
+        response = api_client.post(f"{API}/items", content=body, headers=headers)
+        assert "larger than 1000 bytes" in _json_reply(response, 413)
+    assert dump() == before
+    assert api_client.post(f"{API}/items", json={"content": "small enough"}).status_code == 201
+
+
+@pytest.mark.parametrize("query", ['NOT', '"', '* -', 'NEAR(a b)', 'col:on', "' OR '1'='1", "'; DROP TABLE items;--",
+                                   "%", "_", "$1", "%s", "\\"])
+def test_api_search_and_fact_search_with_query_syntax_are_safe(store, dump, api_client, query):
+    seed(store)
+    before = dump()
+    for path, rows in (("/search", "results"), ("/items", "results"), ("/facts", "facts")):
+        response = api_client.get(API + path, params={"q": query})
+        assert response.status_code == 200, response.text
+        assert isinstance(response.json()[rows], list) and "bob's note" not in response.text
+    assert api_client.get(f"/api/users/{query.replace('%', '%25')}/items").status_code in (200, 422)
+    assert dump() == before
+
+
+@pytest.mark.parametrize("app", ["api", "ui"])
+@pytest.mark.parametrize("method, path", [("GET", "/api/users/%ff/items"), ("POST", "/api/users/%fe%ff/items"),
+                                          ("GET", "/api/users/alice/search?q=caf%e9"), ("GET", "/users/%ed%a0%80/facts"),
+                                          ("GET", "/api/users/alice/items?theme=%c3")])
+def test_addresses_that_are_not_utf8_are_400_for_every_route(store, dump, api_client, app, method, path):
+    """The server would decode them with U+FFFD: %ff and %fe would both be the user "\ufffd"."""
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.app import create_app
+
+    from .ui_helpers import LOCAL
+
+    seed(store)
+    client = api_client if app == "api" else TestClient(create_app(store), base_url=LOCAL)
+    before = dump()
+    response = client.request(method, path, json={"content": "written under a mangled user"})
+    assert response.status_code == 400 and "not valid UTF-8" in response.json()["error"], response.text
+    assert dump() == before
+
+
+def test_browser_ui_json_answers_bad_parameters_with_400(store, dump):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.app import create_app
+
+    from .ui_helpers import LOCAL
+
+    ids = seed(store)
+    ui = TestClient(create_app(store), base_url=LOCAL)
+    before = dump()
+    for path, params, status, message in [(f"/api/users/{U}/items", {"limit": "0"}, 400, "limit"),
+                                          (f"/api/users/{U}/items", {"offset": str(2**63)}, 400, "offset"),
+                                          (f"/api/users/{U}/search", {"q": "a\x00b"}, 400, "NUL"),
+                                          (f"/api/users/{U}/facts", {"category": "x"}, 400, "invalid category"),
+                                          (f"/api/users/{U}/items/{ids['bob_item']}", None, 404, "no item"),
+                                          ("/api/users/%00/facts", None, 400, "NUL")]:
+        assert message in _json_reply(ui.get(path, params=params), status), path
+    assert dump() == before

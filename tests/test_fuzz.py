@@ -1,6 +1,8 @@
 """Fuzzing search, listing and fact queries on both backends: only documented errors come out.
 
-One seeded store per backend serves every example (no per-example database). The number of
+One seeded store per backend serves every example (no per-example database); the fuzzed user
+has a household (persons with aliases and roles) and items about them, the other user a person
+sharing those aliases, so person filters and hints are fuzzed against real references. The number of
 examples comes from the hypothesis profile ``navi-fuzz``: 2,000 searches with valid filters per
 backend by default (CI), a quarter of that each for invalid filters and for listings/fact
 queries; ``NAVI_MEMORY_FUZZ_EXAMPLES=50000`` for a longer local run (docs/reliability.md). Every
@@ -47,6 +49,13 @@ QUERY = st.one_of(
     st.text(st.characters(codec="utf-8"), min_size=1, max_size=300),
     st.binary(max_size=20),
 )
+# the fuzzed user's household, and a person of the other user whose items must never show
+PERSONS = [("Anna Berg", ["mom", "Annie"], "spouse"), ("Ben", ["dad's friend", "B%"], "child"), ("Élodie", [], None)]
+OTHER_PERSON = "Zora Otherperson"
+PERSON_REFS = [name for name, _, _ in PERSONS] + [a for _, aliases, _ in PERSONS for a in aliases] + [
+    "spouse", "child", "anna", "ANNA BERG", "Anna", OTHER_PERSON, "Zora", "%", "_", "' OR '1'='1"]
+PERSON = st.one_of(st.sampled_from(PERSON_REFS), st.text(min_size=1, max_size=8).filter(
+    lambda t: t.strip() and "\x00" not in t))
 NUMBER = st.one_of(st.integers(-5, 400_000), st.floats(allow_nan=True, allow_infinity=True), st.none(),
                    st.sampled_from(["7", True]))
 NAMES = st.one_of(st.none(), st.text(max_size=12), st.lists(st.one_of(st.sampled_from(ITEM_TYPES), st.text(max_size=8)),
@@ -59,8 +68,8 @@ SEARCH_KWARGS = st.fixed_dictionaries({}, optional={
     "recency_days": NUMBER,
     "recency": st.sampled_from(["decay", "neutral", "fresh"]),
     "fusion": st.one_of(st.none(), st.sampled_from(["weighted", "rrf", "bm25"])),
-    "person": st.one_of(st.none(), st.sampled_from(["Anna", "", "%"]), st.text(max_size=8)),
-    "person_hints": NAMES,
+    "person": st.one_of(st.none(), st.sampled_from(["Anna", "", "%"]), PERSON, st.text(max_size=8)),
+    "person_hints": st.one_of(NAMES, st.lists(PERSON, max_size=3)),
     "include_expired": st.booleans(),
     "context_weight": NUMBER,
     "semantic_weight": NUMBER,
@@ -77,9 +86,8 @@ VALID_SEARCH_KWARGS = st.fixed_dictionaries({}, optional={
     "recency_days": st.one_of(st.integers(0, 400_000 // 2), st.floats(0, 365_000)),
     "recency": st.sampled_from(["decay", "neutral"]),
     "fusion": st.sampled_from(["weighted", "rrf"]),
-    "person": st.one_of(st.sampled_from(["Anna", "%", "_"]), st.text(min_size=1, max_size=8).filter(
-        lambda t: t.strip() and "\x00" not in t)),
-    "person_hints": st.lists(st.sampled_from(["Anna", "alice", "%"]), max_size=2),
+    "person": PERSON,
+    "person_hints": st.lists(st.one_of(PERSON, st.just("alice")), max_size=3),
     "include_expired": st.booleans(),
     "context_weight": st.floats(0, 1),
     "semantic_weight": st.floats(0, 1),
@@ -106,9 +114,13 @@ FACT_KWARGS = st.fixed_dictionaries({}, optional={
 
 
 def _seed(store: MemoryStore) -> None:
+    store.set_household_mode("multi", user_id=U)
+    for name, aliases, role in PERSONS:
+        store.add_person(name, user_id=U, aliases=aliases, role=role)
     texts = [f"{w} {s} note {n}" for n, (w, s) in enumerate(zip(WORDS * 8, SPECIAL * 3))]
+    about = ["Anna", "Anna Berg", "mom", "Ben", "Élodie", "someone else", None]  # references, as an app passes them
     store.add_many([{"user_id": U, "content": t, "theme": ("work", "general", "travel")[n % 3],
-                     "type": ITEM_TYPES[n % len(ITEM_TYPES)], "person": "Anna" if n % 7 == 0 else None,
+                     "type": ITEM_TYPES[n % len(ITEM_TYPES)], "person": about[n % len(about)],
                      "pinned": n % 11 == 0, "expires_days": 1 if n % 13 == 0 else None,
                      "status": "archived" if n % 9 == 0 else "active",
                      "source_ref": {"session_id": "s1", "first_seq": n, "last_seq": n}}
@@ -117,6 +129,8 @@ def _seed(store: MemoryStore) -> None:
         store.upsert_fact(user_id=U, category=category, key=f"key_{n}", value=f"value {SPECIAL[n]} {WORDS[n]}")
         store.upsert_fact(user_id=U, category=category, key=f"key_{n}", value=f"changed {WORDS[n]}")
     store.add(user_id=OTHER, content=f"{OTHER_MARK} coffee latte berlin NOT * \" -")
+    store.add_person(OTHER_PERSON, user_id=OTHER, aliases=["mom", "Anna"])
+    store.add(user_id=OTHER, content=f"{OTHER_MARK} Anna and mom", person=OTHER_PERSON)
     store.upsert_fact(user_id=OTHER, category="profile", key="home_city", value=f"{OTHER_MARK} Berlin")
 
 
@@ -144,7 +158,7 @@ def _check_results(results: Any, kwargs: dict) -> None:
     for r in results:
         assert math.isfinite(r.score)
         if not kwargs.get("all_users"):
-            assert OTHER_MARK not in r.content
+            assert OTHER_MARK not in r.content and r.person != OTHER_PERSON
 
 
 def _fuzz(store_and_dump: tuple, strategy: Any, call: Any, share: int = 1) -> tuple[int, int]:
@@ -207,3 +221,14 @@ def test_fts_syntax_in_queries_is_plain_text(fuzz_store, query):
     results = store.search(query, user_id=U, limit=50, status="any", include_expired=True)
     assert all(OTHER_MARK not in r.content for r in results)
 
+
+
+@pytest.mark.parametrize("ref", ["mom", "Anna", "anna berg", "Annie", "B%", "%", OTHER_PERSON, "Zora"])
+def test_person_filters_and_hints_stay_in_the_users_household(fuzz_store, ref):
+    store, _ = fuzz_store
+    names = {name for name, _, _ in PERSONS} | {"someone else"}
+    for kwargs in ({"person": ref}, {"person_hints": [ref]}):
+        results = store.search("note coffee Anna mom", user_id=U, limit=50, status="any", include_expired=True,
+                               **kwargs)
+        assert all(OTHER_MARK not in r.content and (r.person is None or r.person in names) for r in results)
+    assert {r.person for r in store.search("note", user_id=U, limit=50, person="mom")} == {"Anna Berg"}

@@ -19,7 +19,7 @@ from navi_memory import NaviMemoryError, NotFoundError, ValidationError
 from navi_memory.integrations._tools import TOOLS, MemoryTools
 from navi_memory.models import FACT_CATEGORIES
 
-from .isolation_support import leaks, user_rows
+from .isolation_support import B_PERSONS, HttpClients, http_requests, leaks, seed_promoted, user_rows
 
 TRICKY_IDS = ["alice", "Alice", "ALICE", "alice2", "a%", "a_ice", "%", "_", "*", "' OR '1'='1", "a\\", "ålice",
               "alice\u0301", "bob; DROP TABLE items;--", "42", "用户"]
@@ -61,7 +61,14 @@ class World:
                                         {"role": "assistant", "content": "Noted."}], user_id=b, triggers=False)
         self.a_ids = [store.add(user_id=a, content=f"A's note about coffee {n}") for n in range(2)]
         store.upsert_fact(user_id=a, category="profile", key="home_city", value="Lisbon")
+        store.set_household_mode("multi", user_id=b)
+        self.b_persons = [store.add_person(name, user_id=b, aliases=aliases, notes=f"{self.marker} notes of {name}")
+                          for name, aliases in B_PERSONS]
+        self.b_names = [name for name, aliases in B_PERSONS] + [a for _, aliases in B_PERSONS for a in aliases]
+        self.b_ids.append(store.add(user_id=b, content=f"{self.marker} about a person", person=B_PERSONS[0][1][0]))
+        seed_promoted(store, b, self.marker)
         self.tools = MemoryTools(store, a)
+        self.http = HttpClients(store)
 
     def clean(self, value) -> None:
         assert not leaks(value, self.marker), f"user B's data leaked to A: {value!r}"[:500]
@@ -187,23 +194,96 @@ def op_tool(world, data):
         assert "error" in json.loads(out)
 
 
+def op_persons(world, data):
+    """Person operations as A with B's person ids and names: B's household is neither read nor changed."""
+    store, a = world.store, world.a
+    ref = data.draw(st.sampled_from([p.id for p in world.b_persons] + world.b_names))
+    store.add(user_id=a, content="A's note about someone", person=world.b_names[0])  # renamed with A's person
+    calls = [lambda: store.get_person(ref, user_id=a), lambda: store.remove_person(ref, user_id=a),
+             lambda: store.update_person(ref, user_id=a, notes="A rewrote this person"),
+             lambda: store.update_person(ref, user_id=a, display_name="Renamed by A")]
+    for call in data.draw(st.permutations(calls)):
+        try:
+            world.clean(call())  # only when A has a person of that name (A's own)
+        except (NotFoundError, ValidationError) as exc:  # (a second "Renamed by A" clashes with the first)
+            world.clean(str(exc))
+    world.clean(store.resolve_person_ref(str(ref), user_id=a))
+    world.clean(store.list_persons(user_id=a))
+    world.clean(store.infer_speaker(f"this is {world.b_names[0]}", user_id=a, hint=ref))
+    mode = data.draw(st.sampled_from(["single", "multi"]))
+    try:
+        world.clean(store.set_household_mode(mode, user_id=a))
+        world.clean(store.put_household(user_id=a, members=[{"display_name": world.b_names[0], "notes": "A's own"}]))
+        if data.draw(st.booleans()):
+            world.clean(store.add_person(world.b_names[1], user_id=a, aliases=["A's alias"]))
+    except ValidationError as exc:  # single mode with a person already there: A's own rule
+        world.clean(str(exc))
+    world.clean(store.household(user_id=a))
+
+
+def op_promotion(world, data):
+    world.clean(world.store.promote(user_id=world.a))
+    world.clean(world.store.promoted_facts(user_id=world.a))
+    world.clean(world.store.memory_markdown(user_id=world.a))
+
+
+def op_http(world, data):
+    """Every route of the REST API and the browser UI, as A, aimed at B's item ids, fact keys and persons."""
+    target = data.draw(st.sampled_from(world.b_ids + [999_999]))
+    key = data.draw(st.sampled_from(world.b_keys))
+    name = data.draw(st.sampled_from(world.b_names))
+    for where, method, kwargs in http_requests(world.http, world.a, target, key, name, "repeated preference coffee"):
+        response = world.http.request(where, method, **kwargs)
+        assert response.status_code < 500, (where, method, response.text)
+        world.clean(response.text)
+        if where[1].endswith(f"/{target}"):
+            assert response.status_code == 404, (where, method, response.text)
+
+
+def op_export_import(world, data):
+    """An export of A holds only A's records; importing it under a user map writes only the mapped user."""
+    records: list[dict] = []
+    try:
+        world.store.export(records.append, user_id=world.a)
+    except NotFoundError:  # A has nothing stored (after forget)
+        return
+    world.clean(records)
+    assert records[0]["users"] == [world.a]
+    assert {r["user_id"] for r in records[1:]} == {world.a}
+    copy = world.a + "→copy"
+    user_map = {world.a: copy} | ({world.b: copy} if data.draw(st.booleans()) else {})  # B is not in the file
+    world.store.import_records(records, user_map=user_map)
+    assert [i.user_id for i in world.store.list_items(user_id=copy, status="any", limit=10_000)]
+    store = world.store  # A's household and promotions came along, nothing of B's
+    assert [p.display_name for p in store.list_persons(user_id=copy)] == \
+        [p.display_name for p in store.list_persons(user_id=world.a)]
+    assert sorted(f.key for f in store.promoted_facts(user_id=copy)) == \
+        sorted(f.key for f in store.promoted_facts(user_id=world.a))
+    world.store.forget(user_id=copy)
+
+
 OPS = [op_search, op_search_marker, op_list, op_facts, op_get_fact, op_item_by_id, op_fact_writes, op_summary,
-       op_sessions, op_themes, op_maintenance, op_forget, op_tool]
+       op_sessions, op_themes, op_maintenance, op_forget, op_tool, op_persons, op_promotion, op_http,
+       op_export_import]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(users=st.tuples(USER_IDS, USER_IDS).filter(_distinct), data=st.data())
 def test_operations_as_one_user_never_read_or_change_another(store, backend_name, db_url, tmp_path, users, data):
-    world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
-    before = user_rows(backend_name, db_url, tmp_path, world.b)
-    assert before["items"] and before["facts"] and before["messages"]
-    for op in data.draw(st.lists(st.sampled_from(OPS), min_size=3, max_size=8)):
-        op(world, data)
-    assert user_rows(backend_name, db_url, tmp_path, world.b) == before
-    store.forget(user_id=world.a)
-    assert user_rows(backend_name, db_url, tmp_path, world.b) == before
-    store.forget(user_id=world.b)
+    try:
+        world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
+        before = user_rows(backend_name, db_url, tmp_path, world.b)
+        assert before["items"] and before["facts"] and before["messages"] and before["persons"]
+        assert before["promotions"]
+        for op in data.draw(st.lists(st.sampled_from(OPS), min_size=3, max_size=8)):
+            op(world, data)
+        assert user_rows(backend_name, db_url, tmp_path, world.b) == before
+        store.forget(user_id=users[0])
+        assert user_rows(backend_name, db_url, tmp_path, world.b) == before
+    finally:  # a failing example leaves no state behind for hypothesis' next (shrunk) one
+        for user in users:
+            store.forget(user_id=user)
 
 
 @pytest.mark.parametrize("call", [
@@ -273,3 +353,27 @@ def test_errors_about_foreign_ids_do_not_reveal_the_owner(store):
     with pytest.raises(NaviMemoryError) as info:
         store.get(foreign, user_id="alice")
     assert "bob" not in str(info.value)
+
+
+def test_import_writes_only_into_the_users_its_records_name_after_the_map(store, backend_name, db_url, tmp_path):
+    """A file of alice imported as carol: bob's rows stay byte-for-byte, whatever the map says
+    about bob and whatever user a fact's nested item claims."""
+    store.add(user_id="bob", content="bob's own note")
+    store.upsert_fact(user_id="bob", category="profile", key="city", value="Oslo")
+    store.add(user_id="alice", content="alice's note")
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon")
+    store.add_messages("s1", [{"role": "user", "content": "hi"}], user_id="alice", triggers=False)
+    records: list[dict] = []
+    store.export(records.append, user_id="alice")
+    for record in records:  # a tampered file: the fact's own item claims to be bob's
+        if record.get("type") == "fact" and record.get("item"):
+            record["item"]["user_id"] = "bob"
+    bob = user_rows(backend_name, db_url, tmp_path, "bob")
+    report = store.import_records(records, user_map={"alice": "carol", "bob": "mallory"})
+    assert report.added["item"] == 1 and report.added["fact"] == 1
+    assert user_rows(backend_name, db_url, tmp_path, "bob") == bob
+    assert user_rows(backend_name, db_url, tmp_path, "mallory") == {k: [] for k in bob}
+    assert [f.value for f in store.get_all_facts(user_id="carol")] == ["Lisbon"]
+    carols = store.list_items(user_id="carol", status="any")
+    assert "alice's note" in {i.content for i in carols} and {i.user_id for i in carols} == {"carol"}
+    assert len(carols) == len(store.list_items(user_id="alice", status="any"))

@@ -105,6 +105,19 @@ def test_rename_carries_to_items_and_facts(store: MemoryStore) -> None:
     assert store.resolve_person_ref("kiddo", user_id=U).display_name == "Leonard"
 
 
+def test_person_filter_resolves_like_the_writes_do(store: MemoryStore) -> None:
+    """Writes store the display name an alias names, so the search filter must resolve it too
+    (it compared the raw text: ``person="kiddo"`` found nothing after ``add(person="kiddo")``)."""
+    household(store)
+    item = store.add(content="Leo loves dinosaurs", user_id=U, person="kiddo")
+    store.add(content="Met the neighbour about dinosaurs", user_id=U, person="Mrs Green")
+    for ref in ("kiddo", "Leo", "leo", "child"):
+        assert [r.id for r in store.search("dinosaurs", user_id=U, person=ref)] == [item], ref
+    assert [r.content for r in store.search("dinosaurs", user_id=U, person="Mrs Green")] == [
+        "Met the neighbour about dinosaurs"]  # outside the household: the name as given
+    assert store.search("dinosaurs", user_id="someone-else", person="kiddo") == []
+
+
 def test_forget_deletes_persons(store: MemoryStore) -> None:
     household(store)
     counts = store.forget(user_id=U)

@@ -156,3 +156,75 @@ def test_no_network_calls_on_import_or_use(embeddings):
                           env={**env, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- the web UI, the REST API and export -----------------------------------------------------------
+
+WEB_TOKEN = "web-t0ken-never-print-me-42"
+
+
+def test_web_apps_never_show_the_token_in_reprs_or_error_bodies(store):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.api import create_api_app
+    from navi_memory.ui.app import create_app
+
+    for app in (create_api_app(store, token=WEB_TOKEN), create_app(store, token=WEB_TOKEN, host="0.0.0.0")):
+        shown = [repr(app), repr(app.user_middleware), str(app.user_middleware), repr(app.routes)]
+        assert not [text for text in shown if WEB_TOKEN in text], shown  # (Middleware's repr showed it)
+        bodies = []
+        for headers in ({}, {"Authorization": f"Bearer {WEB_TOKEN}x"}, {"Authorization": f"Bearer {WEB_TOKEN}"}):
+            client = TestClient(app, base_url="http://127.0.0.1", headers=headers)
+            for path in ("/api/users", f"/api/users/u/items?token={WEB_TOKEN[:-1]}", "/api/users/u/items/999999",
+                         "/api/users/u/items?limit=0", "/api/elsewhere"):
+                response = client.get(path, follow_redirects=False)
+                assert response.status_code in (200, 303, 400, 401, 404, 422), (path, response.status_code)
+                bodies.append(response.text + repr(dict(response.headers)))
+        assert not [b for b in bodies if WEB_TOKEN in b or WEB_TOKEN[:-1] in b]
+
+
+@pytest.fixture
+def pg_url_with_password(postgres_server):
+    """The test server's URL with a password (the server trusts local connections and ignores it)."""
+    url = postgres_server.fresh_schema_url()
+    yield f"{url}&password={DB_PASSWORD}"
+    postgres_server.drop_schema(url)
+
+
+@pytest.mark.parametrize("command, env", [("ui", "NAVI_MEMORY_UI_TOKEN"), ("serve", "NAVI_MEMORY_API_TOKEN")])
+def test_web_start_lines_never_show_the_token_or_the_password(pg_url_with_password, monkeypatch, capsys, caplog,
+                                                              command, env):
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append((app, kwargs)))
+    for args, environ in (([ "--token", WEB_TOKEN], {}), ([], {env: WEB_TOKEN})):
+        for name, value in environ.items():
+            monkeypatch.setenv(name, value)
+        with caplog.at_level(logging.DEBUG):
+            code = main([command, "--db", pg_url_with_password, "--embeddings", "none", "--host", "0.0.0.0",
+                         "-v", *args])
+        out, err = capsys.readouterr()
+        assert code in (0, None) and "http://0.0.0.0:" in out
+        assert_clean(out, err, caplog.text, repr(started[-1]))
+        assert WEB_TOKEN not in out + err + caplog.text + repr(started[-1])
+    unreachable = f"postgresql://navi:{DB_PASSWORD}@127.0.0.1:1/memorydb"
+    assert main([command, "--db", unreachable, "--embeddings", "none", "--token", WEB_TOKEN]) == 2
+    out, err = capsys.readouterr()
+    assert_clean(out, err) and WEB_TOKEN not in out + err
+
+
+def test_export_header_and_records_hold_no_database_url_or_password(pg_url_with_password, capsys, tmp_path):
+    with MemoryStore.open(pg_url_with_password, embeddings="hashing") as store:
+        store.add(user_id="u", content="a note")
+        store.upsert_fact(user_id="u", category="profile", key="city", value="Lisbon")
+    target = tmp_path / "export.jsonl"
+    for extra in ([], ["--with-vectors"], ["--output", str(target)]):
+        assert main(["export", "--db", pg_url_with_password, "--embeddings", "hashing", "--user", "u", *extra]) == 0
+        out, err = capsys.readouterr()
+        text = out + err + (target.read_text(encoding="utf-8") if target.exists() else "")
+        header = json.loads(text.splitlines()[0] if out else target.read_text(encoding="utf-8").splitlines()[0])
+        assert set(header) == {"format", "version", "embedding_model", "exported_at", "with_vectors", "record_types",
+                               "users"}
+        assert_clean(text)
+        assert "postgresql" not in text and "search_path" not in text

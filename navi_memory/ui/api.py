@@ -29,13 +29,27 @@ from .web import SafeJSONResponse, call, json_error, path_part
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
                "source_message_id", "person", "expires_at", "expires_days"}
 FACT_SOURCE = "user_explicit"  # a write through the API is a deliberate one
+MAX_BODY_BYTES = 8 * 1024 * 1024  # far above any valid item (32 KiB content, a vector of a few thousand floats)
+
+
+async def _read(request: Request) -> bytes:
+    """The body, refused with 413 past ``MAX_BODY_BYTES`` (counted while reading, not trusted from headers)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HTTPException(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _body(request: Request, reserved: set[str]) -> dict[str, Any]:
     try:
-        data = json.loads(await request.body() or b"null")
+        data = json.loads(await _read(request) or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HTTPException(400, f"the body is not JSON: {exc}") from None
+    except RecursionError:  # json's C parser gives up on deep nesting with this, not a JSONDecodeError
+        raise HTTPException(400, "the body is not JSON this API accepts: nested too deeply") from None
     if not isinstance(data, dict):
         raise ValidationError("the body must be a JSON object")
     taken = sorted(reserved & set(data))

@@ -45,8 +45,11 @@ class Params:
         raw = self.text(name)
         if raw is None:
             return default
+        digits = raw[1:] if raw[:1] in "+-" else raw
         try:
-            value = int(raw)
+            if not (digits.isascii() and digits.isdigit()):  # int() would take "1_0" and other scripts' digits
+                raise ValueError
+            value = int(raw)  # ValueError past 4,300 digits too
         except ValueError:
             raise ValidationError(f"{name} must be an integer, got {raw[:40]!r}") from None
         if not low <= value <= high:

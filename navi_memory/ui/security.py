@@ -13,7 +13,7 @@ import ipaddress
 import json
 from http.cookies import CookieError, SimpleCookie
 from typing import Any, Awaitable, Callable, Sequence
-from urllib.parse import parse_qsl, quote, unquote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode
 
 from ..errors import ConfigurationError
 
@@ -44,6 +44,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class Secret(str):
+    """A token that keeps its value for use but hides it from ``repr`` (Starlette's ``Middleware``
+    repr, for one, shows its arguments)."""
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 def check_token(token: str | None, host: str, env_name: str, required: bool = False) -> str | None:
     """The token to enforce, or None; ``ConfigurationError`` when the setup would be unsafe."""
     token = token or None
@@ -55,7 +63,7 @@ def check_token(token: str | None, host: str, env_name: str, required: bool = Fa
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ConfigurationError(f"the token must have at least {MIN_TOKEN_CHARS} characters "
                                  "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)")
-    return token
+    return None if token is None else Secret(token)
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
@@ -67,6 +75,19 @@ def _host_name(scope: Scope) -> str:
     if host.startswith("["):
         return host[1:host.find("]")] if "]" in host else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _undecodable(scope: Scope) -> str | None:
+    """Why the address is not valid UTF-8 once percent-decoded, or None. (The server would decode
+    it with replacement characters, so ``%ff`` and ``%fe`` would name the same user "\ufffd".)"""
+    parts = [("path", scope.get("raw_path")), ("query", scope.get("query_string", b"").replace(b"+", b" "))]
+    for name, raw in parts:
+        try:
+            if raw:
+                unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"the {name} of the address is not valid UTF-8 (byte {exc.start} once percent-decoded)"
+    return None
 
 
 def _same(given: str | None, token: str) -> bool:
@@ -83,7 +104,8 @@ async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, messag
 
 
 class Guard:
-    """Token (or loopback Host) check on every request, plus the security headers on every response.
+    """Token (or loopback Host) check on every request, plus the security headers on every response;
+    an address that is not valid UTF-8 (percent-decoded) is a 400 for every route.
 
     ``cookies``: the browser UI also accepts the token from a cookie, set after a visit with
     ``?token=...`` (then redirected to the same address without it). The REST API takes only the
@@ -113,6 +135,10 @@ class Guard:
                 return
             await _send_json(send_with_headers, 401, "missing or wrong token",
                               [(b"www-authenticate", b'Bearer realm="navi-memory"')])
+            return
+        problem = _undecodable(scope)
+        if problem:
+            await _send_json(send_with_headers, 400, problem)
             return
         await self.app(scope, receive, send_with_headers)
 
