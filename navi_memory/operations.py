@@ -39,7 +39,8 @@ EMBED_BATCH = 32
 
 
 class Call(NamedTuple):
-    """One unit of I/O requested by an operation: ``target`` is "db" or "embed"."""
+    """One unit of I/O requested by an operation: ``target`` is "db", "embed", "llm", "spawn", or
+    "all" (``args``: independent calls the runner may run concurrently, see ``at_once``)."""
 
     target: str
     name: str
@@ -49,6 +50,13 @@ class Call(NamedTuple):
 
 def db(name: str, *args: Any, **kwargs: Any) -> Call:
     return Call("db", name, args, kwargs)
+
+
+def at_once(*calls: Call) -> Call:
+    """Independent calls that may run concurrently (each backend call takes its own connection).
+    The operation receives ``[(value, error), ...]`` in order; ``error`` is the NaviMemoryError a
+    call raised, else None."""
+    return Call("all", "", calls, {})
 
 
 def embedding_text(title: str | None, content: str, context: str | None = None) -> str:
@@ -404,14 +412,21 @@ class MemoryOperations:
                 qvec = yield Call("embed", "query", (query,), {})
             except EmbeddingError as exc:
                 log.info("query embedding failed, searching lexically: %s", exc)
-        lexical = yield db("lexical_candidates", f, plan.terms, plan.k)
-        semantic: list[tuple[int, float]] = []
+        # The two candidate queries are independent: on PostgreSQL they run on two connections.
+        calls = [db("lexical_candidates", f, plan.terms, plan.k)]
         if qvec is not None:
-            try:
-                semantic = yield db("semantic_candidates", f, self._model, qvec, plan.k)
-            except EmbeddingError as exc:
-                log.warning("semantic search skipped: %s", exc)
-                qvec = None
+            calls.append(db("semantic_candidates", f, self._model, qvec, plan.k))
+        (lexical, error), *rest = yield at_once(*calls)
+        if error is not None:
+            raise error
+        semantic: list[tuple[int, float]] = []
+        if rest:
+            semantic, error = rest[0]
+            if isinstance(error, EmbeddingError):
+                log.warning("semantic search skipped: %s", error)
+                semantic, qvec = [], None
+            elif error is not None:
+                raise error
         substring = []
         if not lexical and not semantic:
             substring = yield db("substring_candidates", f, query_terms(query or "", 8), plan.k)

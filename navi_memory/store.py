@@ -9,7 +9,10 @@ and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and backg
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Callable
 
@@ -117,6 +120,8 @@ class MemoryStore(_StoreBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._jobs = ThreadJobs()
+        self._workers: ThreadPoolExecutor | None = None  # for calls an operation runs at once
+        self._workers_lock = threading.Lock()
 
     def migrate(self) -> int:
         """Create or upgrade the schema (idempotent); returns the schema version."""
@@ -129,6 +134,8 @@ class MemoryStore(_StoreBase):
     def close(self) -> None:
         """Finish queued background extractions, then close the database."""
         self._jobs.close()
+        if self._workers is not None:
+            self._workers.shutdown(wait=True)
         self._backend.close()
 
     def __enter__(self) -> "MemoryStore":
@@ -140,6 +147,8 @@ class MemoryStore(_StoreBase):
     def _execute(self, call: Call) -> Any:
         if call.target == "db":
             return getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        if call.target == "all":
+            return self._execute_all(call.args)
         if call.target == "llm":
             assert self._chat is not None
             return self._chat.invoke(call.name, *call.args, **call.kwargs)
@@ -150,6 +159,22 @@ class MemoryStore(_StoreBase):
         if call.name == "query":
             return self._embedder.embed_query(*call.args)
         return self._embedder.embed_documents(*call.args)
+
+    def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
+        try:
+            return self._execute(call), None
+        except NaviMemoryError as exc:
+            return None, exc
+
+    def _execute_all(self, calls: tuple[Call, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
+        """The first call on this thread, the others on worker threads, all at the same time."""
+        if len(calls) > 1 and self._workers is None:
+            with self._workers_lock:
+                if self._workers is None:
+                    self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="navi-memory-io")
+        others = [self._workers.submit(self._outcome, c) for c in calls[1:]] if len(calls) > 1 else []
+        first = self._outcome(calls[0])
+        return [first, *(future.result() for future in others)]
 
     def _run(self, gen: Op) -> Any:
         done, out = advance(gen, None, None)
@@ -207,6 +232,8 @@ class AsyncMemoryStore(_StoreBase):
     async def _execute(self, call: Call) -> Any:
         if call.target == "db":
             return await getattr(self._backend, call.name)(*call.args, **call.kwargs)
+        if call.target == "all":
+            return await asyncio.gather(*(self._outcome(c) for c in call.args))
         if call.target == "llm":
             assert self._chat is not None
             return await self._chat.ainvoke(call.name, *call.args, **call.kwargs)
@@ -217,6 +244,12 @@ class AsyncMemoryStore(_StoreBase):
         if call.name == "query":
             return await self._embedder.aembed_query(*call.args)
         return await self._embedder.aembed_documents(*call.args)
+
+    async def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
+        try:
+            return await self._execute(call), None
+        except NaviMemoryError as exc:
+            return None, exc
 
     async def _run(self, gen: Op) -> Any:
         done, out = advance(gen, None, None)
