@@ -50,6 +50,16 @@ def test_failing_query_embedding_falls_back_to_lexical(store, fake_embeddings):
     assert [r.id for r in results] == [item] and results[0].signals["semantic"] is False
 
 
+def test_a_query_vector_of_another_size_still_gets_the_full_text_results(store):
+    # The semantic query fails (PostgreSQL: EmbeddingError) or finds nothing (SQLite) while the
+    # full-text query, sent at the same time, answers.
+    item = store.add(user_id=U, content="I love lattes")
+    store.add(user_id=U, content="tea in the morning")
+    results = store.search("lattes", user_id=U, query_embedding=np.ones(7))
+    assert [r.id for r in results] == [item]
+    assert results[0].signals["fts"] is True and results[0].signals["semantic"] is False
+
+
 def test_backfill_after_outage_embeds_everything(store, fake_embeddings):
     fake_embeddings.fail = True
     ids = [store.add(user_id=U, content=text) for text in ("I love lattes", "hiking trips", "tea at five")]
