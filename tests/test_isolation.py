@@ -10,7 +10,6 @@ byte-for-byte the same afterwards. Reads across users need ``all_users=True``.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
@@ -39,6 +38,11 @@ SEARCH_FILTERS = st.fixed_dictionaries({}, optional={
 })
 
 
+# only ever in B's content and values; fixed, so an example replays exactly (the fake embeddings of
+# B's contents, hence how promote clusters them, depend on it); longer than a generated user id
+MARKER = "zq-secret-of-user-b"
+
+
 def _distinct(pair: tuple[str, str]) -> bool:
     a, b = (p.strip() for p in pair)
     return bool(a) and bool(b) and a != b
@@ -49,7 +53,7 @@ class World:
 
     def __init__(self, store, a: str, b: str, b_texts: list[str]) -> None:
         self.store, self.a, self.b = store, a.strip(), b.strip()
-        self.marker = "zq" + uuid.uuid4().hex[:10]  # only ever in B's content and values
+        self.marker = MARKER
         self.b_ids = [store.add(user_id=b, content=f"{self.marker} {text} {n}", theme="work", tags=["secret"])
                       for n, text in enumerate(b_texts)]
         self.b_keys = ["home_city", "drink"]
