@@ -7,12 +7,21 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings as hypothesis_settings
 
 from navi_memory import MemoryStore, Settings
 
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import dump_tables
 from .pg import PostgresServer, dump_schema
+
+# Every hypothesis test generates the same examples on every run (derandomize: the seed comes from
+# the test's own code), so the suite never fails by chance; a failure prints its reproduce blob.
+# Loaded here, before the test modules build their @settings on top of it. HYPOTHESIS_PROFILE=default
+# explores with random seeds (and the example database) instead, for a local hunt.
+hypothesis_settings.register_profile("navi-memory", derandomize=True, database=None, deadline=None,
+                                     print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "navi-memory"))
 
 # The one place to add backends. PostgreSQL runs against $NAVI_MEMORY_TEST_POSTGRES_URL when set,
 # else a throwaway PostgreSQL 16 + pgvector started from the `pgserver` package; each test gets

@@ -1,8 +1,10 @@
-"""A resumable ingest, run as ``python -m tests.crash_writer URL TOTAL`` and killed by test_crash_safety.
+"""A resumable ingest, run as ``python -m tests.crash_writer URL TOTAL [step]`` and killed by test_crash_safety.
 
 The ingest key is counting: the corpus is documents 0..TOTAL-1 in batches of ``BATCH``, each batch
 one ``add_many`` (one transaction) followed by one fact. On start it counts the documents already
-stored, so a re-run continues where a killed run stopped and writes nothing twice.
+stored, so a re-run continues where a killed run stopped and writes nothing twice. With ``step``
+it starts each batch only when a line arrives on stdin: the test decides how far a run gets
+before its kill, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def stored_documents(store: MemoryStore) -> int:
             return count
 
 
-def ingest(url: str, total: int) -> None:
+def ingest(url: str, total: int, step: bool = False) -> None:
     with MemoryStore.open(url, embeddings="hashing") as store:
         done = stored_documents(store)
         assert done % BATCH == 0, f"half-written batch: {done} documents"
@@ -36,6 +38,8 @@ def ingest(url: str, total: int) -> None:
         if done:  # the fact of the last finished batch may be missing: upserting it again is a no-op otherwise
             store.upsert_fact(user_id=USER, category="other", key=f"batch_{done // BATCH - 1}", value="done")
         for start in range(done, total, BATCH):
+            if step and not sys.stdin.readline():
+                return  # the test closed stdin: stop between batches
             store.add_many([{"user_id": USER, "content": document(n), "metadata": {"seq": n}}
                             for n in range(start, min(start + BATCH, total))])
             store.upsert_fact(user_id=USER, category="other", key=f"batch_{start // BATCH}", value="done")
@@ -45,4 +49,4 @@ def ingest(url: str, total: int) -> None:
 
 
 if __name__ == "__main__":
-    ingest(sys.argv[1], int(sys.argv[2]))
+    ingest(sys.argv[1], int(sys.argv[2]), step=sys.argv[3:] == ["step"])

@@ -54,6 +54,25 @@ def leaks(value: Any, marker: str) -> bool:
     return marker in repr(value) or marker in str(value)
 
 
+class ScriptedDraws:
+    """Stands in for ``st.data()`` in an explicit ``@example``: answers the test's draws, in order.
+    The example object is shared by every run of the test (one per backend): each run takes ``replay()``."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.script = answers
+        self.answers = list(answers)
+
+    def replay(self) -> "ScriptedDraws":
+        return ScriptedDraws(*self.script)
+
+    def draw(self, strategy: Any, label: Any = None) -> Any:
+        assert self.answers, f"the example has no answer left for a draw from {strategy!r}"
+        return self.answers.pop(0)
+
+    def __repr__(self) -> str:
+        return f"ScriptedDraws({', '.join(map(repr, self.script))})"
+
+
 # -- persons, promotion and the web apps, for the isolation property test -----------------------
 
 B_PERSONS = [("Bella Brown", ["bee"]), ("Carl", ["grandpa"])]

@@ -1,7 +1,7 @@
 """A writer SIGKILLed mid-ingest leaves a consistent database, and a re-run completes the ingest.
 
 ``tests/crash_writer.py`` ingests N documents in ``add_many`` batches plus one fact per batch,
-resuming by counting what is stored. The test kills it at random moments (>= 10 times), checks
+resuming by counting what is stored. The test kills it 12 times at random moments, checks
 the database after each kill (SQLite ``integrity_check`` and the FTS5 index; on both backends: no
 fact without its item row, no item without its embedding row, no half-written batch, the search
 index agrees with the items), then lets a last run finish and checks every document is there once.
@@ -75,40 +75,47 @@ def _check(query, backend: str, path: Path | None) -> int:
 
 
 def _run_writer(url: str, total: int, kill: tuple[int, float] | None) -> tuple[int, str]:
-    """Run the writer to the end, or kill it ``kill[1]`` seconds after it reported ``kill[0]``
-    finished batches: tied to its progress, so a fast machine cannot finish before the kills."""
+    """Run the writer to the end, or step it through ``kill[0]`` batches, start one more and kill it
+    after ``kill[1]`` times the time a batch took: at a random moment of that batch (or just after
+    it), and the ingest never gets further than the test allows, however fast the machine."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_writer", url, str(total)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    step = [] if kill is None else ["step"]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_writer", url, str(total), *step], cwd=ROOT, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # "ready N": the store is open and the ingest starts now
     assert line.startswith("ready"), proc.stderr.read()
     if kill is None:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         return proc.returncode, out
-    batches, delay = kill
-    seen = [line]
-    while batches > 0:
-        line = proc.stdout.readline()
-        seen.append(line)
-        if not line or line.startswith("finished"):
-            break
-        batches -= line.startswith("batch")
-    time.sleep(delay)
+    batches, fraction = kill
+    seen, took = [line], []
+    for _ in range(batches):
+        started = time.monotonic()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        seen.append(proc.stdout.readline())
+        assert seen[-1].startswith("batch"), "".join(seen) + proc.stderr.read()
+        took.append(time.monotonic() - started)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    time.sleep(fraction * sum(took) / len(took))
     proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=60)
     return proc.returncode, "".join(seen) + out
 
 
-def _crash_and_resume(url: str, query, backend: str, path: Path | None, total: int, window: float) -> list[int]:
+def _crash_and_resume(url: str, query, backend: str, path: Path | None, total: int) -> list[int]:
     rng = random.Random(8)
-    progress = []
-    for _ in range(KILLS):
-        code, out = _run_writer(url, total, (rng.randint(0, 3), rng.uniform(0.0, window)))
-        if "finished" in out:
-            break  # the ingest got done before the kill: nothing left to interrupt
-        assert code == -signal.SIGKILL
+    progress, before_commit = [], 0
+    for _ in range(KILLS):  # at most 4 batches a run: 12 runs stay far from the end of the ingest
+        batches = rng.randint(1, 3)
+        code, out = _run_writer(url, total, (batches, rng.uniform(0.0, 1.2)))
+        assert code == -signal.SIGKILL, out
         progress.append(_check(query, backend, path))
+        before_commit += progress[-1] - (progress[-2] if len(progress) > 1 else 0) == batches * crash_writer.BATCH
+    print("documents stored at each kill:", progress)
+    print(f"kills that stopped the last batch before its add_many committed: {before_commit} of {KILLS}")
     _run_writer(url, total, None)
     assert _check(query, backend, path) == total
     facts = query("SELECT count(*) FROM facts")[0][0]
@@ -122,18 +129,15 @@ def _crash_and_resume(url: str, query, backend: str, path: Path | None, total: i
 def test_sqlite_survives_sigkill_mid_ingest(tmp_path: Path):
     path = tmp_path / "crash.db"
     progress = _crash_and_resume(f"sqlite:///{path}", lambda sql: _query_sqlite(path, sql), "sqlite", path,
-                                 total=2000, window=0.03)
-    print("documents stored at each kill:", progress)
-    assert len(progress) >= 10 and any(0 < p < 2000 for p in progress)
+                                 total=2000)
+    assert len(progress) == KILLS and 0 < progress[0] <= progress[-1] < 2000
 
 
 @pytest.mark.postgres
 def test_postgres_survives_sigkill_mid_ingest(postgres_server):
     url = postgres_server.fresh_schema_url()
     try:
-        progress = _crash_and_resume(url, lambda sql: _query_postgres(url, sql), "postgres", None,
-                                     total=1000, window=0.05)
-        print("documents stored at each kill:", progress)
-        assert len(progress) >= 10 and any(0 < p < 1000 for p in progress)
+        progress = _crash_and_resume(url, lambda sql: _query_postgres(url, sql), "postgres", None, total=1000)
+        assert len(progress) == KILLS and 0 < progress[0] <= progress[-1] < 1000
     finally:
         postgres_server.drop_schema(url)

@@ -29,6 +29,7 @@ from .helpers import dump_tables
 from .pg import dump_schema
 
 EXAMPLES = int(os.environ.get("NAVI_MEMORY_FUZZ_EXAMPLES", "2000"))
+# on top of the suite's loaded profile (tests/conftest.py): derandomized, the same examples every run
 settings.register_profile("navi-fuzz", max_examples=EXAMPLES, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 FUZZ = settings.get_profile("navi-fuzz")

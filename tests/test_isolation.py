@@ -10,16 +10,15 @@ byte-for-byte the same afterwards. Reads across users need ``all_users=True``.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from navi_memory import NaviMemoryError, NotFoundError, ValidationError
 from navi_memory.integrations._tools import TOOLS, MemoryTools
 from navi_memory.models import FACT_CATEGORIES
 
-from .isolation_support import B_PERSONS, HttpClients, http_requests, leaks, seed_promoted, user_rows
+from .isolation_support import B_PERSONS, HttpClients, ScriptedDraws, http_requests, leaks, seed_promoted, user_rows
 
 TRICKY_IDS = ["alice", "Alice", "ALICE", "alice2", "a%", "a_ice", "%", "_", "*", "' OR '1'='1", "a\\", "ålice",
               "alice\u0301", "bob; DROP TABLE items;--", "42", "用户"]
@@ -39,6 +38,11 @@ SEARCH_FILTERS = st.fixed_dictionaries({}, optional={
 })
 
 
+# only ever in B's content and values; fixed, so an example replays exactly (the fake embeddings of
+# B's contents, hence how promote clusters them, depend on it); longer than a generated user id
+MARKER = "zq-secret-of-user-b"
+
+
 def _distinct(pair: tuple[str, str]) -> bool:
     a, b = (p.strip() for p in pair)
     return bool(a) and bool(b) and a != b
@@ -49,7 +53,7 @@ class World:
 
     def __init__(self, store, a: str, b: str, b_texts: list[str]) -> None:
         self.store, self.a, self.b = store, a.strip(), b.strip()
-        self.marker = "zq" + uuid.uuid4().hex[:10]  # only ever in B's content and values
+        self.marker = MARKER
         self.b_ids = [store.add(user_id=b, content=f"{self.marker} {text} {n}", theme="work", tags=["secret"])
                       for n, text in enumerate(b_texts)]
         self.b_keys = ["home_city", "drink"]
@@ -250,16 +254,22 @@ def op_export_import(world, data):
     world.clean(records)
     assert records[0]["users"] == [world.a]
     assert {r["user_id"] for r in records[1:]} == {world.a}
-    copy = world.a + "→copy"
+    copy = next(name for name in (world.a + "→copy", world.a + "→copy2") if name != world.b)
     user_map = {world.a: copy} | ({world.b: copy} if data.draw(st.booleans()) else {})  # B is not in the file
     world.store.import_records(records, user_map=user_map)
-    assert [i.user_id for i in world.store.list_items(user_id=copy, status="any", limit=10_000)]
-    store = world.store  # A's household and promotions came along, nothing of B's
-    assert [p.display_name for p in store.list_persons(user_id=copy)] == \
-        [p.display_name for p in store.list_persons(user_id=world.a)]
-    assert sorted(f.key for f in store.promoted_facts(user_id=copy)) == \
-        sorted(f.key for f in store.promoted_facts(user_id=world.a))
+    # the copy holds what A holds, nothing of B's (A may hold no items at all: after op_forget, a summary)
+    assert _memory_of(world.store, copy) == _memory_of(world.store, world.a)
     world.store.forget(user_id=copy)
+
+
+def _memory_of(store, user: str) -> dict[str, list]:
+    """What op_export_import compares between A and A's imported copy (no ids, no user ids)."""
+    return {"items": sorted(i.content for i in store.list_items(user_id=user, status="any", limit=10_000,
+                                                                  include_expired=True)),
+            "facts": sorted((f.category, f.key, f.value) for f in store.get_all_facts(user_id=user)),
+            "summary": store.get_summary(user_id=user),
+            "persons": [p.display_name for p in store.list_persons(user_id=user)],
+            "promoted": sorted(f.key for f in store.promoted_facts(user_id=user))}
 
 
 OPS = [op_search, op_search_marker, op_list, op_facts, op_get_fact, op_item_by_id, op_fact_writes, op_summary,
@@ -270,7 +280,10 @@ OPS = [op_search, op_search_marker, op_list, op_facts, op_get_fact, op_item_by_i
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(users=st.tuples(USER_IDS, USER_IDS).filter(_distinct), data=st.data())
+# found by CI: after forget, A's summary alone is exported; its import gives the copy no items
+@example(users=("alice", "Alice"), data=ScriptedDraws(["coffee"], [op_forget, op_summary, op_export_import], False))
 def test_operations_as_one_user_never_read_or_change_another(store, backend_name, db_url, tmp_path, users, data):
+    data = data.replay() if isinstance(data, ScriptedDraws) else data
     try:
         world = World(store, *users, data.draw(st.lists(QUERIES.filter(str.strip), min_size=1, max_size=4)))
         before = user_rows(backend_name, db_url, tmp_path, world.b)

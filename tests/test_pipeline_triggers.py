@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 
 import pytest
 
@@ -174,10 +173,11 @@ def test_background_extraction_does_not_block_the_caller(store):
     gate = threading.Event()
     model = chat(store, reply(("profile", "name", "Eugene", "user_explicit")), "Eugene.")
     model.gate = gate
-    started = time.monotonic()
+    # returning while the gate is closed is the proof: an inline extraction would wait in the gate,
+    # fail after 30 s ("gate never opened") and never store the fact checked below
     result = say(store, "s1", "Remember that my name is Eugene.")
     again = say(store, "s1", "Remember that, really.")
-    assert time.monotonic() - started < 5 and result.scheduled and not again.scheduled  # one job per session
+    assert result.scheduled and not again.scheduled  # one job per session
     assert facts(store) == {}
     gate.set()
     assert store.wait_for_background(timeout=30)
