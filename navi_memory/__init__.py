@@ -7,7 +7,7 @@ in ``navi_memory.integrations`` and are imported on demand.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
                      NotFoundError, StorageError, ValidationError)
@@ -15,6 +15,14 @@ from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, Fa
                      SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these load on first use (below)
+    from .config import Settings
+    from .embeddings import HashingEmbeddings
+    from .persons import Person, SpeakerInference
+    from .pipeline import PipelineOptions
+    from .promotion import PromotionReport
+    from .store import AsyncMemoryStore, MemoryStore
 
 _LAZY = {
     "MemoryStore": ("navi_memory.store", "MemoryStore"),

@@ -7,9 +7,10 @@ Every model reads both as an object (``r.content``) and as a mapping (``r["conte
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 ITEM_TYPES = ("preference", "fact", "instruction", "summary", "note", "other")
 ITEM_STATUSES = ("active", "archived")
@@ -65,7 +66,8 @@ class _Record:
         return list(self._field_names())
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(self)
+        out: dict[str, Any] = _jsonable(self)
+        return out
 
     def _repr_html_(self) -> str:
         """An escaped one-row HTML table (Jupyter); the list types below render many rows."""
@@ -201,15 +203,17 @@ class SearchResult(_Record):
         return self.snippet
 
 
-def _html_columns(kind: type) -> list:
+def _html_columns(kind: type) -> list[tuple[str, Callable[[Any], Any]]]:
     from . import htmlrepr
 
     columns = {SearchResult: htmlrepr.SEARCH_COLUMNS, Fact: htmlrepr.FACT_COLUMNS, Summary: htmlrepr.SUMMARY_COLUMNS,
                Item: htmlrepr.ITEM_COLUMNS}.get(kind)
-    return columns or [(f, lambda r, f=f: getattr(r, f)) for f in kind._field_names()]  # type: ignore[attr-defined]
+    if columns:
+        return columns
+    return [(f, operator.attrgetter(f)) for f in kind._field_names()]  # type: ignore[attr-defined]
 
 
-class _Records(list):
+class _Records(list[Any]):
     """A plain list of models that renders as an escaped HTML table in Jupyter."""
 
     _kind: type

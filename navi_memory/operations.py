@@ -171,7 +171,7 @@ class MemoryOperations:
     # -- items -----------------------------------------------------------------------------
 
     @operation
-    def add(self, *, user_id: str, content: str, **fields: Any) -> Op:
+    def add(self, *, user_id: str, content: str, **fields: Any) -> Op[int]:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector)."""
@@ -179,7 +179,7 @@ class MemoryOperations:
         return ids[0]
 
     @operation
-    def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op:
+    def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op[list[int]]:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise ValidationError("add_many takes a list of mappings (one per item)")
@@ -214,13 +214,13 @@ class MemoryOperations:
         return ids
 
     @operation
-    def get(self, item_id: int, *, user_id: str) -> Op:
+    def get(self, item_id: int, *, user_id: str) -> Op[Item]:
         """One item with its embedding state; ``NotFoundError`` for unknown or another user's id."""
         row = yield from self._require_item(v.user_id(user_id), v.item_id(item_id))
         return self._item(row)
 
     @operation
-    def update(self, item_id: int, *, user_id: str, **changes: Any) -> Op:
+    def update(self, item_id: int, *, user_id: str, **changes: Any) -> Op[Item]:
         """Change fields of an item; a new content or title is re-embedded."""
         uid, iid = v.user_id(user_id), v.item_id(item_id)
         allowed = {"content", "title", "type", "theme", "tags", "status", "pinned", "person", "confidence",
@@ -259,18 +259,18 @@ class MemoryOperations:
         return self._item(row)
 
     @operation
-    def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op:
+    def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op[Item]:
         """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay."""
-        return (yield from MemoryOperations.update(self, item_id, user_id=user_id, pinned=pinned))
+        return (yield from self.update(item_id, user_id=user_id, pinned=pinned))
 
     @operation
-    def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Op:
+    def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Op[Item]:
         """Archive (or restore) an item: archived items leave default searches but are kept."""
         status = "archived" if archived else "active"
-        return (yield from MemoryOperations.update(self, item_id, user_id=user_id, status=status))
+        return (yield from self.update(item_id, user_id=user_id, status=status))
 
     @operation
-    def delete(self, item_id: int, *, user_id: str) -> Op:
+    def delete(self, item_id: int, *, user_id: str) -> Op[None]:
         """Delete an item and its embedding for good."""
         iid = v.item_id(item_id)
         if not (yield db("delete_item", v.user_id(user_id), iid)):
@@ -279,7 +279,7 @@ class MemoryOperations:
     @operation
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                    types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
-                   include_expired: bool = False) -> Op:
+                   include_expired: bool = False) -> Op[list[Item]]:
         """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
         rows = yield db("list_items", f, v.limit(limit, 10_000), v.offset(offset))
@@ -287,13 +287,13 @@ class MemoryOperations:
 
     @operation
     def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
-                    types: Sequence[str] | None = None, status: str = "active", include_expired: bool = False) -> Op:
+                    types: Sequence[str] | None = None, status: str = "active", include_expired: bool = False) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
         return (yield db("count_items", f))
 
     @operation
-    def list_themes(self, *, user_id: str) -> Op:
+    def list_themes(self, *, user_id: str) -> Op[list[Theme]]:
         """Themes with their active-item counts, largest first."""
         rows = yield db("list_themes", v.user_id(user_id), self._now())
         return [Theme(**r) for r in rows]
@@ -304,7 +304,7 @@ class MemoryOperations:
     def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
                     confidence: int | None = None, source_context: str | None = None,
                     source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> Op:
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> Op[FactChange]:
         """Insert or update the fact (user, category, key). A changed value moves the old one to
         history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
         uid = v.user_id(user_id)
@@ -333,7 +333,7 @@ class MemoryOperations:
         return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
 
     @operation
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op:
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op[Fact]:
         """The fact with this key (and category, when given), with its history."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
@@ -345,7 +345,7 @@ class MemoryOperations:
         return convert.fact(rows[0], history)
 
     @operation
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op:
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op[int]:
         """Delete the fact(s) with this key (optionally only in one category), history included."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
@@ -358,7 +358,7 @@ class MemoryOperations:
     def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                       offset: int = 0, search: str | None = None, sort_by: str = "category",
                       sort_order: str = "desc", category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False) -> Op:
+                      include_expired: bool = False) -> Op[FactList]:
         """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         rows = yield db(
@@ -377,7 +377,7 @@ class MemoryOperations:
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None) -> Op:
+               semantic_weight: float | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
@@ -449,56 +449,56 @@ class MemoryOperations:
     # -- summary, sessions, users ----------------------------------------------------------
 
     @operation
-    def get_summary(self, *, user_id: str) -> Op:
+    def get_summary(self, *, user_id: str) -> Op[SummaryText | None]:
         """The current narrative summary text, or None."""
         row = yield db("get_summary", v.user_id(user_id))
         return None if row is None else SummaryText(row["content"])
 
     @operation
-    def set_summary(self, content: str, *, user_id: str) -> Op:
+    def set_summary(self, content: str, *, user_id: str) -> Op[Summary]:
         """Store a new summary version (earlier versions are kept)."""
         row = yield db("set_summary", v.user_id(user_id), self._content(content), self._now())
         return Summary(**row)
 
     @operation
-    def summary_history(self, *, user_id: str, limit: int = 10) -> Op:
+    def summary_history(self, *, user_id: str, limit: int = 10) -> Op[SummaryHistory]:
         """The newest ``limit`` summary versions, newest first."""
         rows = yield db("summary_history", v.user_id(user_id), v.limit(limit, 1000))
         return SummaryHistory(Summary(**r) for r in rows)
 
     @operation
-    def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> Op:
+    def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> Op[datetime]:
         """Record that a session's facts were extracted (now, unless ``at`` is given)."""
         when = v.when(at, "at") or self._now()
         yield db("mark_session_extracted", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY), when)
         return when
 
     @operation
-    def get_extracted_at(self, session_id: str, *, user_id: str) -> Op:
+    def get_extracted_at(self, session_id: str, *, user_id: str) -> Op[datetime | None]:
         """When the session was last extracted, or None."""
         return (yield db("get_extracted_at", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)))
 
     @operation
-    def forget(self, *, user_id: str) -> Op:
+    def forget(self, *, user_id: str) -> Op[dict[str, int]]:
         """Delete everything stored for a user; returns the counts of rows removed per table."""
         return (yield db("forget_user", v.user_id(user_id)))
 
     @operation
-    def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op:
+    def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op[list[dict[str, Any]]]:
         """Admin: users by id with item and fact counts (all of them, or a page)."""
         return (yield db("list_users", None if limit is None else v.limit(limit, 100_000), v.offset(offset)))
 
     # -- embeddings maintenance ------------------------------------------------------------
 
     @operation
-    def embedding_status(self) -> Op:
+    def embedding_status(self) -> Op[dict[str, Any]]:
         """Counts of ready / pending / error / missing / other-model embeddings."""
         stats = yield db("embedding_stats", self._model)
         return {"model": self._model, **stats}
 
     @operation
     def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
-                 progress: Callable[[int, int], None] | None = None) -> Op:
+                 progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
         """Embed every row without a ready vector of the active model (pending, error, other model)."""
         if self._embedder is None or self._model is None:
             raise ValidationError("no embedding provider configured: nothing to backfill with")
@@ -526,9 +526,9 @@ class MemoryOperations:
 
     @operation
     def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
-                           progress: Callable[[int, int], None] | None = None) -> Op:
+                           progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
         """Mark every vector pending and embed all rows again (after a model change)."""
         if self._embedder is None or self._model is None:
             raise ValidationError("no embedding provider configured: nothing to rebuild with")
         yield db("reset_embeddings", None if user_id is None else v.user_id(user_id), self._now())
-        return (yield from MemoryOperations.backfill(self, user_id=user_id, batch_size=batch_size, progress=progress))
+        return (yield from self.backfill(user_id=user_id, batch_size=batch_size, progress=progress))

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 from . import convert
 from . import validation as v
 from .errors import NotFoundError, ValidationError
-from .models import HOUSEHOLD_MODES
+from .models import HOUSEHOLD_MODES, Fact
 from .operations import MemoryOperations, db
-from .persons import Person, check_aliases, clean_person_fields, infer_speaker, matches, person
+from .persons import Person, SpeakerInference, check_aliases, clean_person_fields, infer_speaker, matches, person
 from .promotion import (MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport, confidence, fact_fields,
                         find_clusters, render_memory_markdown)
 from .sansio import Op, operation
@@ -53,7 +53,7 @@ class PersonOperations(MemoryOperations):
 
     @operation
     def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,
-                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None) -> Op:
+                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None) -> Op[Person]:
         """Add a member to the user's household; returns the ``Person``. In single mode only one
         person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
         uid = v.user_id(user_id)
@@ -69,7 +69,7 @@ class PersonOperations(MemoryOperations):
         return person((yield db("insert_person", uid, fields, self._now())))
 
     @operation
-    def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Op:
+    def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Op[Person]:
         """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
         notes. A new display name is carried to the items and facts about the person."""
         uid = v.user_id(user_id)
@@ -86,7 +86,7 @@ class PersonOperations(MemoryOperations):
         return person(row)
 
     @operation
-    def remove_person(self, ref: Any, *, user_id: str) -> Op:
+    def remove_person(self, ref: Any, *, user_id: str) -> Op[Person]:
         """Remove a person (by id or reference). Their items and facts keep the name."""
         uid = v.user_id(user_id)
         target, _ = yield from self._find(uid, ref)
@@ -94,17 +94,17 @@ class PersonOperations(MemoryOperations):
         return target
 
     @operation
-    def list_persons(self, *, user_id: str) -> Op:
+    def list_persons(self, *, user_id: str) -> Op[list[Person]]:
         """The household's persons, in the order they were added."""
         return (yield from self._persons(v.user_id(user_id)))
 
     @operation
-    def get_person(self, ref: Any, *, user_id: str) -> Op:
+    def get_person(self, ref: Any, *, user_id: str) -> Op[Person]:
         """One person by id or reference; ``NotFoundError`` when unknown or ambiguous."""
         return (yield from self._find(v.user_id(user_id), ref))[0]
 
     @operation
-    def resolve_person_ref(self, ref: str, *, user_id: str) -> Op:
+    def resolve_person_ref(self, ref: str, *, user_id: str) -> Op[Person | None]:
         """The person a reference names (display name, first name, alias, then role, all
         case-insensitive); None when nobody or more than one person matches."""
         uid = v.user_id(user_id)
@@ -112,12 +112,12 @@ class PersonOperations(MemoryOperations):
         return found[0] if len(found) == 1 else None
 
     @operation
-    def household_mode(self, *, user_id: str) -> Op:
+    def household_mode(self, *, user_id: str) -> Op[str]:
         """'single' (the default) or 'multi'."""
         return (yield db("household_mode", v.user_id(user_id)))
 
     @operation
-    def set_household_mode(self, mode: str, *, user_id: str) -> Op:
+    def set_household_mode(self, mode: str, *, user_id: str) -> Op[str]:
         """Switch modes. single -> multi: the existing person becomes role 'primary'. multi ->
         single: only while at most one person remains (remove the others first)."""
         uid = v.user_id(user_id)
@@ -133,13 +133,13 @@ class PersonOperations(MemoryOperations):
         return mode
 
     @operation
-    def household(self, *, user_id: str) -> Op:
+    def household(self, *, user_id: str) -> Op[dict[str, Any]]:
         """``{"mode": ..., "persons": [...]}``: the household as one record."""
         uid = v.user_id(user_id)
         return {"mode": (yield db("household_mode", uid)), "persons": (yield from self._persons(uid))}
 
     @operation
-    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> Op:
+    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> Op[dict[str, Any]]:
         """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
@@ -168,7 +168,7 @@ class PersonOperations(MemoryOperations):
         if (mode or current) == "single" and len(after) > 1:
             raise ValidationError(f"a single-mode household holds one person, this one would hold {len(after)}")
         if mode == "multi":
-            yield from PersonOperations.set_household_mode(self, "multi", user_id=uid)
+            yield from self.set_household_mode("multi", user_id=uid)
         for existing, fields in planned:
             if existing is None:
                 yield db("insert_person", uid, fields, self._now())
@@ -177,11 +177,11 @@ class PersonOperations(MemoryOperations):
                 if changes:
                     yield db("update_person", uid, existing.id, changes, self._now())
         if mode == "single":
-            yield from PersonOperations.set_household_mode(self, "single", user_id=uid)
-        return (yield from PersonOperations.household(self, user_id=uid))
+            yield from self.set_household_mode("single", user_id=uid)
+        return (yield from self.household(user_id=uid))
 
     @operation
-    def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None) -> Op:
+    def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None) -> Op[SpeakerInference]:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
         of the device or session (id or reference), trusted first; then the single-mode fast path;
         then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
@@ -202,7 +202,7 @@ class PersonOperations(MemoryOperations):
 
     @operation
     def promote(self, *, user_id: str | None = None, all_users: bool = False,
-                max_items: int = MAX_ITEMS) -> Op:
+                max_items: int = MAX_ITEMS) -> Op[PromotionReport]:
         """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
         the items promoted; idempotent. Needs vectors of the store's embedding model."""
         if self._model is None:
@@ -225,8 +225,8 @@ class PersonOperations(MemoryOperations):
             fact_id = cluster.fact_id
             if fact_id is None and not cluster.retired:
                 fields = fact_fields(cluster)
-                change = yield from MemoryOperations.upsert_fact(
-                    self, user_id=uid, category=fields["category"], key=fields["key"],
+                change = yield from self.upsert_fact(
+                    user_id=uid, category=fields["category"], key=fields["key"],
                     value=_fit(fields["value"], self.max_content_bytes), source="auto_discovery",
                     confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
                     person=fields["person"])
@@ -237,15 +237,15 @@ class PersonOperations(MemoryOperations):
         log.info("promotion of user %s: %d clusters, %d items promoted", uid, report.clusters, report.items_promoted)
 
     @operation
-    def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> Op:
+    def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> Op[list[Fact]]:
         """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
         rows = yield db("promoted_facts", v.user_id(user_id), v.limit(limit, 1000), self._now())
         return [convert.fact(r) for r in rows]
 
     @operation
-    def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> Op:
+    def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> Op[str]:
         """The promoted facts as a MEMORY.md text (at most ``limit`` entries)."""
         uid = v.user_id(user_id)
-        facts = yield from PersonOperations.promoted_facts(self, user_id=uid, limit=limit)
+        facts = yield from self.promoted_facts(user_id=uid, limit=limit)
         return render_memory_markdown(facts, user_id=uid, limit=limit)
 

@@ -1,20 +1,22 @@
 """Run generator-based operations with blocking or awaited I/O (written once, executed twice).
 
 An operation is a generator that yields requests and receives their results; ``advance`` resumes
-it one step. ``install`` copies the public generator methods of a class onto a runner class as
-plain (or async) methods with the same name, docstring and signature.
+it one step. ``install`` copies the generator methods of a class onto a runner class as plain (or
+async) methods with the same name, docstring and signature (used by the PostgreSQL backend).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, TypeVar
 
-Op = Generator[Any, Any, Any]
+T = TypeVar("T")
+# An operation: yields its I/O requests, receives their results, returns a T.
+Op = Generator[Any, Any, T]
 
 
-def advance(gen: Op, value: Any, error: BaseException | None = None) -> tuple[bool, Any]:
+def advance(gen: Op[Any], value: Any, error: BaseException | None = None) -> tuple[bool, Any]:
     """Resume with a result (or throw an error in); (True, return value) once it finishes."""
     try:
         return False, (gen.throw(error) if error is not None else gen.send(value))
@@ -22,8 +24,12 @@ def advance(gen: Op, value: Any, error: BaseException | None = None) -> tuple[bo
         return True, stop.value
 
 
-def operation(fn: Callable[..., Op]) -> Callable[..., Op]:
-    """Mark a generator method as public, to be installed on the runner classes."""
+F = TypeVar("F", bound=Callable[..., Op[Any]])
+
+
+def operation(fn: F) -> F:
+    """Mark a generator method as a public operation of the store (scripts/gen_store_api.py
+    writes a typed method per marked generator on ``MemoryStore`` and ``AsyncMemoryStore``)."""
     fn._navi_operation = True  # type: ignore[attr-defined]
     return fn
 
@@ -36,18 +42,18 @@ def install(target: type, source: type, sync: bool) -> None:
         method = _sync_method(fn) if sync else _async_method(fn)
         functools.update_wrapper(method, fn)
         method.__signature__ = inspect.signature(fn).replace(return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
-        del method.__wrapped__  # the public method is not a generator
+        del method.__wrapped__  # type: ignore[attr-defined]  # the public method is not a generator
         setattr(target, name, method)
 
 
-def _sync_method(fn: Callable[..., Op]) -> Callable[..., Any]:
+def _sync_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._run(fn(self, *args, **kwargs))
 
     return method
 
 
-def _async_method(fn: Callable[..., Op]) -> Callable[..., Any]:
+def _async_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
     async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return await self._run(fn(self, *args, **kwargs))
 

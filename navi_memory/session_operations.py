@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from . import validation as v
 from .backends.base import Filters, NewItem
 from .errors import EmbeddingError, ExtractionError, NaviMemoryError, NotFoundError, ValidationError
-from .models import SESSION_STATES, AddResult, ExtractionReport, FactChange, Message
+from .models import SESSION_STATES, AddResult, ExtractionReport, FactChange, Message, Session
 from .operations import Call, MemoryOperations, db, embedding_text, fact_item_content
 from .pipeline import PipelineOptions, dedup, extract, rules, sessions, summary, transcript
 from .pipeline import triggers as trigger_rules
@@ -69,7 +69,7 @@ class SessionOperations(MemoryOperations):
 
     @operation
     def start_session(self, *, user_id: str | None, session_id: str | None = None,
-                      background: bool | None = None) -> Op:
+                      background: bool | None = None) -> Op[Session | None]:
         """Open (or resume) a session and process the user's stale sessions (in the background
         by default). Returns the ``Session``; None for a user without an id (nothing is kept)."""
         if user_id is None:
@@ -83,7 +83,7 @@ class SessionOperations(MemoryOperations):
 
     @operation
     def add_messages(self, session_id: str, messages: Any, *, user_id: str | None, background: bool | None = None,
-                     triggers: bool = True) -> Op:
+                     triggers: bool = True) -> Op[AddResult]:
         """Append messages (OpenAI or LangChain format) to a session, creating it if needed. A new
         session first processes the user's stale ones; every ``extract_every`` user messages and on
         "remember that ..." an extraction runs (background by default). ``triggers=False`` only
@@ -110,15 +110,15 @@ class SessionOperations(MemoryOperations):
     @operation
     def add_message(self, session_id: str, role: str, content: str = "", *, user_id: str | None,
                     tool_calls: Sequence[Any] | None = None, tool_call_id: str | None = None,
-                    name: str | None = None, background: bool | None = None) -> Op:
+                    name: str | None = None, background: bool | None = None) -> Op[AddResult]:
         """Append one message; see ``add_messages``."""
         message = {"role": role, "content": content, "tool_calls": list(tool_calls or []),
                    "tool_call_id": tool_call_id, "name": name}
-        return (yield from SessionOperations.add_messages(self, session_id, [message], user_id=user_id,
+        return (yield from self.add_messages(session_id, [message], user_id=user_id,
                                                           background=background))
 
     @operation
-    def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Op:
+    def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Op[Session]:
         """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
         uid, sid = v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)
         row = yield db("get_session", uid, sid, bool(messages), 0)
@@ -128,7 +128,7 @@ class SessionOperations(MemoryOperations):
 
     @operation
     def list_sessions(self, *, user_id: str | None = None, all_users: bool = False, state: str | None = None,
-                      limit: int = 50, offset: int = 0) -> Op:
+                      limit: int = 50, offset: int = 0) -> Op[list[Session]]:
         """Sessions, most recently active first (without messages)."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         state = None if state is None else v.choice(state, "state", SESSION_STATES)
@@ -139,7 +139,7 @@ class SessionOperations(MemoryOperations):
 
     @operation
     def extract_session(self, session_id: str, *, user_id: str | None, final: bool = True,
-                        force: bool = False) -> Op:
+                        force: bool = False) -> Op[ExtractionReport]:
         """Run the pipeline on a session now and return an ``ExtractionReport``. ``final=False``
         holds back the last turn's chunk (it may still get its answer); ``force`` re-reads the
         whole session instead of only the messages since the last extraction."""
@@ -151,7 +151,7 @@ class SessionOperations(MemoryOperations):
 
     @operation
     def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
-                               stale_minutes: float | None = None, limit: int = 100) -> Op:
+                               stale_minutes: float | None = None, limit: int = 100) -> Op[list[ExtractionReport]]:
         """Extract every stale session now (of one user, or of all with ``all_users=True``):
         idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
         extracted. Returns one report per session."""
@@ -164,7 +164,7 @@ class SessionOperations(MemoryOperations):
         return reports
 
     @operation
-    def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> Op:
+    def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> Op[dict[str, Any]]:
         """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         stats = yield db("usage_stats", uid, v.limit(limit, 10_000))
@@ -339,8 +339,8 @@ class SessionOperations(MemoryOperations):
         category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
                                                                                           candidate.key)
         value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
-        return (yield from MemoryOperations.upsert_fact(
-            self, user_id=uid, category=category, key=key, value=value, source=candidate.source,
+        return (yield from self.upsert_fact(
+            user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:

@@ -1,8 +1,8 @@
 """``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
 
-The operations live in ``operations.MemoryOperations``, ``session_operations.SessionOperations``
-and ``transfer_operations.TransferOperations``
-as generators that yield their I/O; this module only decides how that I/O is executed: database
+The operations live in ``store_operations.StoreOperations`` (items and facts in ``operations``, sessions,
+persons and export/import in their own modules) as generators that yield their I/O; the typed public
+methods over them are generated into ``store_api``; this module only decides how that I/O is executed: database
 and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and background extractions
 (a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
 """
@@ -20,47 +20,46 @@ from .backends import open_async_backend, open_backend
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError
-from .models import FUSIONS, utcnow
-from .operations import Call, MemoryOperations
-from .person_operations import PersonOperations
+from .operations import Call
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model
-from .sansio import Op, advance, install
-from .session_operations import SessionOperations
-from .transfer_operations import TransferOperations
-from . import validation as v
+from .sansio import Op, T, advance
+from .store_api import MemoryStoreAPI
+from .store_api_async import AsyncMemoryStoreAPI
+from .store_operations import StoreOperations
 
 log = logging.getLogger("navi_memory")
 
 
-class _StoreBase(SessionOperations, PersonOperations, TransferOperations):
+class _StoreBase:
+    """State and helpers shared by both runners; the operations live in ``self._ops``."""
+
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
                  pipeline: PipelineOptions | None = None) -> None:
         self._backend = backend
-        self._embedder = embedder
-        self._model = embedding_model or (embedder.model_name if embedder else None)
-        self.settings = settings
-        self.max_content_bytes = settings.max_content_bytes
-        self.fusion = v.choice(fusion or settings.fusion, "fusion", FUSIONS)
-        self.embed_on_write = embed_on_write
-        self._clock = clock or utcnow
-        self._chat = chat
-        self.pipeline = pipeline or PipelineOptions.from_settings(settings)
+        self._ops = StoreOperations(embedder=embedder, settings=settings, embedding_model=embedding_model,
+                                    fusion=fusion, embed_on_write=embed_on_write, clock=clock, chat=chat,
+                                    pipeline=pipeline)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.settings.url and parse_url(self.settings.url)!s}, embeddings={self._model!r})"
+        url = self.settings.url
+        return f"{type(self).__name__}({url and parse_url(url)!s}, embeddings={self.embedding_model!r})"
+
+    @property
+    def settings(self) -> Settings:
+        return self._ops.settings
 
     @property
     def embedding_model(self) -> str | None:
         """Name of the vectors this store writes and searches (None: lexical only)."""
-        return self._model
+        return self._ops._model
 
     @property
     def embedder(self) -> Embedder | None:
-        return self._embedder
+        return self._ops._embedder
 
     @property
     def backend(self) -> Any:
@@ -70,13 +69,43 @@ class _StoreBase(SessionOperations, PersonOperations, TransferOperations):
     @property
     def chat_model(self) -> ChatClient | None:
         """The chat model used for extraction and summaries (None: no-LLM mode, rules only)."""
-        return self._chat
+        return self._ops._chat
 
     def set_chat_model(self, model: Any) -> None:
         """Use another chat model: a LangChain chat model, an Ollama model name, or None/False for none."""
-        self._chat = resolve_chat_model(model if model is not None else False, self.settings)
+        self._ops._chat = resolve_chat_model(model if model is not None else False, self.settings)
 
-    def _spawn_key(self, call: Call) -> tuple:
+    @property
+    def pipeline(self) -> PipelineOptions:
+        """When and how conversations are turned into memory (triggers, leases, chunks)."""
+        return self._ops.pipeline
+
+    @pipeline.setter
+    def pipeline(self, options: PipelineOptions) -> None:
+        self._ops.pipeline = options
+
+    @property
+    def fusion(self) -> str:
+        """Default fusion of the lexical and semantic candidate lists (``weighted`` or ``rrf``)."""
+        return self._ops.fusion
+
+    @property
+    def embed_on_write(self) -> bool:
+        """Whether writes embed their rows at once (else they stay pending until ``backfill``)."""
+        return self._ops.embed_on_write
+
+    @embed_on_write.setter
+    def embed_on_write(self, value: bool) -> None:
+        self._ops.embed_on_write = value
+
+    @property
+    def max_content_bytes(self) -> int:
+        return self._ops.max_content_bytes
+
+    def _now(self) -> datetime:
+        return self._ops._now()
+
+    def _spawn_key(self, call: Call) -> tuple[Any, ...]:
         return (call.name, call.kwargs.get("user_id"), *call.args)
 
     @staticmethod
@@ -93,7 +122,7 @@ class _StoreBase(SessionOperations, PersonOperations, TransferOperations):
         return embedder
 
 
-class MemoryStore(_StoreBase):
+class MemoryStore(MemoryStoreAPI, _StoreBase):
     """Long-term memory of users, blocking API. Open with ``MemoryStore.open(url)``."""
 
     @classmethod
@@ -125,7 +154,8 @@ class MemoryStore(_StoreBase):
 
     def migrate(self) -> int:
         """Create or upgrade the schema (idempotent); returns the schema version."""
-        return self._backend.migrate()
+        version: int = self._backend.migrate()
+        return version
 
     def wait_for_background(self, timeout: float | None = None) -> bool:
         """Block until queued background extractions have finished; False if ``timeout`` ran out."""
@@ -150,15 +180,16 @@ class MemoryStore(_StoreBase):
         if call.target == "all":
             return self._execute_all(call.args)
         if call.target == "llm":
-            assert self._chat is not None
-            return self._chat.invoke(call.name, *call.args, **call.kwargs)
+            assert self._ops._chat is not None
+            return self._ops._chat.invoke(call.name, *call.args, **call.kwargs)
         if call.target == "spawn":
             method = getattr(self, call.name)
             return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
-        assert self._embedder is not None
+        embedder = self._ops._embedder
+        assert embedder is not None
         if call.name == "query":
-            return self._embedder.embed_query(*call.args)
-        return self._embedder.embed_documents(*call.args)
+            return embedder.embed_query(*call.args)
+        return embedder.embed_documents(*call.args)
 
     def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
         try:
@@ -168,15 +199,17 @@ class MemoryStore(_StoreBase):
 
     def _execute_all(self, calls: tuple[Call, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
         """The first call on this thread, the others on worker threads, all at the same time."""
-        if len(calls) > 1 and self._workers is None:
-            with self._workers_lock:
-                if self._workers is None:
-                    self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="navi-memory-io")
-        others = [self._workers.submit(self._outcome, c) for c in calls[1:]] if len(calls) > 1 else []
+        others = [self._worker_pool().submit(self._outcome, c) for c in calls[1:]]
         first = self._outcome(calls[0])
         return [first, *(future.result() for future in others)]
 
-    def _run(self, gen: Op) -> Any:
+    def _worker_pool(self) -> ThreadPoolExecutor:
+        with self._workers_lock:
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="navi-memory-io")
+            return self._workers
+
+    def _run(self, gen: Op[T]) -> T:
         done, out = advance(gen, None, None)
         while not done:
             try:
@@ -184,10 +217,10 @@ class MemoryStore(_StoreBase):
             except NaviMemoryError as exc:  # handed to the operation, which decides
                 value, error = None, exc
             done, out = advance(gen, value, error)
-        return out
+        return out  # type: ignore[no-any-return]  # the generator's return value, typed by Op[T]
 
 
-class AsyncMemoryStore(_StoreBase):
+class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
     """Long-term memory of users, asyncio API. Open with ``await AsyncMemoryStore.open(url)``."""
 
     @classmethod
@@ -212,7 +245,9 @@ class AsyncMemoryStore(_StoreBase):
         self._jobs = TaskJobs()
 
     async def migrate(self) -> int:
-        return await self._backend.migrate()
+        """Create or upgrade the schema (idempotent); returns the schema version."""
+        version: int = await self._backend.migrate()
+        return version
 
     async def wait_for_background(self, timeout: float | None = None) -> bool:
         """Wait until background extraction tasks have finished; False if ``timeout`` ran out."""
@@ -235,15 +270,16 @@ class AsyncMemoryStore(_StoreBase):
         if call.target == "all":
             return await asyncio.gather(*(self._outcome(c) for c in call.args))
         if call.target == "llm":
-            assert self._chat is not None
-            return await self._chat.ainvoke(call.name, *call.args, **call.kwargs)
+            assert self._ops._chat is not None
+            return await self._ops._chat.ainvoke(call.name, *call.args, **call.kwargs)
         if call.target == "spawn":
             method = getattr(self, call.name)
             return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
-        assert self._embedder is not None
+        embedder = self._ops._embedder
+        assert embedder is not None
         if call.name == "query":
-            return await self._embedder.aembed_query(*call.args)
-        return await self._embedder.aembed_documents(*call.args)
+            return await embedder.aembed_query(*call.args)
+        return await embedder.aembed_documents(*call.args)
 
     async def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
         try:
@@ -251,7 +287,7 @@ class AsyncMemoryStore(_StoreBase):
         except NaviMemoryError as exc:
             return None, exc
 
-    async def _run(self, gen: Op) -> Any:
+    async def _run(self, gen: Op[T]) -> T:
         done, out = advance(gen, None, None)
         while not done:
             try:
@@ -259,9 +295,6 @@ class AsyncMemoryStore(_StoreBase):
             except NaviMemoryError as exc:
                 value, error = None, exc
             done, out = advance(gen, value, error)
-        return out
+        return out  # type: ignore[no-any-return]  # the generator's return value, typed by Op[T]
 
 
-for _operations in (MemoryOperations, SessionOperations, PersonOperations, TransferOperations):
-    install(MemoryStore, _operations, sync=True)
-    install(AsyncMemoryStore, _operations, sync=False)

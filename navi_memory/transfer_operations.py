@@ -176,8 +176,8 @@ class TransferOperations(MemoryOperations):
             after = [batch[-1][k] for k in keys]
 
     @operation
-    def export(self, sink: Callable[[dict], Any], *, user_id: str | None = None, all_users: bool = False,
-               with_vectors: bool = False, page_size: int = PAGE) -> Op:
+    def export(self, sink: Callable[[dict[str, Any]], Any], *, user_id: str | None = None, all_users: bool = False,
+               with_vectors: bool = False, page_size: int = PAGE) -> Op[TransferReport]:
         """Stream one user's memory (or everyone's with ``all_users=True``) to ``sink``, one
         JSON-ready dict per call: the header first, then the records (docs/export-format.md).
         ``with_vectors`` adds the embedding vectors. Returns a ``TransferReport`` (counts in ``added``)."""
@@ -243,7 +243,7 @@ class TransferOperations(MemoryOperations):
 
     @operation
     def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
-                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
+                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then records are written in batches of one transaction.
         ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
@@ -255,7 +255,7 @@ class TransferOperations(MemoryOperations):
     @operation
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
-                       skip_unknown: bool = False, id_map: IdMap | None = None) -> Op:
+                       skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
         """Import records given as dicts (the header first). A list, or a function returning a fresh
         iterable of (label, record) pairs, is read twice and checked fully before anything is
         written (like ``import_file``); any other iterable is read once and checked batch by batch,
