@@ -214,8 +214,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         while not done:
             try:
                 value, error = self._execute(out), None
-            except NaviMemoryError as exc:  # handed to the operation, which decides
-                value, error = None, exc
+            except Exception as exc:  # thrown into the operation: it may handle a NaviMemoryError, and
+                value, error = None, exc  # anything else leaves through it, so its line is in the traceback
             done, out = advance(gen, value, error)
         return out  # type: ignore[no-any-return]  # the generator's return value, typed by Op[T]
 
@@ -292,7 +292,7 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
         while not done:
             try:
                 value, error = await self._execute(out), None
-            except NaviMemoryError as exc:
+            except Exception as exc:  # as in MemoryStore._run
                 value, error = None, exc
             done, out = advance(gen, value, error)
         return out  # type: ignore[no-any-return]  # the generator's return value, typed by Op[T]

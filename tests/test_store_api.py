@@ -48,3 +48,32 @@ def test_mypy_sees_the_real_types_of_the_public_api() -> None:
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert errors == [], out + err
     assert status == 0  # the ignore on the bad call is used: mypy did object to it
+
+
+def _raise_bug(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("a bug in the backend")
+
+
+def _frames(exc: BaseException) -> list[str]:
+    import traceback
+
+    return [f"{frame.filename.rsplit('/', 1)[-1]}:{frame.name}" for frame in traceback.extract_tb(exc.__traceback__)]
+
+
+def test_an_unexpected_error_keeps_the_operations_line_in_the_traceback(store, monkeypatch) -> None:
+    monkeypatch.setattr(store.backend, "get_item", _raise_bug)
+    with pytest.raises(RuntimeError, match="a bug in the backend") as info:
+        store.get(1, user_id="u1")
+    assert "operations.py:_require_item" in _frames(info.value)
+    assert "operations.py:get" in _frames(info.value)
+
+
+async def test_an_unexpected_error_keeps_the_operations_line_in_the_async_traceback(db_url, fake_embeddings) -> None:
+    astore = await AsyncMemoryStore.open(db_url, embeddings=fake_embeddings)
+    try:
+        astore.backend.get_item = _raise_bug  # the async backend awaits what this returns: never reached
+        with pytest.raises(RuntimeError, match="a bug in the backend") as info:
+            await astore.get(1, user_id="u1")
+        assert "operations.py:get" in _frames(info.value)
+    finally:
+        await astore.close()
