@@ -17,6 +17,9 @@ NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (
 OLLAMA_HOST                     Ollama server for the chat model (and embeddings, unless overridden)
 OLLAMA_API_KEY                  bearer token for the chat server (never logged)
 NAVI_MEMORY_CHAT_TIMEOUT        seconds before a chat call is abandoned (default 120)
+NAVI_MEMORY_CHAT_ATTEMPTS       tries of a chat call on rate limits and transient errors (default 3)
+NAVI_MEMORY_CHAT_RETRY_WAIT     first wait before a retry, seconds; doubles with jitter (default 1)
+NAVI_MEMORY_CHAT_RATE_LIMIT     most chat calls per second, per process (default: no limit)
 NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (default 5; 0 = never)
 NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
 NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
@@ -96,6 +99,9 @@ class Settings:
     chat_host: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)
     chat_timeout: float = 120.0
+    chat_attempts: int = 3
+    chat_retry_wait: float = 1.0
+    chat_rate_limit: float | None = None
     extract_every: int = 5
     stale_minutes: float = 30.0
     dedup_threshold: float = 0.8
@@ -137,6 +143,9 @@ class Settings:
             chat_host=env.get("OLLAMA_HOST", "").strip() or None,
             chat_api_key=env.get("OLLAMA_API_KEY", "").strip() or None,
             chat_timeout=_float_env(env, "NAVI_MEMORY_CHAT_TIMEOUT", 120.0),
+            chat_attempts=max(1, _int_env(env, "NAVI_MEMORY_CHAT_ATTEMPTS", 3) or 1),
+            chat_retry_wait=_float_env(env, "NAVI_MEMORY_CHAT_RETRY_WAIT", 1.0),
+            chat_rate_limit=_float_env(env, "NAVI_MEMORY_CHAT_RATE_LIMIT", 0.0) or None,
             extract_every=_int_env(env, "NAVI_MEMORY_EXTRACT_EVERY", 5) or 0,
             stale_minutes=_float_env(env, "NAVI_MEMORY_STALE_MINUTES", 30.0),
             dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),
