@@ -11,7 +11,7 @@ NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (d
 NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
 NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
-NAVI_MEMORY_MIN_SIMILARITY      relevance floor of memories put into prompts (default 0.3; 0 = off)
+NAVI_MEMORY_MIN_SIMILARITY      relevance floor of memories put into prompts (default 0.25; 0 = off)
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
 NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
@@ -41,7 +41,7 @@ DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 # Cosine floor of what the framework adapters inject (LoCoMo dev, MiniLM: docs/benchmarks.md)
-DEFAULT_MIN_SIMILARITY = 0.3
+DEFAULT_MIN_SIMILARITY = 0.25
 
 
 def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:

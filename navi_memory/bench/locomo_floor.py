@@ -11,7 +11,8 @@ Each floor is measured for each lexical credit in ``credits`` (how much similari
 match of a content word is worth, ``retrieval.search.LEXICAL_CREDIT``, set for the run: 0 judges
 by cosine alone, 1 lets any such match through). The default is chosen by
 leave-one-conversation-out: on three conversations, the (credit, floor) emptying the most
-off-topic questions with a cut of at most ``CUT_BUDGET``; reported on the fourth.
+off-topic questions with a cut of at most the budget; reported on the fourth. Budgets: none
+(the floor must not cost recall: the store's default) and 1%.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .locomo import questions
 
 TOP = 10
 FLOORS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.7)  # 0.7: seed 000's cutoff read as cosine distance 0.3
-CUT_BUDGET = 0.01  # at most 1% of the top-10 evidence turns may be lost
+CUT_BUDGETS = (0.0, 0.01)  # share of the top-10 evidence turns a floor may lose
 OFF_TOPIC = (
     "What is the capital of France?",
     "How many moons does Jupiter have?",
@@ -92,12 +93,12 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]], floors: Sequence[
                         row["emptied"] += not kept
                         row["kept"] += len(kept)
     users = [s["sample_id"] for s in samples]
-    return {"top": TOP, "cut_budget": CUT_BUDGET, "credits": list(credits), "floors": list(floors),
-            "off_topic": list(OFF_TOPIC), "counts": counts,
+    return {"top": TOP, "credits": list(credits), "floors": list(floors), "off_topic": list(OFF_TOPIC),
+            "counts": counts,
             "overall": {c: {f: rates(list(by_user.values())) for f, by_user in by_floor.items()}
                         for c, by_floor in counts.items()},
-            "leave_one_out": leave_one_out(counts, users),
-            "chosen_on_all": choose(counts, users)}
+            "by_budget": [{"cut_budget": budget, "leave_one_out": leave_one_out(counts, users, budget),
+                           "chosen_on_all": choose(counts, users, budget)} for budget in CUT_BUDGETS]}
 
 
 def _embed(store: MemoryStore, text: str) -> Any:
@@ -112,7 +113,8 @@ def rates(rows: list[dict[str, int]]) -> dict[str, float]:
             "evidence": total["evidence"]}
 
 
-def choose(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Sequence[str]) -> dict[str, Any]:
+def choose(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Sequence[str],
+           budget: float) -> dict[str, Any]:
     """On ``users``: the (credit, floor) emptying the most off-topic questions within the cut budget
     (ties: the smaller cut, then the higher floor, then the smaller credit); no floor when none fits."""
     best: tuple = (-1.0, 0.0, 0.0, 0.0)
@@ -123,15 +125,16 @@ def choose(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Seque
         for floor, by_user in by_floor.items():
             r = rates([by_user[u] for u in users])
             key = (r["emptied"], -r["cut"], float(floor), -float(credit))
-            if r["cut"] <= CUT_BUDGET and key > best:
+            if r["cut"] <= budget and key > best:
                 best, choice = key, {"credit": float(credit), "floor": float(floor)}
     return choice
 
 
-def leave_one_out(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Sequence[str]) -> list[dict]:
+def leave_one_out(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Sequence[str],
+                  budget: float) -> list[dict]:
     out = []
     for held_out in users:
-        choice = choose(counts, [u for u in users if u != held_out])
+        choice = choose(counts, [u for u in users if u != held_out], budget)
         row: dict[str, Any] = {"held_out": held_out, **choice}
         if choice["credit"] is not None:
             row.update(rates([counts[str(choice["credit"])][str(choice["floor"])][held_out]]))
@@ -140,7 +143,7 @@ def leave_one_out(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users
 
 
 def format_report(report: dict[str, Any]) -> str:
-    users = [row["held_out"] for row in report["leave_one_out"]]
+    users = list(next(iter(next(iter(report["counts"].values())).values())))
     lines = [f"Relevance floor: cut = top-{report['top']} evidence turns removed, emptied = off-topic questions"
              f" ({len(report['off_topic'])} per conversation) answered with nothing; cut/emptied per conversation"]
     for credit, by_floor in report["counts"].items():
@@ -151,10 +154,11 @@ def format_report(report: dict[str, Any]) -> str:
             cells = " ".join(f"{rates([by_user[u]])['cut']:>6.3f}/{rates([by_user[u]])['emptied']:<6.3f}"
                              for u in users)
             lines.append(f"  {floor:>5} {o['cut']:>6.3f} {o['emptied']:>7.3f} {o['kept_per_off_topic']:>5}  {cells}")
-    lines.append(f"leave-one-conversation-out (most emptied with cut <= {report['cut_budget']:.0%} on the others):")
-    for row in report["leave_one_out"]:
-        lines.append(f"  held out {row['held_out']}: credit {row['credit']}, floor {row['floor']}: "
-                     f"cut {row.get('cut', 0.0):.3f}, emptied {row.get('emptied', 0.0):.3f}")
-    chosen = report["chosen_on_all"]
-    lines.append(f"chosen on all conversations: credit {chosen['credit']}, floor {chosen['floor']}")
+    for part in report["by_budget"]:
+        lines.append(f"leave-one-conversation-out, most emptied with cut <= {part['cut_budget']:.0%} on the others:")
+        for row in part["leave_one_out"]:
+            lines.append(f"  held out {row['held_out']}: credit {row['credit']}, floor {row['floor']}: "
+                         f"cut {row.get('cut', 0.0):.3f}, emptied {row.get('emptied', 0.0):.3f}")
+        chosen = part["chosen_on_all"]
+        lines.append(f"  chosen on all conversations: credit {chosen['credit']}, floor {chosen['floor']}")
     return "\n".join(lines)
