@@ -383,8 +383,9 @@ class MemoryOperations:
         ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
         similarity to the query reaches it are kept, a full-text match of a query word that is not
         a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
-        the conversation neighbours of kept results; so an unrelated query finds nothing. The
-        framework adapters pass the store's ``Settings.min_similarity`` when they fill prompts.
+        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
+        and ``'*'`` still list the newest items). The framework adapters pass the store's
+        ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
         store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
