@@ -11,6 +11,7 @@ NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (d
 NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
 NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
+NAVI_MEMORY_MIN_SIMILARITY      relevance floor of memories put into prompts (default 0.25; 0 = off)
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
 NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
@@ -42,6 +43,8 @@ from .models import FUSIONS
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+# Cosine floor of what the framework adapters inject (LoCoMo dev, MiniLM: docs/benchmarks.md)
+DEFAULT_MIN_SIMILARITY = 0.25
 
 
 def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -78,6 +81,18 @@ def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
     return _number_env(env, name, default, float)
 
 
+def _share_env(env: Mapping[str, str], name: str, default: float) -> float:
+    """A number from 0 to 1 (NaN is not one)."""
+    raw = env.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} must be a number from 0 to 1") from exc
+    if not 0.0 <= value <= 1.0:
+        raise ConfigurationError(f"{name} must be a number from 0 to 1")
+    return value
+
+
 _URL_FIELDS = ("url", "ollama_host", "chat_host")
 _SECRET_FIELDS = ("ollama_api_key", "chat_api_key")
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.I)
@@ -93,6 +108,7 @@ class Settings:
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     fusion: str = "weighted"
     semantic_weight: float = 0.6
+    min_similarity: float = DEFAULT_MIN_SIMILARITY
     ollama_host: str | None = None
     ollama_api_key: str | None = field(default=None, repr=False)
     chat_model: str | None = None
@@ -119,16 +135,10 @@ class Settings:
         if fusion not in FUSIONS:
             raise ConfigurationError(f"NAVI_MEMORY_FUSION must be one of {FUSIONS}, got {fusion!r}")
         timeout = _float_env(env, "NAVI_MEMORY_EMBEDDING_TIMEOUT", 30.0)
-        weight_raw = env.get("NAVI_MEMORY_SEMANTIC_WEIGHT", "").strip()
-        try:
-            semantic_weight = float(weight_raw) if weight_raw else 0.6
-        except ValueError as exc:
-            raise ConfigurationError("NAVI_MEMORY_SEMANTIC_WEIGHT must be a number from 0 to 1") from exc
-        if not 0.0 <= semantic_weight <= 1.0:
-            raise ConfigurationError("NAVI_MEMORY_SEMANTIC_WEIGHT must be a number from 0 to 1")
         return cls(
             url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
-            semantic_weight=semantic_weight,
+            semantic_weight=_share_env(env, "NAVI_MEMORY_SEMANTIC_WEIGHT", 0.6),
+            min_similarity=_share_env(env, "NAVI_MEMORY_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
             embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),

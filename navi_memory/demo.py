@@ -45,7 +45,8 @@ def run_demo(store: MemoryStore, out: TextIO) -> None:
     query = sample["queries"][0]
     out.write(f"\nMemory an assistant receives for the message {query!r}:\n\n")
     summary = prompt.summary_block(store.get_summary(user_id=user))
-    relevant = prompt.relevant_memory_block(store.search(query, user_id=user, limit=8))
+    relevant = prompt.relevant_memory_block(store.search(query, user_id=user, limit=8,
+                                                         min_similarity=store.settings.min_similarity))
     for block in (summary, relevant):
         if block:
             out.write(block + "\n\n")

@@ -377,8 +377,15 @@ class MemoryOperations:
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None) -> Op[SearchResults]:
+               semantic_weight: float | None = None, min_similarity: float = 0.0) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
+        similarity to the query reaches it are kept, a full-text match of a query word that is not
+        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
+        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
+        and ``'*'`` still list the newest items). The framework adapters pass the store's
+        ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
         store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
@@ -396,6 +403,9 @@ class MemoryOperations:
         weight = self.settings.semantic_weight if semantic_weight is None else semantic_weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
             raise ValidationError("semantic_weight must be a number from 0 to 1")
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
+                or not 0 <= min_similarity <= 1:
+            raise ValidationError("min_similarity must be a number from 0 to 1")
         fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         if query is not None and not isinstance(query, str):
@@ -431,10 +441,12 @@ class MemoryOperations:
         if not lexical and not semantic:
             substring = yield db("substring_candidates", f, query_terms(query or "", 8), plan.k)
         extra: dict[int, float] = {}
-        missing = plan.missing_semantic(lexical, semantic)
+        missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
         if qvec is not None and missing:
             extra = yield db("semantic_scores", f, self._model, qvec, missing)
         fused = plan.fuse(lexical, semantic, substring, extra)
+        if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
+            fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
         if not fused:
             return SearchResults()
         if context_weight > 0:

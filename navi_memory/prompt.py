@@ -10,7 +10,8 @@ The prompt contract the framework adapters follow (pure text here; placing it is
 - **injection** mode: ``summary_block`` as a system message right after the main system message
   (the stable part), ``relevant_memory_block`` (top 8 search results) in the volatile part next
   to the current user message. No search for a pure greeting opening a conversation
-  (``should_retrieve``).
+  (``should_retrieve``). The search has a relevance floor (``search(min_similarity=)``, the
+  store's ``NAVI_MEMORY_MIN_SIMILARITY``): an unrelated message gets no block at all.
 - **tools** mode: no memory content at all, only ``tool_guidance``: a few lines on the memory
   tools and the user's top 10 themes with active counts (about 1 KB, never over 2 KB; a pointer
   to ``memory_list_themes`` when themes were left out).
@@ -111,8 +112,9 @@ def is_greeting(text: str) -> bool:
 
 
 def should_retrieve(message: str | None, first_turn: bool) -> bool:
-    """Search memory for this message? Not for an empty one, nor a pure greeting opening a conversation."""
-    if not message or not message.strip():
+    """Search memory for this message? Not for an empty one or ``*`` (for search, "the newest
+    items": nothing the message asks about), nor a pure greeting opening a conversation."""
+    if not message or message.strip() in ("", "*"):
         return False
     return not (first_turn and is_greeting(message))
 

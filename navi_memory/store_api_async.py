@@ -115,9 +115,16 @@ class AsyncMemoryStoreAPI:
                      recency_days: float | None = None, status: str = 'active', person: str | None = None,
                      person_hints: Sequence[str] = (), fusion: str | None = None, recency: str = 'decay',
                      query_embedding: Any = None, include_expired: bool = False,
-                     context_weight: float = context.NEIGHBOUR_WEIGHT,
-                     semantic_weight: float | None = None) -> SearchResults:
+                     context_weight: float = context.NEIGHBOUR_WEIGHT, semantic_weight: float | None = None,
+                     min_similarity: float = 0.0) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
+        similarity to the query reaches it are kept, a full-text match of a query word that is not
+        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
+        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
+        and ``'*'`` still list the newest items). The framework adapters pass the store's
+        ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
         store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
@@ -129,7 +136,7 @@ class AsyncMemoryStoreAPI:
                                                 person=person, person_hints=person_hints, fusion=fusion,
                                                 recency=recency, query_embedding=query_embedding,
                                                 include_expired=include_expired, context_weight=context_weight,
-                                                semantic_weight=semantic_weight))
+                                                semantic_weight=semantic_weight, min_similarity=min_similarity))
 
     async def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None."""

@@ -137,3 +137,36 @@ def test_plots_draw_both_figures_from_the_reports(tmp_path):
     plots.latency([tmp_path / "lat.json"], tmp_path / "lat.png")
     plots.locomo(tmp_path / "loc.json", tmp_path / "loc.png")
     assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in ("lat.png", "loc.png"))
+
+
+def test_locomo_floor_report_counts_cut_evidence_and_emptied_off_topic_questions(tmp_path):
+    import argparse
+    import json
+
+    from navi_memory.bench import locomo, locomo_floor
+
+    first = _locomo_sample()
+    second = {**json.loads(json.dumps(first)), "sample_id": "conv-u"}
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([first, second]), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    locomo.add_arguments(parser)
+    out = tmp_path / "floor.json"
+    report = locomo.run(parser.parse_args(["--data", str(data), "--embeddings", "hashing", "--floor",
+                                           "--floor-credits", "0,1", "--json", str(out)]))["floor"]
+    assert report["credits"] == [0.0, 1.0] and report["floors"] == list(locomo_floor.FLOORS)
+    assert len(locomo_floor.OFF_TOPIC) == 20
+    counts = report["counts"]["1.0"]["0.7"]
+    assert set(counts) == {"conv-t", "conv-u"}
+    # both questions share a content word with their evidence turn: with credit 1 no floor cuts it
+    assert counts["conv-t"]["evidence"] == 2 and counts["conv-t"]["cut"] == 0
+    assert report["counts"]["0.0"]["0.7"]["conv-t"]["cut"] == 2  # by cosine alone 0.7 cuts both
+    assert counts["conv-t"]["off_topic"] == 20 and 0 <= counts["conv-t"]["emptied"] <= 20
+    for part in report["by_budget"]:
+        assert [row["held_out"] for row in part["leave_one_out"]] == ["conv-t", "conv-u"]
+        chosen = part["chosen_on_all"]
+        assert chosen["credit"] in (0.0, 1.0) and report["overall"][str(chosen["credit"])][str(chosen["floor"])][
+            "cut"] <= part["cut_budget"]
+    assert json.loads(out.read_text())["floor"]["by_budget"] == report["by_budget"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--data", str(data), "--floor-credits", "2"])

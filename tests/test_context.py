@@ -102,8 +102,10 @@ def test_context_weight_is_validated(lexical_store, weight):
 
 def test_semantic_weight_defaults_to_the_settings_and_is_validated(store, monkeypatch, new_db_url):
     store.add(user_id=U, content="oat milk latte every morning")
-    result = store.search("oat milk", user_id=U)[0]
-    assert result.scores["fused"] == pytest.approx(1.0)  # best on both signals whatever the weight
+    scores = store.search("oat milk", user_id=U)[0].scores
+    # one candidate: its full-text match counts 1.0, its cosine its own value (no longer 1.0 by construction)
+    assert scores["fts_part"] == 1.0 and scores["semantic_part"] == pytest.approx(scores["semantic"])
+    assert scores["fused"] == pytest.approx(0.6 * scores["semantic_part"] + 0.4 * scores["fts_part"])
     parts = store.search("morning coffee", user_id=U, semantic_weight=1.0)[0].scores
     assert parts["fused"] == pytest.approx(parts["semantic_part"])
     for bad in (-0.5, 2, "0.6"):

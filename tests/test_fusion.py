@@ -1,13 +1,16 @@
-"""Score fusion: min-max normalisation, weighted 0.7/0.3 fusion and reciprocal rank fusion (k=60)."""
+"""Score fusion: normalisation (min-max, cosine scaling, sets without spread), weighted 0.7/0.3 fusion,
+reciprocal rank fusion (k=60), and the relevance floor of the search plan."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, strategies as st
+import math
 
-from navi_memory.retrieval.fusion import (DEFAULT_WEIGHTS, RRF_K, min_max, ranked_ids, rrf_fusion,
-                                          weighted_fusion)
-from navi_memory.retrieval.search import SearchPlan
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from navi_memory.retrieval.fusion import (DEFAULT_WEIGHTS, RRF_K, SIMILARITY_SPREAD, min_max, ranked_ids,
+                                          rrf_fusion, scale_similarity, weighted_fusion)
+from navi_memory.retrieval.search import LEXICAL_CREDIT, Fused, SearchPlan
 
 approx = pytest.approx
 
@@ -25,9 +28,75 @@ def test_min_max_handles_negative_scores():
     assert min_max({"a": -10.0, "b": -5.0}) == {"a": 0.0, "b": 1.0}
 
 
-def test_min_max_of_equal_scores_is_all_ones():
+def test_min_max_of_a_set_without_spread_is_not_one_by_construction():
+    # equal positive lexical scores all matched the query: as good as a match gets
     assert min_max({"a": 0.3, "b": 0.3}) == {"a": 1.0, "b": 1.0}
-    assert min_max({"only": -7.0}) == {"only": 1.0}
+    assert min_max({"only": 2.5}) == {"only": 1.0}
+    # nothing positive is no match: 0, not the 1.0 plain min-max used to give
+    assert min_max({"only": -7.0}) == {"only": 0.0}
+    assert min_max({"a": 0.0, "b": 0.0, "c": 0.0}) == {"a": 0.0, "b": 0.0, "c": 0.0}
+    assert min_max({"a": 4.0, "b": 4.0}, flat=lambda value: 0.5) == {"a": 0.5, "b": 0.5}
+
+
+def test_scale_similarity_keeps_absolute_cosine_for_a_set_without_spread():
+    assert scale_similarity({"pin": 0.0}) == {"pin": 0.0}  # the one unrelated note is not a perfect match
+    assert scale_similarity({"a": 0.0, "b": 0.0, "c": 0.0}) == {"a": 0.0, "b": 0.0, "c": 0.0}
+    assert scale_similarity({"only": 0.42}) == {"only": approx(0.42)}
+    assert scale_similarity({"a": 0.8, "b": 0.8}) == {"a": approx(0.8), "b": approx(0.8)}
+    assert scale_similarity({"neg": -0.3, "big": 1.5}) == {"neg": 0.0, "big": 1.0}  # clipped (spread 1.8: min-max)
+    assert scale_similarity({"a": -0.2, "b": -0.2}) == {"a": 0.0, "b": 0.0}
+    assert scale_similarity({}) == {}
+
+
+def test_scale_similarity_is_min_max_from_the_full_spread_and_blends_below():
+    assert scale_similarity({"a": 0.2, "b": 0.5, "c": 0.35}) == {"a": 0.0, "b": 1.0, "c": approx(0.5)}
+    assert SIMILARITY_SPREAD == 0.1
+    # spread 0.05: half relative, half absolute
+    out = scale_similarity({"a": 0.30, "b": 0.35})
+    assert out["a"] == approx(0.5 * 0.0 + 0.5 * 0.30)
+    assert out["b"] == approx(0.5 * 1.0 + 0.5 * 0.35)
+    # near-equal similarities stay near their absolute value instead of becoming 0 and 1
+    tiny = scale_similarity({"a": 0.05, "b": 0.05 + 1e-7})
+    assert tiny["a"] == approx(0.05, abs=1e-5) and tiny["b"] == approx(0.05, abs=1e-5)
+    assert tiny["a"] <= tiny["b"]
+
+
+def test_normalisation_never_returns_nan():
+    nan, inf = float("nan"), float("inf")
+    assert scale_similarity({"zero-vector": nan}) == {"zero-vector": 0.0}
+    assert scale_similarity({"a": nan, "b": 0.6, "c": 0.1}) == {"a": 0.0, "b": 1.0, "c": approx(1 / 6)}
+    assert min_max({"a": nan, "b": 2.0}) == {"a": 0.0, "b": 1.0}
+    assert min_max({"a": inf, "b": -inf}) == {"a": 1.0, "b": 0.0}
+    assert min_max({"a": inf, "b": inf}) == {"a": 1.0, "b": 1.0}
+
+
+def test_weighted_fusion_of_one_unrelated_candidate_is_not_a_perfect_match():
+    # "what is the capital of France?" against a user whose only note is "my bank PIN is 4242"
+    assert weighted_fusion({"semantic": {1: 0.0}, "fts": {}}) == {1: (0.0, {"semantic": 0.0})}
+    fused = weighted_fusion({"semantic": {1: 0.0, 2: 0.0, 3: 0.0}, "fts": {}})
+    assert {key: score for key, (score, _) in fused.items()} == {1: 0.0, 2: 0.0, 3: 0.0}
+    assert weighted_fusion({"semantic": {1: 0.31}, "fts": {}})[1][0] == approx(0.31)
+    # a single full-text match is a match
+    assert weighted_fusion({"semantic": {}, "fts": {7: 0.001}})[7][0] == approx(1.0)
+
+
+finite_or_nan = st.one_of(st.floats(-1.0, 1.0), st.just(float("nan")))
+
+
+@settings(derandomize=True, max_examples=300)
+@given(st.dictionaries(st.integers(), finite_or_nan, min_size=1))
+def test_scale_similarity_stays_in_range_keeps_order_and_has_no_nan(scores):
+    out = scale_similarity(scores)
+    assert set(out) == set(scores)
+    assert all(0.0 <= x <= 1.0 for x in out.values())
+    clean = {k: (0.0 if math.isnan(v) else v) for k, v in scores.items()}
+    for a in clean:
+        for b in clean:
+            if clean[a] < clean[b]:
+                assert out[a] <= out[b]
+    if len(set(clean.values())) == 1:
+        value = next(iter(clean.values()))
+        assert all(x == approx(min(1.0, max(0.0, value))) for x in out.values())
 
 
 def test_min_max_of_nothing_is_empty():
@@ -133,3 +202,32 @@ def test_search_plan_substring_counts_only_when_nothing_else_matched():
 def test_search_plan_missing_semantic_only_for_weighted():
     assert SearchPlan.create("x", "weighted").missing_semantic([(1, 1.0), (2, 1.0)], [(2, 0.5)]) == [1]
     assert SearchPlan.create("x", "rrf").missing_semantic([(1, 1.0)], []) == []
+
+
+def _fused(raw: dict, **signals: bool) -> Fused:
+    flags = {"fts": False, "semantic": "semantic" in raw, "substring": False, "context": False, **signals}
+    return Fused(score=0.5, raw=raw, parts={}, signals=flags)
+
+
+def test_relevance_floor_judges_by_similarity_with_credit_for_a_content_word_match():
+    plan = SearchPlan.create("what is the capital of France?", "weighted")
+    assert plan.has_content_terms and LEXICAL_CREDIT == 0.1
+    assert not plan.is_relevant(_fused({"semantic": 0.0}), 0.3)  # the bank PIN note
+    assert plan.is_relevant(_fused({"semantic": 0.3}), 0.3)
+    assert not plan.is_relevant(_fused({"semantic": 0.19}, fts=True), 0.3)  # a common word is not enough
+    assert plan.is_relevant(_fused({"semantic": 0.2}, fts=True), 0.3)
+    assert plan.is_relevant(_fused({"semantic": 0.2}, substring=True), 0.3)
+    assert plan.is_relevant(_fused({}, fts=True), 0.3)  # no vector to judge by: the match decides
+    assert not plan.is_relevant(_fused({}), 0.3)
+    assert not plan.is_relevant(_fused({"semantic": float("nan")}), 0.3)
+
+
+def test_relevance_floor_gives_no_credit_for_stop_words():
+    plan = SearchPlan.create("what is it?", "weighted")  # only stop words: they are the terms
+    assert plan.terms == ["what", "is", "it"] and not plan.has_content_terms
+    assert not plan.is_relevant(_fused({"semantic": 0.25}, fts=True), 0.3)
+    assert not plan.is_relevant(_fused({}, fts=True), 0.3)
+
+
+def test_cosines_of_lexical_candidates_are_looked_up_for_a_floor_also_with_rrf():
+    assert SearchPlan.create("x", "rrf").missing_semantic([(1, 1.0), (2, 1.0)], [(2, 0.5)], floor=True) == [1]

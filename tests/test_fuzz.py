@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from navi_memory import MemoryStore, ValidationError
 from navi_memory.models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_TYPES, SEARCH_STATUSES
+from navi_memory.retrieval.query import is_match_all
 
 from .conftest import BACKENDS
 from .fakes import FakeClock, FakeEmbeddings
@@ -74,6 +75,7 @@ SEARCH_KWARGS = st.fixed_dictionaries({}, optional={
     "include_expired": st.booleans(),
     "context_weight": NUMBER,
     "semantic_weight": NUMBER,
+    "min_similarity": NUMBER,
     "all_users": st.booleans(),
 })
 # the same filters, valid values only: most examples get through to the database
@@ -92,6 +94,7 @@ VALID_SEARCH_KWARGS = st.fixed_dictionaries({}, optional={
     "include_expired": st.booleans(),
     "context_weight": st.floats(0, 1),
     "semantic_weight": st.floats(0, 1),
+    "min_similarity": st.one_of(st.just(0.0), st.floats(0, 1)),
     "all_users": st.booleans(),
 })
 LIST_KWARGS = st.fixed_dictionaries({}, optional={
@@ -152,12 +155,16 @@ def fuzz_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         request.getfixturevalue("postgres_server").drop_schema(url)
 
 
-def _check_results(results: Any, kwargs: dict) -> None:
+def _check_results(results: Any, kwargs: dict, listing: bool = False) -> None:
     assert isinstance(results, list)
     limit = kwargs.get("limit", 10)
     assert len(results) <= limit
+    floor = 0.0 if listing else kwargs.get("min_similarity") or 0.0  # '' and '*' list the newest items
     for r in results:
-        assert math.isfinite(r.score)
+        assert math.isfinite(r.score) and all(math.isfinite(v) for v in r.scores.values())
+        if floor > 0:  # every result has evidence: a word match, a kept neighbour, or similarity over the floor
+            assert (r.signals["fts"] or r.signals["substring"] or r.signals["context"]
+                    or r.scores["semantic"] >= floor), (r.signals, r.scores, floor)
         if not kwargs.get("all_users"):
             assert OTHER_MARK not in r.content and r.person != OTHER_PERSON
 
@@ -185,7 +192,7 @@ def _fuzz(store_and_dump: tuple, strategy: Any, call: Any, share: int = 1) -> tu
 def _search(store: MemoryStore, example: tuple) -> None:
     query, kwargs = example
     user = {} if kwargs.get("all_users") else {"user_id": U}  # all_users without a user: the admin read
-    _check_results(store.search(query, **user, **kwargs), kwargs)
+    _check_results(store.search(query, **user, **kwargs), kwargs, listing=is_match_all(query))
 
 
 def test_fuzz_search(fuzz_store):

@@ -38,3 +38,24 @@ def test_paraphrase_is_found_without_shared_words(minilm_store):
 def test_embedding_dimension_is_384(minilm_store):
     item_id = minilm_store.add(user_id="u2", content="Learning to play the cello.")
     assert minilm_store.get(item_id, user_id="u2").embedding.dimensions == 384
+
+
+def test_an_unrelated_question_injects_nothing_and_a_related_one_the_right_note(minilm_store):
+    from navi_memory.integrations._context import MemoryContextBuilder
+    from navi_memory.integrations._tools import StoreCaller
+
+    store, user = minilm_store, "u-pin"
+    pin = store.add(user_id=user, content="my bank PIN is 4242")
+    (only,) = store.search("what is the capital of France?", user_id=user)
+    assert only.id == pin and only.score < 0.25  # was 1.0: the single candidate min-max scaled to the top
+    for text in ("I walk the dog every morning", "Dentist appointment on Tuesday at 10",
+                 "Favourite tea is jasmine green tea", "The car insurance renews in March"):
+        store.add(user_id=user, content=text)
+    builder = MemoryContextBuilder(StoreCaller(store), user)  # the store's floor, 0.25
+    for question in ("what is the capital of France?", "how many moons does Jupiter have?", "tell me a joke"):
+        assert store.search(question, user_id=user, min_similarity=0.25) == []
+        context = builder.build(question)
+        assert context.searched and context.volatile is None
+    context = builder.build("what's my PIN?")
+    assert context.results[0].id == pin and "my bank PIN is 4242" in context.volatile
+    assert builder.build("when do I see the dentist?").results[0].content.startswith("Dentist appointment")

@@ -8,6 +8,7 @@ Each method is written once as a generator that yields ``Q`` (a query) and recei
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -29,6 +30,13 @@ from .postgres_sql import Q, row_times as _row_times
 from .base import Filters, NewItem
 
 log = logging.getLogger(__name__)
+
+
+def _similarity(value: Any) -> float:
+    """1 - cosine distance; pgvector's distance with a zero vector is NaN, which is no similarity
+    (as on SQLite, whose index scores a zero vector 0)."""
+    score = float(value)
+    return 0.0 if math.isnan(score) else score
 
 
 def _vec(vector: np.ndarray) -> str:
@@ -524,7 +532,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             if other:
                 raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
                                      f"{other[0]['dimensions']}")
-        return [(r["id"], float(r["score"])) for r in rows]
+        return [(r["id"], _similarity(r["score"])) for r in rows]
 
     @operation
     def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> Op:
@@ -536,7 +544,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
                                " FROM embeddings WHERE {u} AND model = %s AND dimensions = {d} AND state = 'ready'"
                                " AND item_id = ANY(%s)").format(d=dims, u=user),
                        [_vec(query), *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
-        return {r["item_id"]: float(r["score"]) for r in rows}
+        return {r["item_id"]: _similarity(r["score"]) for r in rows}
 
     # -- embeddings -------------------------------------------------------------------------
 

@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh database URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help="fusion (default: the store's)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
+                             " off-topic questions it empties, leave-one-conversation-out choice")
+    parser.add_argument("--floor-credits", type=_numbers, default=None, metavar="LIST",
+                        help="with --floor: lexical credits to compare (default: the product's), e.g. 0,0.05,0.1,1")
     parser.add_argument("--peers", type=_peer_names, default=[],
                         help="the same turns and questions without navi-memory (dev extra): bm25 (bm25s), dense"
                              " (cosine over the same embeddings), langchain (langchain-postgres PGVectorStore hybrid,"
@@ -53,6 +58,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
                         help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"
                              " or a postgresql:// server URL, where it creates and drops a database of its own")
+
+
+def _numbers(text: str) -> list[float]:
+    try:
+        values = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("comma-separated numbers from 0 to 1") from exc
+    if not values or any(not 0 <= v <= 1 for v in values):
+        raise argparse.ArgumentTypeError("comma-separated numbers from 0 to 1")
+    return values
 
 
 def _peer_names(text: str) -> list[str]:
@@ -136,6 +151,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
         with MemoryStore.open(url, EMBEDDINGS[args.embeddings], settings=settings, fusion=args.fusion) as store:
             report = evaluate(store, samples)
+            if getattr(args, "floor", False):
+                from . import locomo_floor
+
+                credits = getattr(args, "floor_credits", None) or (locomo_floor.ranking.LEXICAL_CREDIT,)
+                report["floor"] = locomo_floor.measure(store, samples, credits=credits)
             if peers:
                 from . import locomo_peers
 
@@ -143,6 +163,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["embeddings"] = args.embeddings
     report["fusion"] = args.fusion or "weighted"
     print(format_report(report))
+    if "floor" in report:
+        from .locomo_floor import format_report as format_floor
+
+        print(format_floor(report["floor"]))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report

@@ -39,11 +39,19 @@ class MemoryContext:
 
 
 class MemoryContextBuilder:
+    """``min_similarity``: the relevance floor of injected memories (``search(min_similarity=)``);
+    None takes the store's ``Settings.min_similarity`` (``NAVI_MEMORY_MIN_SIMILARITY``), 0 turns it off."""
+
     def __init__(self, caller: StoreCaller, user_id: str, *, mode: str = "injection", k: int = 8,
-                 search_kwargs: dict[str, Any] | None = None) -> None:
+                 search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None) -> None:
         if mode not in prompt.MODES:
             raise ValueError(f"mode must be one of {', '.join(prompt.MODES)}")
+        if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(
+                min_similarity, (int, float)) or not 0 <= min_similarity <= 1):
+            raise ValueError("min_similarity must be a number from 0 to 1 (or None for the store's setting)")
         self.caller, self.user_id, self.mode, self.k = caller, user_id, mode, k
+        store = caller.sync_store if caller.sync_store is not None else caller.async_store
+        self.min_similarity = float(store.settings.min_similarity if min_similarity is None else min_similarity)
         self.search_kwargs = dict(search_kwargs or {})
         # the person of the device or session, if the application knows it (seed 004's device hint)
         self.speaker = self.search_kwargs.pop("speaker", None)
@@ -67,6 +75,7 @@ class MemoryContextBuilder:
             if prompt.should_retrieve(query, first_turn):
                 hints = yield from self._person_hints(query)
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
+                                                             "min_similarity": self.min_similarity,
                                                              **self.search_kwargs, "person_hints": hints})
                 context.searched = True
                 context.volatile = prompt.relevant_memory_block(context.results, self.k)

@@ -48,7 +48,7 @@ __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory",
 log = logging.getLogger("navi_memory.integrations")
 
 SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
-                  "include_expired")
+                  "include_expired", "min_similarity")
 
 
 def result_to_document(result: SearchResult) -> Document:
@@ -75,8 +75,9 @@ class NaviMemoryRetriever(BaseRetriever):
 
     ``NaviMemoryRetriever(store=store, user_id="u1", k=8)``; ``store`` is a ``MemoryStore`` or an
     ``AsyncMemoryStore`` (give both as ``store=`` and ``async_store=`` for native sync and async).
-    The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...) are
-    fields, and ``k`` and any filter can also be given per call: ``retriever.invoke(q, k=3)``.
+    The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...,
+    ``min_similarity``: a relevance floor, off by default) are fields, and ``k`` and any filter can
+    also be given per call: ``retriever.invoke(q, k=3)``.
     With only a ``MemoryStore``, ``ainvoke`` runs the search in a worker thread.
     """
 
@@ -95,6 +96,7 @@ class NaviMemoryRetriever(BaseRetriever):
     fusion: Optional[str] = None
     recency: str = "decay"
     include_expired: bool = False
+    min_similarity: float = Field(default=0.0, ge=0, le=1)
 
     _caller: StoreCaller = PrivateAttr()
 
@@ -263,10 +265,11 @@ def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None
 
 
 def _builder(store: Any, async_store: Any, user_id: str, mode: str, k: int,
-             search_kwargs: dict[str, Any] | None) -> MemoryContextBuilder:
+             search_kwargs: dict[str, Any] | None, min_similarity: float | None) -> MemoryContextBuilder:
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty string")
-    return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs)
+    return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs,
+                                min_similarity=min_similarity)
 
 
 def _as_messages(value: Any) -> list[BaseMessage]:
@@ -289,6 +292,8 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     summary after the system message and the relevant memories before the last user message
     (``mode="injection"``, default), or the tool guidance with theme hints (``mode="tools"``).
     With the feature flag off or the kill switch on, the input passes through unchanged.
+    ``min_similarity``: memories with less evidence of relevance are left out (``search``'s
+    floor; None: the store's ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -299,12 +304,14 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     mode: str = "injection"
     k: int = Field(default=8, ge=1, le=50)
     search_kwargs: Optional[dict[str, Any]] = None
+    min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
 
     _builder: MemoryContextBuilder = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRunnable":
-        self._builder = _builder(self.store, self.async_store, self.user_id, self.mode, self.k, self.search_kwargs)
+        self._builder = _builder(self.store, self.async_store, self.user_id, self.mode, self.k, self.search_kwargs,
+                                 self.min_similarity)
         return self
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -352,15 +359,18 @@ class NaviMemoryMiddleware(AgentMiddleware):
     messages, "remember that ..."). A memory failure never fails the run: the prompt then says
     memory tools are unavailable. With the flag off or the kill switch on the middleware does
     nothing: the model gets exactly the request it would get without it (no memory tools either).
+    Memories below the relevance floor ``min_similarity`` (None: the store's setting, 0: off) are
+    not injected, so an unrelated message gets no ``## Relevant Memory`` block.
     """
 
     state_schema = NaviMemoryState
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
                  session_id: str | None = None, mode: str = "injection", k: int = 8, tools: bool = True,
-                 record: bool = True, search_kwargs: dict[str, Any] | None = None) -> None:
+                 record: bool = True, search_kwargs: dict[str, Any] | None = None,
+                 min_similarity: float | None = None) -> None:
         super().__init__()
-        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs)
+        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs, min_similarity)
         self._caller = self._builder.caller
         self.user_id = user_id
         self.session_id = session_id

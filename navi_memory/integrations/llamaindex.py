@@ -56,7 +56,7 @@ class NaviMemoryRetriever(BaseRetriever):
     """``NaviMemoryRetriever(store, user_id="u1", k=8, theme=..., ...)``: hybrid memory search for one
     user. ``store`` is a ``MemoryStore`` or an ``AsyncMemoryStore`` (``aretrieve`` is native with
     the latter; with only a ``MemoryStore`` it runs in a worker thread). Extra keywords are search
-    filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...)."""
+    filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ..., ``min_similarity``)."""
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None, k: int = 8,
                  **search_kwargs: Any) -> None:
@@ -103,6 +103,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     into the store session ``session_id``, which fires the pipeline's triggers (``FunctionAgent``
     reads the memory again after its final answer, so a run is recorded whole; otherwise
     ``await block.arecord_memory(memory)`` records what the memory holds now).
+    Memories below the relevance floor ``min_similarity`` (None: the store's
+    ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off) are left out of the block.
     """
 
     name: str = "navi_memory"
@@ -115,6 +117,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     k: int = Field(default=8, ge=1, le=50)
     record: bool = True
     search_kwargs: Optional[dict[str, Any]] = None
+    min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
 
     _builder: MemoryContextBuilder = PrivateAttr()
     _seen: list = PrivateAttr(default_factory=list)
@@ -125,7 +128,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         if not self.user_id.strip():
             raise ValueError("user_id must be a non-empty string")
         self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), self.user_id, mode=self.mode,
-                                             k=self.k, search_kwargs=self.search_kwargs)
+                                             k=self.k, search_kwargs=self.search_kwargs,
+                                             min_similarity=self.min_similarity)
         return self
 
     async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:

@@ -2,33 +2,77 @@
 
 Two fusions from the seeds:
 
-* ``weighted_fusion``: each signal min-max normalised over the union of candidates, then a
+* ``weighted_fusion``: each signal scaled to [0, 1] over the union of candidates, then a
   weighted sum (default 0.7 semantic + 0.3 lexical). A candidate a signal did not score gets 0
-  for that signal.
+  for that signal. Lexical scores are min-max scaled (``min_max``), cosine similarities by
+  ``scale_similarity``.
 * ``rrf_fusion``: reciprocal rank fusion, ``sum(weight / (k + rank))`` over each signal's ranked
   list (k = 60).
+
+Min-max scaling gives the best candidate 1.0 whatever its score. That is right when candidates
+differ, but a set without spread (one candidate, or all equal) would then be "perfect" by
+construction: a single unrelated note at cosine 0.0 would score like an exact match. Such sets
+keep an absolute value instead: cosine its own (clipped to [0, 1]), a lexical score 1.0 when it
+matched (positive) and 0.0 when not.
 """
 
 from __future__ import annotations
 
-from typing import Hashable, Mapping, Sequence
+import math
+from typing import Callable, Hashable, Mapping, Sequence, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 DEFAULT_WEIGHTS = {"semantic": 0.7, "fts": 0.3}  # seed 002's weighting, the default of weighted_fusion
 # What the store uses unless told otherwise: with the contextual full-text index, lexical evidence
 # deserves more weight than seed 002 gave it (LoCoMo dev, MiniLM: R@10 0.717 at 0.7, 0.749 at 0.6).
 STORE_SEMANTIC_WEIGHT = 0.6
 RRF_K = 60
+# Cosine spread from which candidate similarities are min-max scaled in full; below it the
+# relative scaling is trusted in proportion to the spread and the absolute cosine fills the rest
+# (near-equal similarities are not blown up to 0..1). On LoCoMo dev the semantic candidates of a
+# question always spread wider (docs/benchmarks.md), so ranking there is plain min-max.
+SIMILARITY_SPREAD = 0.1
 
 
-def min_max(scores: Mapping[Hashable, float]) -> dict[Hashable, float]:
-    """Scale to [0, 1]; when all scores are equal every candidate gets 1.0."""
+def _finite(value: float) -> float:
+    """NaN (e.g. a cosine with a zero vector) counts as no evidence; infinities are clipped."""
+    if math.isnan(value):
+        return 0.0
+    return max(-1e300, min(1e300, value))
+
+
+def _matched(value: float) -> float:
+    return 1.0 if value > 0 else 0.0
+
+
+def min_max(scores: Mapping[K, float], flat: Callable[[float], float] = _matched) -> dict[K, float]:
+    """Scale to [0, 1] by the set's own range. A set without range (one candidate, all equal)
+    says nothing about how its candidates compare, so each gets ``flat(score)``: by default 1.0
+    for a positive score (a full-text match) and 0.0 otherwise, never 1.0 by construction."""
     if not scores:
         return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo <= 1e-12:
-        return {key: 1.0 for key in scores}
+    values = {key: _finite(value) for key, value in scores.items()}
+    lo, hi = min(values.values()), max(values.values())
     span = hi - lo
-    return {key: (value - lo) / span for key, value in scores.items()}
+    if not span > 1e-12 * max(1.0, abs(hi), abs(lo)):
+        return {key: flat(value) for key, value in values.items()}
+    return {key: min(1.0, max(0.0, (value - lo) / span)) for key, value in values.items()}
+
+
+def scale_similarity(scores: Mapping[K, float], full_spread: float = SIMILARITY_SPREAD) -> dict[K, float]:
+    """Cosine similarities to [0, 1], order kept: min-max in proportion ``min(1, spread /
+    full_spread)`` of the set's spread, the absolute cosine (clipped to [0, 1]) for the rest.
+    A set without spread keeps its absolute similarities; a wide one is plain min-max."""
+    if not scores:
+        return {}
+    values = {key: _finite(value) for key, value in scores.items()}
+    lo, hi = min(values.values()), max(values.values())
+    spread = hi - lo
+    share = 1.0 if full_spread <= 0 else min(1.0, spread / full_spread)
+    relative = min_max(values, flat=lambda value: 0.0)
+    return {key: share * relative[key] + (1.0 - share) * min(1.0, max(0.0, value))
+            for key, value in values.items()}
 
 
 def weighted_fusion(
@@ -39,10 +83,11 @@ def weighted_fusion(
 
     Signals without a weight are ignored. When only one weighted signal has candidates, its
     normalised score is the fused score (the weights are renormalised over the signals present).
+    ``semantic`` holds cosine similarities (``scale_similarity``); the others are min-max scaled.
     """
     active = {name: s for name, s in signals.items() if s and weights.get(name, 0) > 0}
     total_weight = sum(weights[name] for name in active) or 1.0
-    normalised = {name: min_max(s) for name, s in active.items()}
+    normalised = {name: (scale_similarity if name == "semantic" else min_max)(s) for name, s in active.items()}
     union: dict[Hashable, None] = {}
     for s in active.values():
         union.update(dict.fromkeys(s))

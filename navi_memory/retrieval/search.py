@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
@@ -9,12 +10,16 @@ from typing import Any, Sequence
 from .. import convert
 from ..models import SearchResult
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
-from .query import query_terms
+from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, rerank
 
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
 RRF_K_CANDIDATES = 40  # per-signal candidates before RRF (seed 004)
 SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a borrowed neighbour score
+# How much cosine similarity a full-text match of a content word is worth toward the relevance
+# floor: common words match many unrelated rows, so a match alone is not enough, but it lowers the
+# similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks.md, "Relevance floor").
+LEXICAL_CREDIT = 0.1
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,27 @@ class SearchPlan:
         k = WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES
         return cls(query_terms(query), fusion, k, semantic_weight)
 
-    def missing_semantic(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]]) -> list[int]:
-        """Lexical candidates whose cosine is worth looking up (weighted fusion normalises real values)."""
-        if self.fusion != "weighted":
+    @property
+    def has_content_terms(self) -> bool:
+        """Whether the query has a word that is not a stop word (only such words are evidence)."""
+        return any(term not in STOP_WORDS for term in self.terms)
+
+    def is_relevant(self, fused: "Fused", min_similarity: float) -> bool:
+        """An absolute floor (ranking is relative: every query has a best candidate). A candidate
+        is kept when its cosine similarity to the query reaches ``min_similarity``, counting a
+        full-text or substring match of a query word that is not a stop word as ``LEXICAL_CREDIT``
+        of similarity; without a vector to judge by (lexical-only, embedding pending) the match decides."""
+        matched = self.has_content_terms and bool(fused.signals.get("fts") or fused.signals.get("substring"))
+        similarity = fused.raw.get("semantic")
+        if similarity is None or math.isnan(similarity):
+            return matched
+        return similarity + (LEXICAL_CREDIT if matched else 0.0) >= min_similarity
+
+    def missing_semantic(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]],
+                         floor: bool = False) -> list[int]:
+        """Lexical candidates whose cosine is worth looking up (weighted fusion normalises real
+        values; a relevance ``floor`` judges by them)."""
+        if self.fusion != "weighted" and not floor:
             return []
         seen = {i for i, _ in semantic}
         return [i for i, _ in lexical if i not in seen]
