@@ -12,12 +12,16 @@ NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 3
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
 NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
 NAVI_MEMORY_MIN_SIMILARITY      relevance floor of memories put into prompts (default 0.25; 0 = off)
+NAVI_MEMORY_INJECTION_TOKENS    token budget of the relevant memories put into a prompt (default 400)
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
 NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
 OLLAMA_HOST                     Ollama server for the chat model (and embeddings, unless overridden)
 OLLAMA_API_KEY                  bearer token for the chat server (never logged)
 NAVI_MEMORY_CHAT_TIMEOUT        seconds before a chat call is abandoned (default 120)
+NAVI_MEMORY_CHAT_ATTEMPTS       tries of a chat call on rate limits and transient errors (default 3)
+NAVI_MEMORY_CHAT_RETRY_WAIT     first wait before a retry, seconds; doubles with jitter (default 1)
+NAVI_MEMORY_CHAT_RATE_LIMIT     most chat calls per second, per process (default: no limit)
 NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (default 5; 0 = never)
 NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
 NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
@@ -36,6 +40,7 @@ from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
 from .models import FUSIONS
+from .prompt import INJECTION_TOKENS
 
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
@@ -78,6 +83,13 @@ def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
     return _number_env(env, name, default, float)
 
 
+def _positive_int_env(env: Mapping[str, str], name: str, default: int) -> int:
+    value = _int_env(env, name, default)
+    if value is None or value < 1:
+        raise ConfigurationError(f"{name} must be a whole number of at least 1")
+    return value
+
+
 def _share_env(env: Mapping[str, str], name: str, default: float) -> float:
     """A number from 0 to 1 (NaN is not one)."""
     raw = env.get(name, "").strip()
@@ -106,12 +118,16 @@ class Settings:
     fusion: str = "weighted"
     semantic_weight: float = 0.6
     min_similarity: float = DEFAULT_MIN_SIMILARITY
+    injection_tokens: int = INJECTION_TOKENS
     ollama_host: str | None = None
     ollama_api_key: str | None = field(default=None, repr=False)
     chat_model: str | None = None
     chat_host: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)
     chat_timeout: float = 120.0
+    chat_attempts: int = 3
+    chat_retry_wait: float = 1.0
+    chat_rate_limit: float | None = None
     extract_every: int = 5
     stale_minutes: float = 30.0
     dedup_threshold: float = 0.8
@@ -133,6 +149,7 @@ class Settings:
             url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
             semantic_weight=_share_env(env, "NAVI_MEMORY_SEMANTIC_WEIGHT", 0.6),
             min_similarity=_share_env(env, "NAVI_MEMORY_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
+            injection_tokens=_positive_int_env(env, "NAVI_MEMORY_INJECTION_TOKENS", INJECTION_TOKENS),
             embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),
@@ -147,6 +164,9 @@ class Settings:
             chat_host=env.get("OLLAMA_HOST", "").strip() or None,
             chat_api_key=env.get("OLLAMA_API_KEY", "").strip() or None,
             chat_timeout=_float_env(env, "NAVI_MEMORY_CHAT_TIMEOUT", 120.0),
+            chat_attempts=max(1, _int_env(env, "NAVI_MEMORY_CHAT_ATTEMPTS", 3) or 1),
+            chat_retry_wait=_float_env(env, "NAVI_MEMORY_CHAT_RETRY_WAIT", 1.0),
+            chat_rate_limit=_float_env(env, "NAVI_MEMORY_CHAT_RATE_LIMIT", 0.0) or None,
             extract_every=_int_env(env, "NAVI_MEMORY_EXTRACT_EVERY", 5) or 0,
             stale_minutes=_float_env(env, "NAVI_MEMORY_STALE_MINUTES", 30.0),
             dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),

@@ -8,7 +8,8 @@ single-line entries, newlines folded (it cannot start a heading or a new instruc
 The prompt contract the framework adapters follow (pure text here; placing it is theirs):
 
 - **injection** mode: ``summary_block`` as a system message right after the main system message
-  (the stable part), ``relevant_memory_block`` (top 8 search results) in the volatile part next
+  (the stable part), ``relevant_memory_block`` (the top search results that fit a token budget,
+  ``NAVI_MEMORY_INJECTION_TOKENS``, 400 by default) in the volatile part next
   to the current user message. No search for a pure greeting opening a conversation
   (``should_retrieve``). The search has a relevance floor (``search(min_similarity=)``, the
   store's ``NAVI_MEMORY_MIN_SIMILARITY``): an unrelated message gets no block at all.
@@ -23,9 +24,10 @@ The prompt contract the framework adapters follow (pure text here; placing it is
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .models import SearchResult, Theme
 
@@ -48,19 +50,62 @@ def summary_block(summary: str | None) -> str | None:
     return f'{SUMMARY_HEADING}\n\n<memory kind="summary">\n{escape(summary.strip())}\n</memory>'
 
 
-def relevant_memory_block(results: Iterable[SearchResult], max_items: int = 8) -> str | None:
-    """``## Relevant Memory`` with one escaped line per result (seed 004's volatile half)."""
-    lines = []
-    for result in list(results)[:max_items]:
-        when = result.observed_at or result.created_at
-        label = f"{result.theme}/{result.type}, {when:%Y-%m-%d}"
-        if result.person:
-            label += f", about {escape(result.person, True)}"
-        lines.append(f"- [{label}] {escape(result.content, single_line=True)}")
+INJECTION_TOKENS = 400  # the default budget of the relevant-memory block
+TokenCounter = Callable[[str], int]
+
+
+def approximate_tokens(text: str) -> int:
+    """Tokens in ``text`` by LangChain's approximate count (about 4 characters a token) where
+    langchain-core is installed, else the same arithmetic. A model's own counter (e.g. a LangChain
+    chat model's ``get_num_tokens``) can be given to the adapters instead."""
+    try:
+        from langchain_core.messages.utils import count_tokens_approximately
+    except ImportError:
+        return math.ceil(len(text) / 4)
+    return int(count_tokens_approximately([text], extra_tokens_per_message=0))
+
+
+def _memory_line(result: SearchResult) -> str:
+    when = result.observed_at or result.created_at
+    label = f"{result.theme}/{result.type}, {when:%Y-%m-%d}"
+    if result.person:
+        label += f", about {escape(result.person, True)}"
+    return f"- [{label}] {escape(result.content, single_line=True)}"
+
+
+def _shorten(line: str, budget: int, count: TokenCounter) -> str | None:
+    """``line`` cut (at a word, with an ellipsis) to fit ``budget`` tokens; None if even a stub does not."""
+    keep = len(line)
+    while keep > 40:
+        keep = int(keep * min(0.9, budget / max(1, count(line[:keep] + " …"))))
+        candidate = line[:keep].rsplit(" ", 1)[0] + " …"
+        if count(candidate) <= budget:
+            return candidate
+    return None
+
+
+def relevant_memory_block(results: Iterable[SearchResult], max_tokens: int = INJECTION_TOKENS,
+                          count_tokens: TokenCounter | None = None) -> str | None:
+    """``## Relevant Memory`` with one escaped line per result (seed 004's volatile half), best
+    first, as many as fit in ``max_tokens`` (counted by ``count_tokens``, default
+    ``approximate_tokens``): a line that does not fit is skipped for the shorter ones after it,
+    and the best result alone is shortened rather than left out."""
+    count = count_tokens or approximate_tokens
+    head, tail = f'{RELEVANT_HEADING}\n\n<memory kind="retrieved">\n', "\n</memory>"
+    budget = max_tokens - count(head + tail)
+    lines: list[str] = []
+    for result in results:
+        line = _memory_line(result)
+        cost = count(line + "\n")
+        if cost > budget and not lines:
+            shortened = _shorten(line, budget - 1, count)
+            line, cost = (shortened, count(shortened + "\n")) if shortened else (line, cost)
+        if cost <= budget:
+            lines.append(line)
+            budget -= cost
     if not lines:
         return None
-    body = "\n".join(lines)
-    return f'{RELEVANT_HEADING}\n\n<memory kind="retrieved">\n{body}\n</memory>'
+    return head + "\n".join(lines) + tail
 
 
 # -- the prompt contract (injection and tool-driven modes) ----------------------------------

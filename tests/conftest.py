@@ -45,6 +45,8 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith("NAVI_MEMORY_") or name in ("OLLAMA_HOST", "OLLAMA_API_KEY", "EMBEDDING_OLLAMA_HOST",
                                                        "EMBEDDING_OLLAMA_API_KEY"):
             monkeypatch.delenv(name, raising=False)
+    # chat calls retried on transient errors do so at once in tests (the default first wait is 1 s)
+    monkeypatch.setenv("NAVI_MEMORY_CHAT_RETRY_WAIT", "0")
 
 
 @pytest.fixture(params=BACKENDS)

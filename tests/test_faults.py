@@ -105,9 +105,10 @@ def test_chat_model_timeout_marks_the_session_error_and_a_later_run_retries(db_u
 
 
 def test_a_model_failing_half_way_leaves_nothing_half_written(store, clock):
-    # a cut-off reply, then the repair request times out: the run is an error and writes no fact
+    # a cut-off reply, then the repair request times out (each of its 3 attempts): the run is an
+    # error and writes no fact
     store.set_chat_model(ScriptedChat(script=['{"facts": [{"category": "profile", "key": "home_ci',
-                                              TimeoutError("repair timed out")]))
+                                              *[TimeoutError("repair timed out")] * 3]))
     _conversation(store)
     report = store.extract_session("s1", user_id=U)
     assert report.state == "error" and "timed out" in report.error
@@ -126,7 +127,7 @@ def test_a_model_failing_half_way_leaves_nothing_half_written(store, clock):
 
 
 def test_a_summary_timeout_keeps_the_facts_and_the_next_run_writes_the_summary(store, clock):
-    store.set_chat_model(ScriptedChat(script=[json.dumps(EXTRACTION), TimeoutError("summary timed out")]))
+    store.set_chat_model(ScriptedChat(script=[json.dumps(EXTRACTION), *[TimeoutError("summary timed out")] * 3]))
     _conversation(store)
     assert store.extract_session("s1", user_id=U).state == "extracted"
     assert [f.value for f in store.get_all_facts(user_id=U)] == ["Lisbon"] and store.get_summary(user_id=U) is None

@@ -117,7 +117,7 @@ def test_garbage_marks_the_session_as_error_and_it_is_retried(store, clock):
 
 
 def test_provider_failure_is_recorded_with_its_cost(store, clock):
-    chat(store, ConnectionError("ollama is down"))
+    chat(store, *[ConnectionError("ollama is down")] * 3)  # a transient error: tried 3 times, booked once
     talk(store, "s1", "I prefer short answers.", "Okay.")
     report = store.extract_session("s1", user_id=U)
     assert report.state == "error" and "ConnectionError: ollama is down" in report.error

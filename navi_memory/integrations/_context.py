@@ -40,10 +40,14 @@ class MemoryContext:
 
 class MemoryContextBuilder:
     """``min_similarity``: the relevance floor of injected memories (``search(min_similarity=)``);
-    None takes the store's ``Settings.min_similarity`` (``NAVI_MEMORY_MIN_SIMILARITY``), 0 turns it off."""
+    None takes the store's ``Settings.min_similarity`` (``NAVI_MEMORY_MIN_SIMILARITY``), 0 turns it off.
+    ``k`` results are searched; as many as fit in ``max_tokens`` (None: the store's
+    ``NAVI_MEMORY_INJECTION_TOKENS``) are injected, counted by ``token_counter`` (text -> tokens,
+    e.g. a chat model's ``get_num_tokens``; default LangChain's approximate count)."""
 
     def __init__(self, caller: StoreCaller, user_id: str, *, mode: str = "injection", k: int = 8,
-                 search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None) -> None:
+                 search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None,
+                 max_tokens: int | None = None, token_counter: prompt.TokenCounter | None = None) -> None:
         if mode not in prompt.MODES:
             raise ValueError(f"mode must be one of {', '.join(prompt.MODES)}")
         if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(
@@ -52,6 +56,10 @@ class MemoryContextBuilder:
         self.caller, self.user_id, self.mode, self.k = caller, user_id, mode, k
         store = caller.sync_store if caller.sync_store is not None else caller.async_store
         self.min_similarity = float(store.settings.min_similarity if min_similarity is None else min_similarity)
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError("max_tokens must be a whole number of at least 1 (or None for the store's setting)")
+        self.max_tokens = store.settings.injection_tokens if max_tokens is None else max_tokens
+        self.token_counter = token_counter
         self.search_kwargs = dict(search_kwargs or {})
         # the person of the device or session, if the application knows it (seed 004's device hint)
         self.speaker = self.search_kwargs.pop("speaker", None)
@@ -78,7 +86,7 @@ class MemoryContextBuilder:
                                                              "min_similarity": self.min_similarity,
                                                              **self.search_kwargs, "person_hints": hints})
                 context.searched = True
-                context.volatile = prompt.relevant_memory_block(context.results, self.k)
+                context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens, self.token_counter)
             return context
         except Exception as exc:  # memory must never break the conversation
             log.warning("memory unavailable for this turn: %s", exc)

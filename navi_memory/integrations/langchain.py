@@ -265,11 +265,12 @@ def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None
 
 
 def _builder(store: Any, async_store: Any, user_id: str, mode: str, k: int,
-             search_kwargs: dict[str, Any] | None, min_similarity: float | None) -> MemoryContextBuilder:
+             search_kwargs: dict[str, Any] | None, min_similarity: float | None, max_tokens: int | None,
+             token_counter: Any) -> MemoryContextBuilder:
     if not isinstance(user_id, str) or not user_id.strip():
         raise ValueError("user_id must be a non-empty string")
     return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs,
-                                min_similarity=min_similarity)
+                                min_similarity=min_similarity, max_tokens=max_tokens, token_counter=token_counter)
 
 
 def _as_messages(value: Any) -> list[BaseMessage]:
@@ -293,7 +294,9 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     (``mode="injection"``, default), or the tool guidance with theme hints (``mode="tools"``).
     With the feature flag off or the kill switch on, the input passes through unchanged.
     ``min_similarity``: memories with less evidence of relevance are left out (``search``'s
-    floor; None: the store's ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off).
+    floor; None: the store's ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off). Of the ``k`` results, those
+    that fit in ``max_tokens`` are injected (None: the store's ``NAVI_MEMORY_INJECTION_TOKENS``),
+    counted by ``token_counter`` (e.g. ``model.get_num_tokens``; default: an approximate count).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -305,13 +308,15 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     k: int = Field(default=8, ge=1, le=50)
     search_kwargs: Optional[dict[str, Any]] = None
     min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
+    max_tokens: Optional[int] = Field(default=None, ge=1)
+    token_counter: Optional[Callable[[str], int]] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRunnable":
         self._builder = _builder(self.store, self.async_store, self.user_id, self.mode, self.k, self.search_kwargs,
-                                 self.min_similarity)
+                                 self.min_similarity, self.max_tokens, self.token_counter)
         return self
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -360,7 +365,9 @@ class NaviMemoryMiddleware(AgentMiddleware):
     memory tools are unavailable. With the flag off or the kill switch on the middleware does
     nothing: the model gets exactly the request it would get without it (no memory tools either).
     Memories below the relevance floor ``min_similarity`` (None: the store's setting, 0: off) are
-    not injected, so an unrelated message gets no ``## Relevant Memory`` block.
+    not injected, so an unrelated message gets no ``## Relevant Memory`` block; the others are
+    injected as far as ``max_tokens`` allows (None: ``NAVI_MEMORY_INJECTION_TOKENS``), counted by
+    ``token_counter`` (e.g. ``model.get_num_tokens``; default: an approximate count).
     """
 
     state_schema = NaviMemoryState
@@ -368,9 +375,11 @@ class NaviMemoryMiddleware(AgentMiddleware):
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
                  session_id: str | None = None, mode: str = "injection", k: int = 8, tools: bool = True,
                  record: bool = True, search_kwargs: dict[str, Any] | None = None,
-                 min_similarity: float | None = None) -> None:
+                 min_similarity: float | None = None, max_tokens: int | None = None,
+                 token_counter: Callable[[str], int] | None = None) -> None:
         super().__init__()
-        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs, min_similarity)
+        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs, min_similarity, max_tokens,
+                                 token_counter)
         self._caller = self._builder.caller
         self.user_id = user_id
         self.session_id = session_id

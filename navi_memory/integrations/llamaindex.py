@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
@@ -104,7 +104,9 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     reads the memory again after its final answer, so a run is recorded whole; otherwise
     ``await block.arecord_memory(memory)`` records what the memory holds now).
     Memories below the relevance floor ``min_similarity`` (None: the store's
-    ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off) are left out of the block.
+    ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off) are left out of the block; the others go in as far as
+    ``max_tokens`` allows (None: ``NAVI_MEMORY_INJECTION_TOKENS``), counted by ``token_counter``
+    (text -> tokens; default: an approximate count).
     """
 
     name: str = "navi_memory"
@@ -118,6 +120,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     record: bool = True
     search_kwargs: Optional[dict[str, Any]] = None
     min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
+    max_tokens: Optional[int] = Field(default=None, ge=1)
+    token_counter: Optional[Callable[[str], int]] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
     _seen: list = PrivateAttr(default_factory=list)
@@ -129,7 +133,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
             raise ValueError("user_id must be a non-empty string")
         self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), self.user_id, mode=self.mode,
                                              k=self.k, search_kwargs=self.search_kwargs,
-                                             min_similarity=self.min_similarity)
+                                             min_similarity=self.min_similarity, max_tokens=self.max_tokens,
+                                             token_counter=self.token_counter)
         return self
 
     async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:

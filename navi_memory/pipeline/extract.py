@@ -4,7 +4,9 @@ The pure half (``parse_reply``, ``interpret``, ``normalize_fact``) turns whateve
 checked ``ExtractedFact`` rows: JSON found inside prose or code fences, an unknown category mapped
 to ``other``, the source mapped to a confidence (tool results 95, explicit statements 90, else 70).
 ``extract`` is the sans-I/O step: one call with structured output where the model has it; if the
-reply is unusable, exactly one repair request; if that fails too, ``ExtractionError``.
+reply is unusable, ``json-repair`` mends it locally when it can (trailing commas, a cut-off end,
+single quotes: no second LLM call), else exactly one repair request; if that fails too,
+``ExtractionError``.
 """
 
 from __future__ import annotations
@@ -128,21 +130,44 @@ def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
     return Extraction(list(merged.values()), notes, dropped), None
 
 
+def repair_json(text: str) -> Any:
+    """A dict or list mended from almost-JSON (trailing commas, single quotes, comments, a missing
+    comma) by the ``json-repair`` package; None without it, or when nothing object-like comes out.
+    Not for a cut-off reply (see find_json)."""
+    try:
+        import json_repair
+    except ImportError:
+        return None
+    try:
+        value = json_repair.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, list)) and value else None
+
+
 def find_json(text: str) -> tuple[Any, str | None]:
-    """The first JSON object or array in ``text`` (prose and code fences around it are fine)."""
+    """The first JSON object or array in ``text`` (prose and code fences around it are fine).
+    Almost-JSON at the outermost bracket is mended by ``repair_json`` before an inner bracket is
+    tried (else ``{'facts': [...], 'notes': []}`` would come back as its inner ``[]``); a cut-off
+    reply is never mended: that would invent its lost end (a value cut to "Eu")."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     problem = "the reply contains no JSON object"
     for candidate in candidates:
         starts = [i for i, ch in enumerate(candidate) if ch in "{["][:64]
-        for start in starts:
+        for n, start in enumerate(starts):
             try:
                 value, _ = decoder.raw_decode(candidate, start)
             except json.JSONDecodeError as exc:
-                if exc.pos >= len(candidate.rstrip()) - 1 or "Unterminated" in exc.msg:
+                cut_off = exc.pos >= len(candidate.rstrip()) - 1 or "Unterminated" in exc.msg
+                if cut_off:
                     problem = f"the JSON is cut off after {len(candidate)} characters"
                 elif problem.startswith("the reply contains no"):
                     problem = f"invalid JSON: {exc.msg} at character {exc.pos}"
+                mended = None if cut_off or n else repair_json(candidate[start:])
+                if mended is not None:
+                    log.info("mended the chat model's almost-JSON locally (%s)", problem)
+                    return mended, None
                 continue
             if isinstance(value, (dict, list)):
                 return value, None

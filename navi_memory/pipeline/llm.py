@@ -1,9 +1,12 @@
 """The chat model behind extraction and summaries: any LangChain chat model, or Ollama by default.
 
 ``ChatClient`` wraps the model: it asks for structured output where the model supports it
-(``with_structured_output``), falls back to plain text otherwise, measures tokens (the provider's
-``usage_metadata``, else an estimate of 4 characters a token) and turns every provider failure
-into ``ExtractionError``. LangChain is imported only when a model is built or called.
+(``with_structured_output``), falls back to plain text otherwise, retries rate limits and transient
+failures with jittered exponential backoff (LangChain's ``with_retry``), optionally paces calls
+(``InMemoryRateLimiter``), drops a reasoning model's ``<think>`` block from the text, measures
+tokens (the provider's ``usage_metadata``, else an estimate of 4 characters a token) and turns
+every provider failure into ``ExtractionError``. LangChain is imported only when a model is built
+or called.
 
 ``ask`` is the sans-I/O step operations use: it yields the call for the store's runner (``invoke``
 in ``MemoryStore``, ``await ainvoke`` in ``AsyncMemoryStore``) and books the cost in a ledger.
@@ -15,6 +18,8 @@ import asyncio
 import importlib.util
 import json
 import logging
+import math
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -28,6 +33,62 @@ from ..sansio import Op
 log = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4
+# HTTP statuses worth another attempt: timeouts, conflicts, rate limits, a server's temporary failure
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+# words in the class names providers give such failures (openai, anthropic, httpx, ollama, google)
+_TRANSIENT_NAMES = ("ratelimit", "timeout", "timedout", "connecterror", "connectionerror", "apiconnection",
+                    "serviceunavailable", "internalserver", "overloaded", "remoteprotocol", "resourceexhausted")
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.S | re.I)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a provider failure may succeed on another attempt: a rate limit, a timeout, a dropped
+    connection, a server's 5xx. Bad requests, authentication and parsing errors are not retried."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(status, int):
+        return status in TRANSIENT_STATUS
+    names = [cls.__name__.lower() for cls in type(exc).__mro__]
+    return any(word in name for name in names for word in _TRANSIENT_NAMES)
+
+
+def strip_reasoning(text: str) -> str:
+    """The reply without a reasoning model's ``<think>...</think>`` (also ``<thinking>``,
+    ``<reasoning>``; an unclosed one runs to the end): drafts in it are not the answer."""
+    return _REASONING.sub("", text).strip() if "<" in text else text
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How chat calls are retried and paced (``Settings.chat_attempts``, ``chat_retry_wait``,
+    ``chat_rate_limit``)."""
+
+    attempts: int = 3
+    initial_wait: float = 1.0
+    max_wait: float = 30.0
+    requests_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigurationError("chat attempts must be a whole number of at least 1")
+        for name in ("initial_wait", "max_wait"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigurationError(f"chat retry {name} must be a number of seconds >= 0")
+        rps = self.requests_per_second
+        if rps is not None and not (math.isfinite(rps) and rps > 0):
+            raise ConfigurationError("the chat rate limit must be a positive number of calls per second")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "RetryPolicy":
+        return cls(settings.chat_attempts, settings.chat_retry_wait, max(30.0, settings.chat_retry_wait),
+                   settings.chat_rate_limit)
+
+
+class TransientChatError(Exception):
+    """A provider failure ``is_transient`` says is worth another attempt (the retry's trigger)."""
 
 
 @dataclass
@@ -52,22 +113,25 @@ def content_text(content: Any) -> str:
 class ChatClient:
     """A chat model plus the rules around it; built on first use."""
 
-    def __init__(self, factory: Callable[[], Any], name: str, timeout: float | None = None) -> None:
+    def __init__(self, factory: Callable[[], Any], name: str, timeout: float | None = None,
+                 retry: RetryPolicy | None = None) -> None:
         self._factory = factory
         self._model: Any = None
         self.name = name
         self.timeout = timeout
-        self._structured: dict[str, Any] = {}
+        self.retry = retry or RetryPolicy()
+        self._runnables: dict[str, tuple[Any, bool]] = {}
+        self._limiter: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ChatClient({self.name!r})"
 
     @classmethod
-    def wrap(cls, model: Any, timeout: float | None = None) -> "ChatClient":
+    def wrap(cls, model: Any, timeout: float | None = None, retry: RetryPolicy | None = None) -> "ChatClient":
         if not callable(getattr(model, "invoke", None)):
             raise ConfigurationError("chat_model must be a LangChain chat model (an object with invoke())")
-        return cls(lambda: model, provider_model_name(model), timeout)
+        return cls(lambda: model, provider_model_name(model), timeout, retry)
 
     @property
     def model(self) -> Any:
@@ -77,25 +141,65 @@ class ChatClient:
             return self._model
 
     def _runnable(self, schema: dict | None) -> tuple[Any, bool]:
-        """The structured-output runnable for ``schema`` when the model has one, else the model."""
+        """The runnable for ``schema`` (the structured-output one when the model has it, else the
+        model), retried and paced; built once per schema; True when it returns structured output."""
         model = self.model
-        if schema is None:
-            return model, False
-        key = schema.get("title", "schema")
+        key = "" if schema is None else schema.get("title", "schema")
         with self._lock:
-            if key not in self._structured:
-                try:
-                    self._structured[key] = model.with_structured_output(schema, include_raw=True)
-                except (NotImplementedError, AttributeError, ValueError, TypeError) as exc:
-                    log.info("chat model %s has no structured output (%s); parsing JSON from text",
-                             self.name, type(exc).__name__)
-                    self._structured[key] = None
-            runnable = self._structured[key]
-        return (runnable, True) if runnable is not None else (model, False)
+            if key not in self._runnables:
+                structured = None
+                if schema is not None:
+                    try:
+                        structured = model.with_structured_output(schema, include_raw=True)
+                    except (NotImplementedError, AttributeError, ValueError, TypeError) as exc:
+                        log.info("chat model %s has no structured output (%s); parsing JSON from text",
+                                 self.name, type(exc).__name__)
+                self._runnables[key] = (self._guarded(structured or model), structured is not None)
+            return self._runnables[key]
+
+    def _guarded(self, runnable: Any) -> Any:
+        """``runnable`` paced by the rate limiter and retried on transient failures (with_retry
+        retries only ``TransientChatError``, which carries the provider's error as its cause)."""
+        from langchain_core.runnables import RunnableLambda
+
+        if self.retry.requests_per_second and self._limiter is None:
+            from langchain_core.rate_limiters import InMemoryRateLimiter
+
+            self._limiter = InMemoryRateLimiter(requests_per_second=self.retry.requests_per_second,
+                                                check_every_n_seconds=0.05, max_bucket_size=1)
+        limiter = self._limiter
+
+        def call(messages: Any) -> Any:
+            if limiter is not None:
+                limiter.acquire()
+            try:
+                return runnable.invoke(messages)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise TransientChatError(str(exc)) from exc
+                raise
+
+        async def acall(messages: Any) -> Any:
+            if limiter is not None:
+                await limiter.aacquire()
+            try:
+                return await runnable.ainvoke(messages)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise TransientChatError(str(exc)) from exc
+                raise
+
+        guarded = RunnableLambda(call, afunc=acall, name=f"navi-memory chat ({self.name})")
+        if self.retry.attempts == 1:
+            return guarded
+        return guarded.with_retry(retry_if_exception_type=(TransientChatError,), stop_after_attempt=self.retry.attempts,
+                                  wait_exponential_jitter=True,
+                                  exponential_jitter_params={"initial": self.retry.initial_wait,
+                                                             "max": self.retry.max_wait})
 
     def _reply(self, messages: list[tuple[str, str]], out: Any, structured: bool) -> LLMReply:
         raw, parsed = (out.get("raw"), out.get("parsed")) if structured and isinstance(out, dict) else (out, None)
-        text = content_text(getattr(raw, "content", raw))
+        text = strip_reasoning(content_text(getattr(raw, "content", raw)))
         calls = getattr(raw, "tool_calls", None) or []
         if not text.strip() and calls:
             text = json.dumps(calls[0].get("args", {}), ensure_ascii=False)
@@ -109,6 +213,8 @@ class ChatClient:
         return LLMReply(text, parsed, sent // CHARS_PER_TOKEN + 1, len(text) // CHARS_PER_TOKEN + 1, True, self.name)
 
     def _failed(self, purpose: str, exc: BaseException) -> ExtractionError:
+        if isinstance(exc, TransientChatError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # the provider's own error, after the last attempt
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return ExtractionError(f"chat model {self.name} failed ({purpose}): {type(exc).__name__}: {message}")
 
@@ -151,14 +257,15 @@ def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:
     if choice is False:
         return None
     if choice is not None and not isinstance(choice, str):
-        return ChatClient.wrap(choice, settings.chat_timeout)
+        return ChatClient.wrap(choice, settings.chat_timeout, RetryPolicy.from_settings(settings))
     name = (choice if choice is not None else settings.chat_model or "").strip()
     if not name or name.lower() == "none":
         return None
     name = name.split(":", 1)[1] if name.lower().startswith("ollama:") else name
     if importlib.util.find_spec("langchain_ollama") is None:
         raise ConfigurationError("the Ollama chat model needs the 'ollama' extra: pip install 'navi-memory[ollama]'")
-    return ChatClient(lambda: _ollama_chat(settings, name), f"ChatOllama:{name}", settings.chat_timeout)
+    return ChatClient(lambda: _ollama_chat(settings, name), f"ChatOllama:{name}", settings.chat_timeout,
+                      RetryPolicy.from_settings(settings))
 
 
 def ask(purpose: str, messages: list[tuple[str, str]], ledger: list[dict], schema: dict | None = None) -> Op:
