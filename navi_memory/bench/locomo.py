@@ -7,7 +7,8 @@ previous turn of the session as ``context`` (embedded with the turn), the sessio
 ``observed_at``; dia_id, speaker and session are also kept in metadata. Every category 1–4 question with evidence is
 asked with ``store.search(question, user_id=sample_id, limit=20)``; a retrieved turn counts when
 its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
-per category, and search latency (query embedding included, as a user sees it).
+per category, and search latency (query embedding included, as a user sees it). ``--floor`` adds
+what the relevance floor of injection costs and saves (``locomo_floor``).
 """
 
 from __future__ import annotations
