@@ -160,14 +160,18 @@ def tags(value: Any) -> tuple[str, ...]:
 
 
 def when(value: Any, field: str) -> datetime | None:
+    """Every timestamp entering the store: aware UTC, from a datetime (naive = UTC) or an ISO 8601
+    string, within 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z once converted to UTC."""
     if value is None:
         return None
-    if isinstance(value, (datetime, str)):
-        try:
-            return to_utc(value)
-        except (ValueError, OverflowError) as exc:
-            raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
-    raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
+    if not isinstance(value, (datetime, str)):
+        raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
+    try:
+        return to_utc(value)
+    except OverflowError as exc:
+        raise ValidationError(f"{field} {value!r} is outside 0001-01-01 .. 9999-12-31 in UTC") from exc
+    except ValueError as exc:
+        raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
 
 
 def days(value: Any, field: str) -> float | None:

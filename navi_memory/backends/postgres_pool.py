@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -48,6 +49,17 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
 
 
+def utc_conninfo(url: DatabaseURL) -> str:
+    """The connection string with the session time zone pinned to UTC (the ``options`` the URL
+    already has kept): timestamps then read back as stored whatever the server's or database's
+    default zone (in Europe/Oslo, 9999-12-31T23:59:59Z would read as year 10000 and fail)."""
+    try:
+        options = conninfo_to_dict(url.dsn or "").get("options") or ""
+        return make_conninfo(url.dsn or "", options=f"{options} -c TimeZone=UTC".strip())
+    except psycopg.Error as exc:
+        raise _translate(url, exc) from exc
+
+
 def _result(cur: Any) -> Any:
     return cur.fetchall() if cur.description is not None else cur.rowcount
 
@@ -58,8 +70,9 @@ class PostgresBackend(PostgresQueries):
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                  connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
         self._init_state(url, **tuning)
+        self._conninfo = utc_conninfo(url)
         self._check(url, connect_timeout)
-        self.pool = ConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+        self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, check=ConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory")
         try:
@@ -71,7 +84,7 @@ class PostgresBackend(PostgresQueries):
 
     def _check(self, url: DatabaseURL, timeout: float) -> None:
         try:
-            psycopg.connect(url.dsn or "", connect_timeout=max(1, int(timeout))).close()
+            psycopg.connect(self._conninfo, connect_timeout=max(1, int(timeout))).close()
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
 
@@ -87,7 +100,7 @@ class PostgresBackend(PostgresQueries):
         # A separate, unpooled connection: borrowing from the pool while every pooled connection
         # is held by a caller waiting for this statement would deadlock the pool.
         try:
-            with psycopg.connect(self.url.dsn or "", autocommit=True) as conn, conn.cursor() as cur:
+            with psycopg.connect(self._conninfo, autocommit=True) as conn, conn.cursor() as cur:
                 cur.execute("SET lock_timeout = '5s'")  # DDL beside open transactions: never hang
                 cur.execute(query.text, query.params)
                 return _result(cur)
@@ -118,17 +131,19 @@ class AsyncPostgresBackend(PostgresQueries):
 
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
         self._init_state(url, **tuning)
+        self._conninfo = utc_conninfo(url)
         self.pool = pool
 
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                       connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> "AsyncPostgresBackend":
+        conninfo = utc_conninfo(url)
         try:
-            conn = await psycopg.AsyncConnection.connect(url.dsn or "", connect_timeout=max(1, int(connect_timeout)))
+            conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(connect_timeout)))
             await conn.close()
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
-        pool = AsyncConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+        pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, check=AsyncConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory-async")
         try:
@@ -147,7 +162,7 @@ class AsyncPostgresBackend(PostgresQueries):
 
     async def _own_tx(self, query: Q) -> Any:
         try:
-            async with await psycopg.AsyncConnection.connect(self.url.dsn or "", autocommit=True) as conn:
+            async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                 async with conn.cursor() as cur:
                     await cur.execute("SET lock_timeout = '5s'")
                     await cur.execute(query.text, query.params)
