@@ -1,11 +1,16 @@
 """Runners for ``PostgresQueries``: a blocking one on ``ConnectionPool``, a native async one on
-``AsyncConnectionPool``. One pooled connection and one transaction per backend call; driver
-errors leave as ``StorageError`` / ``BackendUnavailableError`` with the password masked."""
+``AsyncConnectionPool``. One pooled connection and one transaction per backend call; a call that
+loses a deadlock or a serialization conflict to concurrent writers is run again whole (bounded,
+with jittered backoff: ``retry_delays``); driver errors leave as ``StorageError`` /
+``BackendUnavailableError`` (only when the server cannot be reached) with the password masked."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+import random
+import time
+from typing import Any, Callable
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -23,6 +28,21 @@ from .postgres_transfer import PostgresTransferQueries
 log = logging.getLogger(__name__)
 
 POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
+CONFLICT_ATTEMPTS = 6
+# SQLSTATE classes of a server that cannot be reached or cannot take the work now
+_UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: float = 0.5) -> list[float]:
+    """Seconds to wait before each further attempt of a call that lost a deadlock or a
+    serialization conflict: exponential with full jitter, so colliding writers spread out."""
+    return [random.uniform(0, min(cap, base * 2 ** n)) for n in range(attempts - 1)]
+
+
+def _conflict(exc: BaseException) -> bool:
+    """Deadlock detected (40P01) or serialization failure (40001): the transaction was rolled back
+    and running it again is the documented remedy."""
+    return getattr(exc, "sqlstate", None) in ("40P01", "40001")
 
 
 def _where(url: DatabaseURL) -> str:
@@ -44,8 +64,12 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
         pass
     if password:
         message = message.replace(password, "***")
-    if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(exc, PoolTimeout) or (isinstance(exc, psycopg.OperationalError) and (
+            sqlstate is None or sqlstate.startswith(_UNAVAILABLE_CLASSES))):
         return BackendUnavailableError(f"PostgreSQL at {_where(url)} is unavailable: {message}")
+    if _conflict(exc):
+        message = f"{message} (still conflicting after {CONFLICT_ATTEMPTS} attempts)"
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
 
 
@@ -89,7 +113,7 @@ class PostgresBackend(PostgresQueries):
             raise _translate(url, exc) from exc
 
     def _detect(self) -> None:
-        rows = self._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        rows = self._run(lambda: iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
 
@@ -107,23 +131,32 @@ class PostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    def _run(self, gen: Op) -> Any:
-        try:
-            with self.pool.connection() as conn, conn.cursor() as cur:
-                done, query = advance(gen, None)
-                while not done:
-                    if query.own_tx:
-                        value = self._own_tx(query)
-                    elif query.many:
-                        cur.executemany(query.text, query.params)
-                        value = cur.rowcount
-                    else:
-                        cur.execute(query.text, query.params)
-                        value = _result(cur)
-                    done, query = advance(gen, value)
-                return query
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise _translate(self.url, exc) from exc
+    def _run(self, make: Callable[[], Op]) -> Any:
+        """Run the call ``make()`` builds in one transaction; again, whole, after a lost conflict."""
+        for delay in [*retry_delays(), None]:
+            try:
+                return self._run_once(make())
+            except (psycopg.Error, PoolTimeout) as exc:
+                if delay is None or not _conflict(exc):
+                    raise _translate(self.url, exc) from exc
+                log.info("PostgreSQL call conflicted with another writer (%s); running it again", exc.sqlstate)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _run_once(self, gen: Op) -> Any:
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            done, query = advance(gen, None)
+            while not done:
+                if query.own_tx:
+                    value = self._own_tx(query)
+                elif query.many:
+                    cur.executemany(query.text, query.params)
+                    value = cur.rowcount
+                else:
+                    cur.execute(query.text, query.params)
+                    value = _result(cur)
+                done, query = advance(gen, value)
+            return query
 
 
 class AsyncPostgresBackend(PostgresQueries):
@@ -152,7 +185,7 @@ class AsyncPostgresBackend(PostgresQueries):
             await pool.close()
             raise _translate(url, exc) from exc
         backend = cls(url, pool, **tuning)
-        rows = await backend._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        rows = await backend._run(lambda: iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         backend.has_vector, backend.has_trgm = "vector" in names, "pg_trgm" in names
         return backend
@@ -170,23 +203,32 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    async def _run(self, gen: Op) -> Any:
-        try:
-            async with self.pool.connection() as conn, conn.cursor() as cur:
-                done, query = advance(gen, None)
-                while not done:
-                    if query.own_tx:
-                        value = await self._own_tx(query)
-                    elif query.many:
-                        await cur.executemany(query.text, query.params)
-                        value = cur.rowcount
-                    else:
-                        await cur.execute(query.text, query.params)
-                        value = await cur.fetchall() if cur.description is not None else cur.rowcount
-                    done, query = advance(gen, value)
-                return query
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise _translate(self.url, exc) from exc
+    async def _run(self, make: Callable[[], Op]) -> Any:
+        """As ``PostgresBackend._run``, awaited."""
+        for delay in [*retry_delays(), None]:
+            try:
+                return await self._run_once(make())
+            except (psycopg.Error, PoolTimeout) as exc:
+                if delay is None or not _conflict(exc):
+                    raise _translate(self.url, exc) from exc
+                log.info("PostgreSQL call conflicted with another writer (%s); running it again", exc.sqlstate)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _run_once(self, gen: Op) -> Any:
+        async with self.pool.connection() as conn, conn.cursor() as cur:
+            done, query = advance(gen, None)
+            while not done:
+                if query.own_tx:
+                    value = await self._own_tx(query)
+                elif query.many:
+                    await cur.executemany(query.text, query.params)
+                    value = cur.rowcount
+                else:
+                    await cur.execute(query.text, query.params)
+                    value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                done, query = advance(gen, value)
+            return query
 
 
 def iter_once(query: Q) -> Op:
