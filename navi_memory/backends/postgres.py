@@ -50,6 +50,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
+    schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
