@@ -15,7 +15,7 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from .config import Settings, parse_url
-from .errors import NaviMemoryError, ValidationError
+from .errors import NaviMemoryError, SchemaError, ValidationError
 from .models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_TYPES, SEARCH_STATUSES
 
 log = logging.getLogger("navi_memory.cli")
@@ -36,10 +36,12 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, default=default, ensure_ascii=False, indent=2))
 
 
-def _open(args: argparse.Namespace, embeddings: Any = None) -> Any:
+def _open(args: argparse.Namespace, embeddings: Any = None, read_only: bool = False) -> Any:
+    """The store of ``--db``. ``read_only`` (commands that only read): a database without the
+    schema is an error (exit 2), and nothing is created."""
     from .store import MemoryStore
 
-    return MemoryStore.open(args.db, embeddings if embeddings is not None else args.embeddings)
+    return MemoryStore.open(args.db, embeddings if embeddings is not None else args.embeddings, read_only=read_only)
 
 
 # -- item commands -------------------------------------------------------------------------
@@ -63,7 +65,7 @@ def cmd_add(args: argparse.Namespace) -> None:
 
 
 def cmd_get(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=True) as store:
         item = store.get(args.id, user_id=args.user)
     if args.json:
         _print_json(item)
@@ -99,7 +101,7 @@ def cmd_delete(args: argparse.Namespace) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=True) as store:
         items = store.list_items(user_id=args.user, theme=args.theme, types=args.type, status=args.status,
                                  limit=args.limit, offset=args.offset)
     if args.json:
@@ -111,7 +113,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         results = store.search(args.query, user_id=args.user, limit=args.limit, theme=args.theme, types=args.type,
                                status=args.status, recency_days=args.recency_days, fusion=args.fusion)
     if args.json:
@@ -124,7 +126,7 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_themes(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=True) as store:
         themes = store.list_themes(user_id=args.user)
     if args.json:
         _print_json(themes)
@@ -136,7 +138,8 @@ def cmd_themes(args: argparse.Namespace) -> None:
 # -- facts, summary, users -----------------------------------------------------------------
 
 def cmd_fact(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=None if args.fact_command == "set" else False) as store:
+    with _open(args, embeddings=None if args.fact_command == "set" else False,
+               read_only=args.fact_command in ("get", "list")) as store:
         if args.fact_command == "set":
             change = store.upsert_fact(user_id=args.user, category=args.category, key=args.key, value=args.value,
                                        source=args.source, confidence=args.confidence,
@@ -165,7 +168,7 @@ def cmd_fact(args: argparse.Namespace) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=args.set is None) as store:
         if args.set is not None:
             summary = store.set_summary(args.set, user_id=args.user)
             print(f"summary version {summary.version} stored")
@@ -186,7 +189,7 @@ def cmd_forget(args: argparse.Namespace) -> None:
 
 
 def cmd_users(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=True) as store:
         users = store.list_users()
     _print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts") for u in users]
 
@@ -228,8 +231,14 @@ def cmd_doctor(args: argparse.Namespace) -> None:
             report["extras"][extra] = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:
             report["extras"][extra] = False
-    with _open(args) as store:
-        report["schema_version"] = store.migrate()
+    try:
+        store = _open(args, read_only=True)
+    except SchemaError as exc:  # the report so far, then the one-line error and exit 2
+        report["schema"] = str(exc)
+        _print_json(report) if args.json else [print(f"{key:<20} {value}") for key, value in report.items()]
+        raise
+    with store:
+        report["schema_version"] = store.backend.schema_version()
         report["embedding_model"] = store.embedding_model
         report["embeddings"] = store.embedding_status()
         if store.embedder is not None:

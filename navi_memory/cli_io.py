@@ -4,9 +4,11 @@ database). The format is described in docs/export-format.md."""
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 from .cli import _json_flag, _print_json
@@ -14,10 +16,10 @@ from .errors import ValidationError
 from .transfer_format import dumps, parse_user_map
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace, read_only: bool = False) -> Any:
     from .store import MemoryStore
 
-    return MemoryStore.open(args.db, args.embeddings, chat_model=False)
+    return MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -30,16 +32,34 @@ def cmd_export(args: argparse.Namespace) -> None:
         return
     if bool(args.user) == bool(args.all_users):
         raise ValidationError("give --user U or --all-users")
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        with _open(args) as store:
-            report = store.export(lambda record: out.write(dumps(record) + "\n"), user_id=args.user,
-                                  all_users=args.all_users, with_vectors=args.with_vectors)
-    finally:
-        if args.output:
-            out.close()
+    with _open(args, read_only=True) as store:
+        def export(out: Any) -> Any:
+            return store.export(lambda record: out.write(dumps(record) + "\n"), user_id=args.user,
+                                all_users=args.all_users, with_vectors=args.with_vectors)
+
+        report = _write_whole(args.output, export) if args.output else export(sys.stdout)
     print(f"exported {report.records} records: " + ", ".join(f"{n} {k}" for k, n in report.added.items()),
           file=sys.stderr)
+
+
+def _write_whole(path: str, write: Callable[[Any], Any]) -> Any:
+    """``write(file)`` into a temporary file beside ``path``, renamed over it only when complete:
+    a failed export never empties or truncates an existing backup."""
+    target = Path(path).expanduser()
+    if not target.parent.is_dir():
+        raise ValidationError(f"cannot write {target}: the folder {target.parent} does not exist")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            result = write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, target)
+    except OSError as exc:
+        raise ValidationError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return result
 
 
 def _report(report: Any, as_json: bool, extra: dict[str, Any] | None = None) -> None:

@@ -91,7 +91,7 @@ def cmd_promote(args: argparse.Namespace) -> None:
 
 
 def cmd_memory_md(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with _open(args, embeddings=False, read_only=True) as store:
         text = store.memory_markdown(user_id=args.user, limit=args.limit)
     if args.output in (None, "-"):
         sys.stdout.write(text)

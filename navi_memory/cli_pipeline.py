@@ -17,10 +17,11 @@ from .errors import ExtractionError, ValidationError
 from .models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
 
 
-def _open(args: argparse.Namespace, chat: bool = False) -> Any:
+def _open(args: argparse.Namespace, chat: bool = False, read_only: bool = False) -> Any:
     from .store import MemoryStore
 
-    return MemoryStore.open(args.db, args.embeddings, chat_model=getattr(args, "chat_model", None) if chat else False)
+    return MemoryStore.open(args.db, args.embeddings, chat_model=getattr(args, "chat_model", None) if chat else False,
+                            read_only=read_only)
 
 
 def _read_messages(source: str) -> Any:
@@ -92,7 +93,7 @@ def cmd_extract(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         stats = store.usage_stats(user_id=args.user, all_users=args.user is None, limit=args.limit)
     if args.json:
         _print_json(stats)
@@ -112,7 +113,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def cmd_facts(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         facts = store.get_all_facts(user_id=args.user, category=args.category, include_history=args.history)
     if args.json:
         _print_json(facts)
@@ -124,7 +125,7 @@ def cmd_facts(args: argparse.Namespace) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with _open(args, read_only=True) as store:
         sessions = store.list_sessions(user_id=args.user, all_users=args.user is None, state=args.state,
                                        limit=args.limit)
     if args.json:

@@ -22,12 +22,13 @@ def _require_ui() -> None:
             raise ConfigurationError("the web UI needs the 'ui' extra: pip install 'navi-memory[ui]'")
 
 
-def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, token_hint: str | None) -> None:
+def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, token_hint: str | None,
+           read_only: bool = False) -> None:
     import uvicorn
 
     from .store import MemoryStore
 
-    store = MemoryStore.open(args.db, args.embeddings, chat_model=False)
+    store = MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
     try:
         app = make_app(store)
         shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -46,7 +47,7 @@ def cmd_ui(args: argparse.Namespace) -> None:
 
     token = check_token(args.token or os.environ.get(UI_TOKEN_ENV), args.host, UI_TOKEN_ENV)
     _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)",
-           token and "open the address with ?token=... once, or send Authorization: Bearer")
+           token and "open the address with ?token=... once, or send Authorization: Bearer", read_only=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@ The whole tree, in one place::
     ├── EmbeddingError              the embedding provider failed, or returned a bad vector
     ├── ExtractionError             the chat model failed, or its reply was unusable even after a repair request
     └── StorageError                the database failed; the driver's exception is chained as __cause__
-        └── BackendUnavailableError the database cannot be reached or opened
+        ├── BackendUnavailableError the database cannot be reached or opened
+        └── SchemaError             opened read-only, the database has no navi-memory schema (or an older one)
 
 ``ValidationError`` is also a ``ValueError`` and ``NotFoundError`` also a ``LookupError`` so code that
 already catches the builtin families keeps working. Messages never contain passwords or API keys.
@@ -61,4 +62,10 @@ __all__ = [
     "ExtractionError",
     "StorageError",
     "BackendUnavailableError",
+    "SchemaError",
 ]
+
+
+class SchemaError(StorageError):
+    """A read-only open (``MemoryStore.open(url, read_only=True)``) found no navi-memory schema,
+    or an older one: nothing was created; ``navi-memory migrate`` (or a writable open) creates it."""

@@ -2,7 +2,8 @@
 
 An operation is a generator that yields requests and receives their results; ``advance`` resumes
 it one step. ``install`` copies the generator methods of a class onto a runner class as plain (or
-async) methods with the same name, docstring and signature (used by the PostgreSQL backend).
+async) methods with the same name, docstring and signature (used by the PostgreSQL backend); the
+runner's ``_run`` gets a factory of the generator, so it can run a call again from the start.
 """
 
 from __future__ import annotations
@@ -48,13 +49,13 @@ def install(target: type, source: type, sync: bool) -> None:
 
 def _sync_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._run(fn(self, *args, **kwargs))
+        return self._run(lambda: fn(self, *args, **kwargs))  # a factory: the runner may run it again
 
     return method
 
 
 def _async_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
     async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._run(fn(self, *args, **kwargs))
+        return await self._run(lambda: fn(self, *args, **kwargs))
 
     return method

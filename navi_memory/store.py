@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .backends import open_async_backend, open_backend
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
-from .errors import NaviMemoryError
+from .errors import NaviMemoryError, SchemaError
 from .operations import Call
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
@@ -43,6 +43,12 @@ class _StoreBase:
         self._ops = StoreOperations(embedder=embedder, settings=settings, embedding_model=embedding_model,
                                     fusion=fusion, embed_on_write=embed_on_write, clock=clock, chat=chat,
                                     pipeline=pipeline)
+
+    @staticmethod
+    def _schema_error(version: int, settings: Settings) -> SchemaError:
+        found = "no navi-memory schema" if version == 0 else f"schema version {version}, older than this code's"
+        return SchemaError(f"{parse_url(settings.url)} has {found}: nothing was changed"
+                           " (navi-memory migrate creates or upgrades it)")
 
     def __repr__(self) -> str:
         url = self.settings.url
@@ -130,17 +136,23 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
              settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
              embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
              backend_options: dict[str, Any] | None = None, chat_model: Any = None,
-             pipeline: PipelineOptions | None = None) -> "MemoryStore":
+             pipeline: PipelineOptions | None = None, read_only: bool = False) -> "MemoryStore":
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
         name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment.
         ``chat_model``: a LangChain chat model for fact extraction and summaries, an Ollama model
-        name, ``False`` for none (rules only), or None for the environment (``NAVI_MEMORY_CHAT_MODEL``)."""
+        name, ``False`` for none (rules only), or None for the environment (``NAVI_MEMORY_CHAT_MODEL``).
+        ``read_only=True``: create nothing (no file, no table; for read-only tools): a database
+        without the current schema is a ``SchemaError``. Writes through such a store still work
+        on a current schema; the flag only promises that opening changes nothing."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
-        backend = open_backend(parse_url(settings.url), **(backend_options or {}))
-        if migrate:
+        backend = open_backend(parse_url(settings.url), read_only, **(backend_options or {}))
+        if read_only and (version := backend.schema_version()) < backend.schema_latest:
+            backend.close()
+            raise cls._schema_error(version, settings)
+        if migrate and not read_only:
             backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
@@ -228,13 +240,16 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
                    settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
                    embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
                    backend_options: dict[str, Any] | None = None, chat_model: Any = None,
-                   pipeline: PipelineOptions | None = None) -> "AsyncMemoryStore":
+                   pipeline: PipelineOptions | None = None, read_only: bool = False) -> "AsyncMemoryStore":
         """Async twin of ``MemoryStore.open``."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
-        backend = await open_async_backend(parse_url(settings.url), **(backend_options or {}))
-        if migrate:
+        backend = await open_async_backend(parse_url(settings.url), read_only, **(backend_options or {}))
+        if read_only and (version := await backend.schema_version()) < backend.schema_latest:
+            await backend.close()
+            raise cls._schema_error(version, settings)
+        if migrate and not read_only:
             await backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,

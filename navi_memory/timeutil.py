@@ -1,14 +1,30 @@
-"""One text format for timestamps in the database: fixed-width UTC, so string order is time order."""
+"""One text format for timestamps in the database: fixed-width UTC, so string order is time order.
+
+Every timestamp entering the store is made aware UTC by ``to_utc`` and must lie in ``EARLIEST`` ..
+``LATEST`` (the years 1 to 9999 of Python's ``datetime``, in UTC: ``validation.when`` refuses the
+rest). Stored text always has a four-digit year (``0999-06-01T...``), which ``strftime("%Y")`` does
+not give on every platform. A stored value that cannot be read (written by hand, or by an older
+version as ``999-06-01...``) is read leniently, or as ``UNREADABLE`` with a warning: one bad row
+never makes a user unreadable.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 from datetime import datetime, timedelta, timezone
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+log = logging.getLogger(__name__)
+
+EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+LATEST = datetime.max.replace(tzinfo=timezone.utc)
+UNREADABLE = EARLIEST  # what an unreadable stored timestamp reads as
+_LENIENT = re.compile(r"(\d{1,4})-(\d{1,2})-(\d{1,2})[T ](\d{1,2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z?")
 
 
 def to_utc(value: datetime | str) -> datetime:
-    """Aware UTC datetime from a datetime (naive = UTC) or an ISO 8601 string."""
+    """Aware UTC datetime from a datetime (naive = UTC) or an ISO 8601 string. Raises ValueError
+    (unparseable) or OverflowError (outside the years 1 to 9999 once in UTC)."""
     if isinstance(value, str):
         text = value.strip()
         if text.endswith("Z"):
@@ -20,7 +36,9 @@ def to_utc(value: datetime | str) -> datetime:
 
 
 def to_db(value: datetime | None) -> str | None:
-    return None if value is None else to_utc(value).strftime(_FORMAT)
+    if value is None:
+        return None
+    return to_utc(value).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"  # year always 4 digits
 
 
 def from_db(value: str | datetime | None) -> datetime | None:
@@ -29,8 +47,20 @@ def from_db(value: str | datetime | None) -> datetime | None:
     if isinstance(value, datetime):
         return to_utc(value)
     if len(value) == 27 and value[10] == "T" and value[-1] == "Z":  # our own format: 5x faster than strptime
-        return datetime.fromisoformat(value[:-1]).replace(tzinfo=timezone.utc)
-    return datetime.strptime(value, _FORMAT).replace(tzinfo=timezone.utc)
+        try:
+            return datetime.fromisoformat(value[:-1]).replace(tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    match = _LENIENT.fullmatch(value.strip())
+    try:
+        if match is None:
+            return to_utc(value)
+        parts = [int(p) for p in match.groups()[:6]]
+        micro = int((match.group(7) or "0").ljust(6, "0"))
+        return datetime(*parts, micro, tzinfo=timezone.utc)  # type: ignore[misc]
+    except (ValueError, OverflowError):
+        log.warning("unreadable timestamp %r in the database: read as %s", value[:40], UNREADABLE.isoformat())
+        return UNREADABLE
 
 
 def days_ago(now: datetime, days: float) -> datetime:

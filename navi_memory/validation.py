@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -22,8 +23,9 @@ MAX_OFFSET = 2**63 - 1
 _SLUG_SEP = re.compile(r"[\W_]+", re.UNICODE)
 
 
-def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False) -> str:
-    """A str without NUL bytes, valid UTF-8, at most ``max_bytes`` bytes; stripped of outer space."""
+def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False, strip: bool = True) -> str:
+    """A str without NUL bytes, valid UTF-8, at most ``max_bytes`` bytes; stripped of outer space
+    unless ``strip`` is False."""
     if isinstance(value, bytes):
         try:
             value = value.decode("utf-8")
@@ -39,7 +41,8 @@ def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False) -> s
         raise ValidationError(f"{field} is not valid UTF-8 (lone surrogate)") from exc
     if size > max_bytes:
         raise ValidationError(f"{field} is {size} bytes, more than the maximum of {max_bytes}")
-    value = value.strip()
+    if strip:
+        value = value.strip()
     if not value and not allow_empty:
         raise ValidationError(f"{field} is empty")
     return value
@@ -53,11 +56,24 @@ def optional_text(value: Any, field: str, max_bytes: int) -> str | None:
 
 
 def user_id(value: Any) -> str:
+    """A user id is kept byte for byte, or refused: never trimmed or normalised, so ``"alice "``
+    can neither read nor write ``alice``. Refused: empty, over 256 UTF-8 bytes, leading or trailing
+    whitespace (any Unicode space: U+00A0, U+3000, U+0085 ...), control characters (Unicode Cc:
+    tab, newline, NUL ...) and invisible format characters (Cf: U+200B, U+FEFF, bidi marks ...)."""
     if value is None:
         raise ValidationError("user_id is required (pass all_users=True for an admin read across users)")
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    return text(value, "user_id", MAX_USER_ID)
+    uid = text(value, "user_id", MAX_USER_ID, strip=False)
+    if not uid.strip():
+        raise ValidationError("user_id is empty")
+    if uid != uid.strip():
+        raise ValidationError(f"user_id {uid!r} has leading or trailing whitespace")
+    odd = next((ch for ch in uid if unicodedata.category(ch) in ("Cc", "Cf")), None)
+    if odd is not None:
+        kind = "control" if unicodedata.category(odd) == "Cc" else "invisible format"
+        raise ValidationError(f"user_id {uid!r} contains the {kind} character U+{ord(odd):04X}")
+    return uid
 
 
 def choice(value: Any, field: str, allowed: Iterable[str]) -> str:
@@ -144,14 +160,18 @@ def tags(value: Any) -> tuple[str, ...]:
 
 
 def when(value: Any, field: str) -> datetime | None:
+    """Every timestamp entering the store: aware UTC, from a datetime (naive = UTC) or an ISO 8601
+    string, within 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z once converted to UTC."""
     if value is None:
         return None
-    if isinstance(value, (datetime, str)):
-        try:
-            return to_utc(value)
-        except (ValueError, OverflowError) as exc:
-            raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
-    raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
+    if not isinstance(value, (datetime, str)):
+        raise ValidationError(f"{field} must be a datetime or ISO 8601 string")
+    try:
+        return to_utc(value)
+    except OverflowError as exc:
+        raise ValidationError(f"{field} {value!r} is outside 0001-01-01 .. 9999-12-31 in UTC") from exc
+    except ValueError as exc:
+        raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
 
 
 def days(value: Any, field: str) -> float | None:

@@ -198,6 +198,7 @@ def test_web_start_lines_never_show_the_token_or_the_password(pg_url_with_passwo
 
     started = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.append((app, kwargs)))
+    MemoryStore.open(pg_url_with_password, embeddings=False).close()  # the read-only browser needs a schema
     for args, environ in (([ "--token", WEB_TOKEN], {}), ([], {env: WEB_TOKEN})):
         for name, value in environ.items():
             monkeypatch.setenv(name, value)

@@ -16,22 +16,23 @@ def _require_postgres() -> None:
             raise ConfigurationError("PostgreSQL needs the 'postgres' extra: pip install 'navi-memory[postgres]'")
 
 
-def open_backend(url: DatabaseURL, **options: Any) -> Any:
-    """The blocking backend for a parsed URL."""
+def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> Any:
+    """The blocking backend for a parsed URL. ``read_only``: create nothing (no SQLite file or
+    folder; PostgreSQL creates nothing before ``migrate`` anyway)."""
     if url.scheme == "sqlite":
         from .sqlite import SQLiteBackend
 
-        return SQLiteBackend(url.path or ":memory:", **options)
+        return SQLiteBackend(url.path or ":memory:", create=not read_only, **options)
     _require_postgres()
     from .postgres_pool import PostgresBackend
 
     return PostgresBackend(url, **options)
 
 
-async def open_async_backend(url: DatabaseURL, **options: Any) -> Any:
+async def open_async_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> Any:
     """The asyncio backend: native for PostgreSQL, worker threads for SQLite."""
     if url.scheme == "sqlite":
-        return ThreadedBackend(await asyncio.to_thread(open_backend, url, **options))
+        return ThreadedBackend(await asyncio.to_thread(open_backend, url, read_only, **options))
     _require_postgres()
     from .postgres_pool import AsyncPostgresBackend
 

@@ -50,6 +50,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
+    schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
@@ -83,15 +84,21 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
 
     @operation
     def migrate(self) -> Op:
-        error = yield Q("CREATE EXTENSION IF NOT EXISTS vector", own_tx=True)
-        if isinstance(error, Exception):
-            self.vector_error = str(error).splitlines()[0]
-        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
-        names = {r["extname"] for r in rows}
+        """Create or upgrade the schema. A current schema is recognised by reads alone (no DDL, no
+        lock: opening a store beside busy writers never blocks them); otherwise the steps run in
+        this one transaction under an advisory lock, so concurrent openers upgrade once."""
+        names = yield from self._extensions()
+        if "vector" not in names:
+            error = yield Q("CREATE EXTENSION IF NOT EXISTS vector", own_tx=True)
+            if isinstance(error, Exception):
+                self.vector_error = str(error).splitlines()[0]
+            names = yield from self._extensions()
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
         if self.has_vector and self.index_method == "auto":
             rows = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
             self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
+        if (yield from self._schema_is_current()):
+            return schema.LATEST_VERSION
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
         yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
                 " applied_at timestamptz NOT NULL DEFAULT now())")
@@ -111,6 +118,24 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
         yield Q("INSERT INTO navi_schema_migrations (version) SELECT generate_series(1, %s) ON CONFLICT DO NOTHING",
                 [schema.LATEST_VERSION])
         return schema.LATEST_VERSION
+
+    def _extensions(self) -> Op:
+        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
+        return {r["extname"] for r in rows}
+
+    def _schema_is_current(self) -> Op:
+        """Whether every step of ``migrate`` is already done, read from the catalogue: the latest
+        version recorded, the vector column typed once pgvector is there, the trigram indexes
+        built once pg_trgm is there."""
+        state = (yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS versioned,"
+                         " to_regclass('items_content_trgm') IS NOT NULL AS trigram_indexed,"
+                         " (SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
+                         "  AND column_name = 'embedding' AND table_schema = current_schema()) AS vector_type"))[0]
+        if not state["versioned"] or (self.has_vector and state["vector_type"] != "vector") \
+                or (self.has_trgm and not state["trigram_indexed"]):
+            return False
+        rows = yield Q("SELECT coalesce(max(version), 0) AS version FROM navi_schema_migrations")
+        return bool(rows[0]["version"] >= schema.LATEST_VERSION)
 
     def _upgrade_items(self) -> Op:
         """Version 3 on a database created before it: the context column, and a full-text vector
@@ -148,6 +173,11 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             statement = q.create_ivfflat_index(model, dimensions, q.ivfflat_lists(count[0]["n"]))
         else:
             statement = q.create_vector_index(model, dimensions)
+        # CREATE INDEX IF NOT EXISTS takes its table lock before it finds the index: look first
+        exists = yield Q("SELECT to_regclass(%s) IS NOT NULL AS found", [q.vector_index_text(model, dimensions)])
+        if exists[0]["found"]:
+            self._indexed.add((model, dimensions))
+            return
         error = yield Q(statement, own_tx=True)
         if isinstance(error, Exception):
             log.warning("could not create the %s index for %s (%s); searches scan exactly",

@@ -1,13 +1,19 @@
 """Runners for ``PostgresQueries``: a blocking one on ``ConnectionPool``, a native async one on
-``AsyncConnectionPool``. One pooled connection and one transaction per backend call; driver
-errors leave as ``StorageError`` / ``BackendUnavailableError`` with the password masked."""
+``AsyncConnectionPool``. One pooled connection and one transaction per backend call; a call that
+loses a deadlock or a serialization conflict to concurrent writers is run again whole (bounded,
+with jittered backoff: ``retry_delays``); driver errors leave as ``StorageError`` /
+``BackendUnavailableError`` (only when the server cannot be reached) with the password masked."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+import random
+import time
+from typing import Any, Callable
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -22,6 +28,21 @@ from .postgres_transfer import PostgresTransferQueries
 log = logging.getLogger(__name__)
 
 POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
+CONFLICT_ATTEMPTS = 6
+# SQLSTATE classes of a server that cannot be reached or cannot take the work now
+_UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: float = 0.5) -> list[float]:
+    """Seconds to wait before each further attempt of a call that lost a deadlock or a
+    serialization conflict: exponential with full jitter, so colliding writers spread out."""
+    return [random.uniform(0, min(cap, base * 2 ** n)) for n in range(attempts - 1)]
+
+
+def _conflict(exc: BaseException) -> bool:
+    """Deadlock detected (40P01) or serialization failure (40001): the transaction was rolled back
+    and running it again is the documented remedy."""
+    return getattr(exc, "sqlstate", None) in ("40P01", "40001")
 
 
 def _where(url: DatabaseURL) -> str:
@@ -43,9 +64,24 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
         pass
     if password:
         message = message.replace(password, "***")
-    if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(exc, PoolTimeout) or (isinstance(exc, psycopg.OperationalError) and (
+            sqlstate is None or sqlstate.startswith(_UNAVAILABLE_CLASSES))):
         return BackendUnavailableError(f"PostgreSQL at {_where(url)} is unavailable: {message}")
+    if _conflict(exc):
+        message = f"{message} (still conflicting after {CONFLICT_ATTEMPTS} attempts)"
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
+
+
+def utc_conninfo(url: DatabaseURL) -> str:
+    """The connection string with the session time zone pinned to UTC (the ``options`` the URL
+    already has kept): timestamps then read back as stored whatever the server's or database's
+    default zone (in Europe/Oslo, 9999-12-31T23:59:59Z would read as year 10000 and fail)."""
+    try:
+        options = conninfo_to_dict(url.dsn or "").get("options") or ""
+        return make_conninfo(url.dsn or "", options=f"{options} -c TimeZone=UTC".strip())
+    except psycopg.Error as exc:
+        raise _translate(url, exc) from exc
 
 
 def _result(cur: Any) -> Any:
@@ -58,8 +94,9 @@ class PostgresBackend(PostgresQueries):
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                  connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
         self._init_state(url, **tuning)
+        self._conninfo = utc_conninfo(url)
         self._check(url, connect_timeout)
-        self.pool = ConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+        self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, check=ConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory")
         try:
@@ -71,12 +108,12 @@ class PostgresBackend(PostgresQueries):
 
     def _check(self, url: DatabaseURL, timeout: float) -> None:
         try:
-            psycopg.connect(url.dsn or "", connect_timeout=max(1, int(timeout))).close()
+            psycopg.connect(self._conninfo, connect_timeout=max(1, int(timeout))).close()
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
 
     def _detect(self) -> None:
-        rows = self._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        rows = self._run(lambda: iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
 
@@ -87,30 +124,39 @@ class PostgresBackend(PostgresQueries):
         # A separate, unpooled connection: borrowing from the pool while every pooled connection
         # is held by a caller waiting for this statement would deadlock the pool.
         try:
-            with psycopg.connect(self.url.dsn or "", autocommit=True) as conn, conn.cursor() as cur:
+            with psycopg.connect(self._conninfo, autocommit=True) as conn, conn.cursor() as cur:
                 cur.execute("SET lock_timeout = '5s'")  # DDL beside open transactions: never hang
                 cur.execute(query.text, query.params)
                 return _result(cur)
         except psycopg.Error as exc:
             return exc
 
-    def _run(self, gen: Op) -> Any:
-        try:
-            with self.pool.connection() as conn, conn.cursor() as cur:
-                done, query = advance(gen, None)
-                while not done:
-                    if query.own_tx:
-                        value = self._own_tx(query)
-                    elif query.many:
-                        cur.executemany(query.text, query.params)
-                        value = cur.rowcount
-                    else:
-                        cur.execute(query.text, query.params)
-                        value = _result(cur)
-                    done, query = advance(gen, value)
-                return query
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise _translate(self.url, exc) from exc
+    def _run(self, make: Callable[[], Op]) -> Any:
+        """Run the call ``make()`` builds in one transaction; again, whole, after a lost conflict."""
+        for delay in [*retry_delays(), None]:
+            try:
+                return self._run_once(make())
+            except (psycopg.Error, PoolTimeout) as exc:
+                if delay is None or not _conflict(exc):
+                    raise _translate(self.url, exc) from exc
+                log.info("PostgreSQL call conflicted with another writer (%s); running it again", exc.sqlstate)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _run_once(self, gen: Op) -> Any:
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            done, query = advance(gen, None)
+            while not done:
+                if query.own_tx:
+                    value = self._own_tx(query)
+                elif query.many:
+                    cur.executemany(query.text, query.params)
+                    value = cur.rowcount
+                else:
+                    cur.execute(query.text, query.params)
+                    value = _result(cur)
+                done, query = advance(gen, value)
+            return query
 
 
 class AsyncPostgresBackend(PostgresQueries):
@@ -118,17 +164,19 @@ class AsyncPostgresBackend(PostgresQueries):
 
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
         self._init_state(url, **tuning)
+        self._conninfo = utc_conninfo(url)
         self.pool = pool
 
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                       connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> "AsyncPostgresBackend":
+        conninfo = utc_conninfo(url)
         try:
-            conn = await psycopg.AsyncConnection.connect(url.dsn or "", connect_timeout=max(1, int(connect_timeout)))
+            conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(connect_timeout)))
             await conn.close()
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
-        pool = AsyncConnectionPool(url.dsn or "", min_size=min_size, max_size=max_size, open=False,
+        pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, check=AsyncConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory-async")
         try:
@@ -137,7 +185,7 @@ class AsyncPostgresBackend(PostgresQueries):
             await pool.close()
             raise _translate(url, exc) from exc
         backend = cls(url, pool, **tuning)
-        rows = await backend._run(iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
+        rows = await backend._run(lambda: iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         backend.has_vector, backend.has_trgm = "vector" in names, "pg_trgm" in names
         return backend
@@ -147,7 +195,7 @@ class AsyncPostgresBackend(PostgresQueries):
 
     async def _own_tx(self, query: Q) -> Any:
         try:
-            async with await psycopg.AsyncConnection.connect(self.url.dsn or "", autocommit=True) as conn:
+            async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
                 async with conn.cursor() as cur:
                     await cur.execute("SET lock_timeout = '5s'")
                     await cur.execute(query.text, query.params)
@@ -155,23 +203,32 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    async def _run(self, gen: Op) -> Any:
-        try:
-            async with self.pool.connection() as conn, conn.cursor() as cur:
-                done, query = advance(gen, None)
-                while not done:
-                    if query.own_tx:
-                        value = await self._own_tx(query)
-                    elif query.many:
-                        await cur.executemany(query.text, query.params)
-                        value = cur.rowcount
-                    else:
-                        await cur.execute(query.text, query.params)
-                        value = await cur.fetchall() if cur.description is not None else cur.rowcount
-                    done, query = advance(gen, value)
-                return query
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise _translate(self.url, exc) from exc
+    async def _run(self, make: Callable[[], Op]) -> Any:
+        """As ``PostgresBackend._run``, awaited."""
+        for delay in [*retry_delays(), None]:
+            try:
+                return await self._run_once(make())
+            except (psycopg.Error, PoolTimeout) as exc:
+                if delay is None or not _conflict(exc):
+                    raise _translate(self.url, exc) from exc
+                log.info("PostgreSQL call conflicted with another writer (%s); running it again", exc.sqlstate)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _run_once(self, gen: Op) -> Any:
+        async with self.pool.connection() as conn, conn.cursor() as cur:
+            done, query = advance(gen, None)
+            while not done:
+                if query.own_tx:
+                    value = await self._own_tx(query)
+                elif query.many:
+                    await cur.executemany(query.text, query.params)
+                    value = cur.rowcount
+                else:
+                    await cur.execute(query.text, query.params)
+                    value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                done, query = advance(gen, value)
+            return query
 
 
 def iter_once(query: Q) -> Op:

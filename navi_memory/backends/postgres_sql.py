@@ -79,9 +79,13 @@ def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
     return sql.SQL(" AND ").join(parts), params
 
 
-def vector_index_name(model: str, dimensions: int) -> sql.Identifier:
+def vector_index_text(model: str, dimensions: int) -> str:
     digest = hashlib.sha1(f"{model}\x00{dimensions}".encode()).hexdigest()[:12]
-    return sql.Identifier(f"embeddings_hnsw_{digest}")
+    return f"embeddings_hnsw_{digest}"
+
+
+def vector_index_name(model: str, dimensions: int) -> sql.Identifier:
+    return sql.Identifier(vector_index_text(model, dimensions))
 
 
 def create_vector_index(model: str, dimensions: int, m: int = 16, ef_construction: int = 64) -> sql.Composed:

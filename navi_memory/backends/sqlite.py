@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Sequence
+from urllib.parse import quote
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, StorageError
+from ..errors import BackendUnavailableError, SchemaError, StorageError
 from ..retrieval.query import like_pattern
 from ..timeutil import from_db, to_db
 from ..vectors import to_blob
@@ -94,8 +95,13 @@ def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 @_translate_errors
 class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch):
-    def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30) -> None:
+    schema_latest = LATEST_VERSION  # the version migrate() brings a database to
+
+    def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30,
+                 create: bool = True) -> None:
+        """``create=False`` (read-only opens): a missing file is a ``SchemaError``, never created."""
         self.path = path
+        self.create = create
         self.busy_timeout_ms = busy_timeout_ms
         self._memory = path == ":memory:"
         self._local = threading.local()
@@ -104,8 +110,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self.vectors = VectorCache(vector_cache_bytes)
-        if not self._memory:
+        if not self._memory and create:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        elif not self._memory and not Path(path).expanduser().is_file():
+            raise SchemaError(f"no navi-memory schema at {path}: the file does not exist, and nothing was created"
+                              " (navi-memory migrate creates it)")
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.path!r})"
@@ -113,10 +122,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
     # -- connections and transactions -------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            str(Path(self.path).expanduser()) if not self._memory else ":memory:",
-            timeout=self.busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
-        )
+        target = ":memory:" if self._memory else str(Path(self.path).expanduser())
+        if not self.create and not self._memory:  # never create the file, even if it went away meanwhile
+            target = f"file:{quote(str(Path(target).resolve()))}?mode=rw"
+        conn = sqlite3.connect(target, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+                               check_same_thread=False, uri=not self.create and not self._memory)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
