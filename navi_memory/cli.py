@@ -418,11 +418,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="navi-memory: %(levelname)s: %(message)s")
     try:
         args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
     except NaviMemoryError as exc:
         print(f"navi-memory: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as programs killed by SIGPIPE do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 141
     return 0
 
 

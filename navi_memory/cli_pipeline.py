@@ -7,12 +7,12 @@ when it is done, so nothing is left to a background worker).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from .cli import _json_flag, _print_json, _user
+from . import validation as v
 from .errors import ExtractionError, ValidationError
 from .models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
 
@@ -26,13 +26,10 @@ def _open(args: argparse.Namespace, chat: bool = False, read_only: bool = False)
 
 def _read_messages(source: str) -> Any:
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {source}: {exc.strerror or exc}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{source} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+    return v.parse_json(data, source)
 
 
 def report_line(report: ExtractionReport) -> str:

@@ -27,6 +27,7 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
     import uvicorn
 
     from .store import MemoryStore
+    from .ui.serving import header_timeout_protocol
 
     store = MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
     try:
@@ -35,7 +36,7 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
         hint = f" (token required: {token_hint})" if token_hint else ""
         print(f"navi-memory {what} on http://{shown}:{args.port}/{hint}", flush=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="debug" if args.verbose else "warning",
-                    server_header=False)
+                    server_header=False, http=header_timeout_protocol())
     finally:
         store.close()
 

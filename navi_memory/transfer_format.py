@@ -51,10 +51,7 @@ def _default(value: Any) -> Any:
 def loads(line: str) -> dict[str, Any]:
     if len(line) > MAX_LINE:
         raise ValidationError(f"line longer than {MAX_LINE} characters")
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"not valid JSON ({exc.msg} at column {exc.colno}); a truncated line?") from exc
+    value = v.parse_json(line, "the line")
     if not isinstance(value, dict):
         raise ValidationError("a record must be a JSON object")
     return value

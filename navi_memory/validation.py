@@ -203,3 +203,20 @@ def mapping(value: Any, field: str, max_bytes: int = 32 * 1024) -> dict[str, Any
     if len(encoded.encode("utf-8")) > max_bytes:
         raise ValidationError(f"{field} is larger than {max_bytes} bytes as JSON")
     return value
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """Untrusted JSON (a file, a request body, an import line): every way it can fail is a
+    ``ValidationError`` naming ``what``: bad syntax, bytes that are not UTF-8, nesting deeper than
+    the parser goes, an integer over Python's 4,300-digit conversion limit."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{what} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{what} is not JSON: not UTF-8 text (byte {exc.start})") from exc
+    except RecursionError as exc:
+        raise ValidationError(f"{what} is not JSON this accepts: nested too deeply") from exc
+    except ValueError as exc:  # int("9" * 5000): Python's limit on integer string conversion
+        raise ValidationError(f"{what} is not JSON this accepts: a number too long to read"
+                              f" ({str(exc).split(':')[0]})") from exc

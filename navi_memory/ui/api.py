@@ -10,7 +10,6 @@ rejected values 422, unknown ids 404, each as ``{"error": message, "type": error
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.applications import Starlette
@@ -21,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import NaviMemoryError, ValidationError
+from ..validation import parse_json
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
@@ -45,11 +45,9 @@ async def _read(request: Request) -> bytes:
 
 async def _body(request: Request, reserved: set[str]) -> dict[str, Any]:
     try:
-        data = json.loads(await _read(request) or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPException(400, f"the body is not JSON: {exc}") from None
-    except RecursionError:  # json's C parser gives up on deep nesting with this, not a JSONDecodeError
-        raise HTTPException(400, "the body is not JSON this API accepts: nested too deeply") from None
+        data = parse_json(await _read(request) or b"null", "the body")
+    except ValidationError as exc:  # malformed, not UTF-8, nested too deeply, a 5,000-digit number
+        raise HTTPException(400, str(exc)) from None
     if not isinstance(data, dict):
         raise ValidationError("the body must be a JSON object")
     taken = sorted(reserved & set(data))

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from importlib import resources
 from typing import Any, Callable
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -48,15 +48,29 @@ def _templates() -> Jinja2Templates:
     env.filters["num"] = lambda x: "" if x is None else f"{x:.3f}"
     env.filters["pretty"] = lambda x: json.dumps(pages.jsonable(x), ensure_ascii=False, indent=2, sort_keys=True)
     env.globals.update(item_types=ITEM_TYPES, item_statuses=ITEM_STATUSES, fact_categories=FACT_CATEGORIES,
-                       fact_sorts=FACT_SORT_FIELDS, with_query=_with_query)
+                       fact_sorts=FACT_SORT_FIELDS, with_query=_with_query, json_twin=_json_twin)
     return Jinja2Templates(env=env)
+
+
+def _here(request: Request) -> str:
+    """The current page's path as the browser sent it, still percent-encoded: the decoded path
+    would turn user ``%41``'s links into user ``A``'s, and cut links at a ``?`` or ``#`` in an id."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("ascii") if raw else quote(request.url.path)
 
 
 def _with_query(request: Request, **changes: Any) -> str:
     """The current page's address with some query parameters replaced (None removes one)."""
     query = {k: v for k, v in request.query_params.items() if k not in changes and k != "token"}
     query.update({k: v for k, v in changes.items() if v is not None and v is not False})
-    return request.url.path + (f"?{urlencode(query)}" if query else "")
+    return _here(request) + (f"?{urlencode(query)}" if query else "")
+
+
+def _json_twin(request: Request) -> str:
+    """The address of the page's JSON twin under /api."""
+    root = request.scope.get("root_path", "")
+    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+    return f"{root}/api{_here(request)[len(root):]}" + (f"?{query}" if query else "")
 
 
 def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1") -> Starlette:

@@ -160,6 +160,8 @@ class Guard:
     async def _set_cookie(self, scope: Scope, query: dict[str, str], send: Any) -> None:
         query.pop("token")
         path = scope.get("raw_path") or quote(scope["path"]).encode("ascii")
+        if not path.startswith(b"/") or path[1:2] in (b"/", b"\\"):  # //host or /\host would leave the site
+            path = b"/"
         target = path + (f"?{urlencode(query)}".encode("ascii") if query else b"")
         cookie = f"{COOKIE}={quote(self.token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
         await send({"type": "http.response.start", "status": 303, "headers": [

@@ -1,0 +1,90 @@
+"""Hostile files and pipes through the CLI and the REST API: one line and exit 2 (or a 4xx),
+never a traceback; a closed pipe ends the command quietly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from navi_memory.cli import main
+
+from .bad_input_support import U, seed
+
+HUGE_INT = "9" * 5000
+HOSTILE_FILES = [
+    pytest.param(f'[{{"role": "user", "content": "hi", "seq": {HUGE_INT}}}]'.encode(), "number too long", id="5000-digit-int"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "nested too deeply", id="nested-100000"),
+    pytest.param('[{"role": "user", "content": "café"}]'.encode("latin-1"), "not UTF-8", id="latin-1-bytes"),
+    pytest.param(b'[{"role": "user", "content": "hi"}', "is not JSON", id="truncated"),
+]
+
+
+def run(capsys, db_url, *argv):
+    code = main(["--db", db_url, "--embeddings", "hashing", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code: int, err: str, expected: str) -> None:
+    assert code == 2 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], err
+
+
+@pytest.mark.parametrize("content, expected", HOSTILE_FILES)
+def test_a_hostile_ingest_file_is_one_line_and_exit_2(store, db_url, dump, tmp_path, capsys, content, expected):
+    seed(store)
+    before = dump()
+    path = tmp_path / "chat.json"
+    path.write_bytes(content)
+    code, _, err = run(capsys, db_url, "ingest", "--user", U, "--session", "s9", str(path))
+    one_line_error(code, err, expected)
+    assert dump() == before
+
+
+@pytest.mark.parametrize("line, expected", [
+    pytest.param(f'{{"type": "item", "user_id": "{U}", "id": {HUGE_INT}}}', "number too long", id="5000-digit-int"),
+    pytest.param("[" * 100_000 + "]" * 100_000, "nested too deeply", id="nested-100000"),
+])
+def test_a_hostile_import_line_is_one_line_and_exit_2(store, db_url, dump, tmp_path, capsys, line, expected):
+    seed(store)
+    exported: list[dict] = []
+    store.export(exported.append, user_id=U)
+    before = dump()
+    path = tmp_path / "import.jsonl"
+    path.write_text(json.dumps(exported[0]) + "\n" + line + "\n")
+    code, _, err = run(capsys, db_url, "import", str(path))
+    one_line_error(code, err, expected)
+    assert dump() == before
+
+
+def test_the_rest_api_answers_400_for_a_5000_digit_number(store, dump):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.api import create_api_app
+
+    from .ui_helpers import LOCAL, TOKEN
+
+    seed(store)
+    before = dump()
+    client = TestClient(create_api_app(store, token=TOKEN), base_url=LOCAL, headers={"Authorization": f"Bearer {TOKEN}"})
+    reply = client.post(f"/api/users/{U}/items", content=f'{{"content": "x", "confidence": {HUGE_INT}}}',
+                        headers={"Content-Type": "application/json"})
+    assert reply.status_code == 400 and "number too long" in reply.json()["error"]
+    assert dump() == before
+
+
+def test_a_closed_pipe_ends_the_command_quietly(store, db_url):
+    store.add_many([{"user_id": U, "content": f"note {n} " + "x" * 200} for n in range(2000)])
+    command = [sys.executable, "-m", "navi_memory.cli", "--db", db_url, "--embeddings", "none",
+               "export", "--user", U]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        first = proc.stdout.readline()  # like `| head -1`: read one line, then go away
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(120)
+    assert b'"format"' in first
+    assert code == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
