@@ -71,8 +71,21 @@ def check_header(value: Mapping[str, Any], skip_unknown: bool = False) -> dict[s
         raise ValidationError(f"the file has record types this version cannot import: {', '.join(unknown)}"
                               " (upgrade navi-memory, or skip them with --skip-unknown)")
     model = value.get("embedding_model")
+    users = value.get("users")
+    if users is not None and (not isinstance(users, list) or not all(isinstance(u, str) for u in users)):
+        raise ValidationError("header users must be a list of user ids")
     return {"version": version, "embedding_model": model if isinstance(model, str) else None,
-            "with_vectors": value.get("with_vectors") is True}
+            "with_vectors": value.get("with_vectors") is True,
+            "users": None if users is None else {v.user_id(u) for u in users}}
+
+
+def contents(record: Mapping[str, Any]) -> list[str]:
+    """The texts of a checked record that the store's content limit applies to."""
+    texts = [record.get(name) for name in ("content", "value")]
+    if isinstance(record.get("item"), dict):
+        texts.append(record["item"].get("content"))
+    texts += [entry["value"] for entry in record.get("history") or ()]
+    return [text for text in texts if isinstance(text, str)]
 
 
 # -- field checks ------------------------------------------------------------------------------
@@ -101,10 +114,32 @@ def _key(value: Any, name: str) -> str:
     return v.text(value, name, v.MAX_KEY)
 
 
-def _int(value: Any, name: str) -> int:
+INT32 = 2**31 - 1  # PostgreSQL integer columns (counts, versions, sequence numbers, token counts)
+INT64 = 2**63 - 1  # ids (bigint)
+
+
+def _int(value: Any, name: str, maximum: int = INT32) -> int:
+    """An integer the database columns can hold: the same file is accepted or refused alike on
+    SQLite (64-bit) and PostgreSQL (32-bit ``integer``)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{name} must be an integer, got {value!r}")
+    if not -maximum - 1 <= value <= maximum:
+        raise ValidationError(f"{name} {value} is out of range (at most {maximum})")
     return value
+
+
+def _id(value: Any, name: str) -> int:
+    value = _int(value, name, INT64)
+    if value < 1:
+        raise ValidationError(f"{name} must be a positive id")
+    return value
+
+
+def _confidence(value: Any, name: str) -> int:
+    result = v.confidence(value)
+    if result is None:
+        raise ValidationError(f"{name} is required")
+    return result
 
 
 def _count(value: Any, name: str) -> int:
@@ -199,7 +234,7 @@ def _embedding(value: Any, name: str) -> dict[str, Any]:
 
 
 def _item_fields(record: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-    out["source_id"] = _field(record, "id", _int)
+    out["source_id"] = _field(record, "id", _id)
     out["item_type"] = _field(record, "item_type", _enum(ITEM_TYPES), required=True)
     out["content"] = _field(record, "content", _raw_text, required=True)
     if not out["content"].strip():
@@ -231,7 +266,7 @@ def _history(value: Any, name: str) -> list[dict[str, Any]]:
             raise ValidationError(f"{name}[{index}] must be an object")
         out.append({"value": _field(entry, "value", _raw_text, required=True),
                     "source": _field(entry, "source", _key, required=True),
-                    "confidence": _field(entry, "confidence", _int, required=True),
+                    "confidence": _field(entry, "confidence", _confidence, required=True),
                     "source_context": _field(entry, "source_context", _text),
                     "valid_from": _field(entry, "valid_from", _time, required=True),
                     "valid_to": _field(entry, "valid_to", _time, required=True)})
@@ -278,7 +313,7 @@ def check_promotion(record: Mapping[str, Any]) -> dict[str, Any]:
     """An item the promotion job turned into a fact: ``item`` is the item record's exported id,
     ``fact`` the fact's natural key (null: that fact was deleted since, the item stays promoted)."""
     out = _common(record)
-    out["item"] = _field(record, "item", _count, required=True)
+    out["item"] = _field(record, "item", _id, required=True)
     out["fact"] = _field(record, "fact", _fact_ref)
     _times(record, out, ("promoted_at",))
     return out

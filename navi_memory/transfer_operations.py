@@ -256,18 +256,15 @@ class TransferOperations(MemoryOperations):
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
                        skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
-        """Import records given as dicts (the header first). A list, or a function returning a fresh
-        iterable of (label, record) pairs, is read twice and checked fully before anything is
-        written (like ``import_file``); any other iterable is read once and checked batch by batch,
-        so a bad record stops the import after the batches already written."""
+        """Import records given as dicts (the header first): a list, any iterable (read into a list
+        first), or a function returning a fresh iterable of (label, record) pairs. Every record is
+        checked before anything is written (like ``import_file``)."""
         if callable(records):
-            source, two_pass = records, True
-        elif isinstance(records, (list, tuple)):
-            rows = records
-            source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))), True
+            source = records
         else:
-            iterator = iter(records)
-            source, two_pass = (lambda: ((f"record {n}", r) for n, r in enumerate(iterator, 1))), False
+            rows = records if isinstance(records, (list, tuple)) else list(records)
+            source = lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))  # noqa: E731
+        two_pass = True
         options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
         return (yield from self._import(source, options, two_pass))
 
@@ -280,9 +277,17 @@ class TransferOperations(MemoryOperations):
             try:
                 if header is None:
                     header = fmt.check_header(raw, skip_unknown)
+                    # an export names its users: a line of anybody else was added to the file
+                    allowed = None if header["users"] is None else header["users"] | set(user_map or ())
                     continue
+                owner = v.user_id(raw.get("user_id")) if isinstance(raw, Mapping) else None
+                if allowed is not None and owner is not None and owner not in allowed:
+                    raise ValidationError(f"a record of user {owner!r}, who is neither in the file's header"
+                                          " nor in the user map")
                 record = fmt.check_record(raw, user_map)
                 if record is not None:
+                    for text in fmt.contents(record):
+                        v.text(text, "content", self.max_content_bytes, allow_empty=True)
                     links.see(record, label)
             except ValidationError as exc:
                 raise ValidationError(f"{label}: {exc}") from exc
