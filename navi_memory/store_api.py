@@ -318,9 +318,8 @@ class MemoryStoreAPI:
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
                        skip_unknown: bool = False, id_map: IdMap | None = None) -> TransferReport:
-        """Import records given as dicts (the header first). A list, or a function returning a fresh
-        iterable of (label, record) pairs, is read twice and checked fully before anything is
-        written (like ``import_file``); any other iterable is read once and checked batch by batch,
-        so a bad record stops the import after the batches already written."""
+        """Import records given as dicts (the header first): a list, any iterable (read into a list
+        first), or a function returning a fresh iterable of (label, record) pairs. Every record is
+        checked before anything is written (like ``import_file``)."""
         return self._run(self._ops.import_records(records, user_map=user_map, batch_size=batch_size, embed=embed,
                                                   skip_unknown=skip_unknown, id_map=id_map))
