@@ -79,8 +79,10 @@ def test_writers_beside_processes_opening_stores_lose_nothing(pg_url):
     for p in writers + openers:
         p.join(60)
     errors = [e for _, _, errs, _ in reports for e in errs]
+    opens = sum(n for kind, _, _, n in reports if kind == "opener")
+    print(f"{WRITERS} writers x {WRITES} adds, {OPENERS} processes opened {opens} stores meanwhile, {len(errors)} errors")
     assert errors == []
-    assert sum(n for kind, _, _, n in reports if kind == "opener") > 0  # stores were opened meanwhile
+    assert opens > 0  # stores were opened meanwhile
     with MemoryStore.open(db_url, embeddings="hashing") as store:
         stored = {i.content for u in range(3) for i in store.list_items(user_id=f"user{u}", limit=10_000)}
     assert stored == {f"worker {w} write {n} about ferries" for w in range(WRITERS) for n in range(WRITES)}
