@@ -2,8 +2,9 @@
 
 ``export`` streams records page by page to a sink (the CLI writes them as JSON Lines).
 ``import_file`` checks every line of a file first and writes only when all are valid, then
-writes in batches (one transaction each); records already present (by natural key) are skipped,
-so importing the same file again adds nothing. Imported items are embedded with the store's
+writes them all in one transaction (``in_one_transaction``: a failure half-way writes nothing);
+records already present (by natural key) are skipped, so importing the same file again adds
+nothing. Imported items are embedded with the store's
 model unless their exported vector was made by that same model.
 """
 
@@ -245,12 +246,12 @@ class TransferOperations(MemoryOperations):
     def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
                     embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
-        naming it, and nothing is written), then records are written in batches of one transaction.
-        ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
-        for each item added. Returns a ``TransferReport``. The file is read with blocking I/O, also
+        naming it, and nothing is written), then all records are written in one transaction, in
+        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
+        for each item added, after the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also
         by ``AsyncMemoryStore`` (an admin job, not a request path)."""
         options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
-        return (yield from self._import(read_jsonl(path), options, True))
+        return (yield from self._import(read_jsonl(path), options))
 
     @operation
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
@@ -264,9 +265,8 @@ class TransferOperations(MemoryOperations):
         else:
             rows = records if isinstance(records, (list, tuple)) else list(records)
             source = lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))  # noqa: E731
-        two_pass = True
         options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
-        return (yield from self._import(source, options, two_pass))
+        return (yield from self._import(source, options))
 
     def _checked(self, source: Lines, user_map: Mapping[str, str] | None, skip_unknown: bool,
                  report: TransferReport | None, links: FileLinks) -> Iterator[dict]:
@@ -301,19 +301,46 @@ class TransferOperations(MemoryOperations):
         if header is None:
             raise ValidationError("empty input: the first line must be the export header")
 
-    def _import(self, source: Lines, options: _Options, two_pass: bool) -> Op:
+    def _import(self, source: Lines, options: _Options) -> Op:
         batch_size = v.limit(options.batch_size, 100_000, "batch_size")
         user_map = {v.user_id(k): v.user_id(val) for k, val in (options.user_map or {}).items()}
-        skip_unknown = options.skip_unknown
         links = FileLinks()
-        if two_pass:
-            for _ in self._checked(source, user_map, skip_unknown, None, links):
-                pass
-            yield from self._check_households(links.take_households())
+        vector_sizes: set[int] = set()  # of the store's own model, indexed once the rows are in
+        for record in self._checked(source, user_map, options.skip_unknown, None, links):
+            for item in _items_of(record):
+                emb = item.get("embedding")
+                if emb and emb["vector"] is not None and emb["model"] == self._model:
+                    vector_sizes.add(int(emb["vector"].size))
+        yield from self._check_households(links.take_households())
+        # The writing pass runs inside one backend transaction: any failure (a record the checks
+        # missed, a lost server, a full disk) writes nothing. A factory, as the backend may run it
+        # again whole after a lost conflict; embedding and id_map wait for the commit.
+        written = yield db("in_one_transaction",
+                           lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown))
+        report, to_embed, added = written
+        for size in sorted(vector_sizes):
+            yield db("ensure_vector_index", self._model, size)
+        if options.id_map is not None:
+            for uid, source_id, new_id in added:
+                options.id_map(uid, source_id, new_id)
+        if options.embed and self.embed_on_write and to_embed and self._embedder is not None \
+                and self._model is not None:
+            self._embedder.reset_backoff()  # an explicit import always tries the provider
+            for start in range(0, len(to_embed), EMBED_BATCH):
+                stored, failed = yield from self._embed_rows(to_embed[start:start + EMBED_BATCH])
+                report.embedded += stored
+                report.embed_failed += failed
+        log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
+        return report
+
+    def _write_plan(self, source: Lines, user_map: Mapping[str, str], batch_size: int, skip_unknown: bool) -> Op:
+        """The writing pass, as backend calls only (run by ``in_one_transaction``): returns the
+        report, the (item id, user, text) rows to embed, and the (user, exported id, new id) of
+        items added."""
         report, seen, batch, ids = TransferReport(), {}, [], {}
-        links = FileLinks()  # the writing pass; a single pass also checks households batch by batch
+        written = _Written(report)
         known = _ItemsBefore((yield db("max_item_id")))
-        for record in self._checked(source, user_map, skip_unknown, report, links):
+        for record in self._checked(source, user_map, skip_unknown, report, FileLinks()):
             key = fmt.occurrence_key(record)
             if key is not None:  # the n-th identical row of the file is written if the store has fewer
                 seen[key] = record["occurrence"] = seen.get(key, 0) + 1
@@ -329,17 +356,16 @@ class TransferOperations(MemoryOperations):
                 record["item"] = self._fact_item(record)
             if record["type"] == "promotion":
                 if batch and batch[-1]["type"] != "promotion":  # its item needs its new id first
-                    yield from self._write(batch, report, options, ids, None if two_pass else links)
+                    yield from self._write(batch, written, ids)
                     batch = []
                 record["item_id"] = yield from self._item_id(ids, record)
             batch.append(record)
             if len(batch) >= batch_size:
-                yield from self._write(batch, report, options, ids, None if two_pass else links)
+                yield from self._write(batch, written, ids)
                 batch = []
         if batch:
-            yield from self._write(batch, report, options, ids, None if two_pass else links)
-        log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
-        return report
+            yield from self._write(batch, written, ids)
+        return report, written.to_embed, written.added
 
     def _check_households(self, households: dict[str, Household]) -> Op:
         """The file's persons against the households stored (read only): ValidationError names
@@ -384,39 +410,42 @@ class TransferOperations(MemoryOperations):
             return True
         return False
 
-    def _write(self, batch: list[dict], report: TransferReport, options: _Options, ids: ItemIds,
-               links: FileLinks | None) -> Op:
-        """Write a batch (one transaction); ``links``: check its persons first (single pass)."""
-        if links is not None:
-            yield from self._check_households(links.take_households())
+    def _write(self, batch: list[dict], written: "_Written", ids: ItemIds) -> Op:
+        """Write a batch of the plan; note the ids of added items and what to embed."""
         for record in batch:  # drop vectors the store cannot use before they are written
-            item = record if record["type"] == "item" else record.get("item") if record["type"] == "fact" else None
-            if isinstance(item, dict):
+            for item in _items_of(record):
                 item["_embed"] = self._needs_embedding(item)
         outcomes = yield db("restore_records", batch, self._model, self._now())
-        rows = []
+        report = written.report
         for record, outcome in zip(batch, outcomes):
             kind = record["type"]
             report.records += 1
             counts = report.added if outcome is not False else report.skipped
             counts[kind] = counts.get(kind, 0) + 1
-            item = record if kind == "item" else record.get("item") if kind == "fact" else None
-            if not isinstance(item, dict):
-                continue
-            if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
-                ids[(record["user_id"], item["source_id"])] = (
-                    item["created_at"], fmt.item_digest(item["item_type"], item["content"]), 1)
-            if isinstance(outcome, bool):
-                continue
-            if item.get("source_id") is not None:
-                ids[(record["user_id"], item["source_id"])] = outcome
-            if options.id_map is not None and item.get("source_id") is not None:
-                options.id_map(record["user_id"], item["source_id"], outcome)
-            if item["_embed"]:
-                rows.append((outcome, record["user_id"], embedding_text(item["title"], item["content"], item["context"])))
-        if options.embed and self.embed_on_write and rows and self._embedder is not None and self._model is not None:
-            self._embedder.reset_backoff()  # an explicit import always tries the provider
-            for start in range(0, len(rows), EMBED_BATCH):
-                stored, failed = yield from self._embed_rows(rows[start:start + EMBED_BATCH])
-                report.embedded += stored
-                report.embed_failed += failed
+            for item in _items_of(record):
+                if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
+                    ids[(record["user_id"], item["source_id"])] = (
+                        item["created_at"], fmt.item_digest(item["item_type"], item["content"]), 1)
+                if isinstance(outcome, bool):
+                    continue
+                if item.get("source_id") is not None:
+                    ids[(record["user_id"], item["source_id"])] = outcome
+                    written.added.append((record["user_id"], item["source_id"], outcome))
+                if item["_embed"]:
+                    written.to_embed.append((outcome, record["user_id"],
+                                             embedding_text(item["title"], item["content"], item["context"])))
+
+
+def _items_of(record: dict) -> list[dict]:
+    """The item a record writes: an item record itself, or a fact's searchable item."""
+    item = record if record["type"] == "item" else record.get("item") if record["type"] == "fact" else None
+    return [item] if isinstance(item, dict) else []
+
+
+@dataclass
+class _Written:
+    """What the writing plan collected for after its commit."""
+
+    report: TransferReport
+    to_embed: list[tuple[int, str, str]] = field(default_factory=list)
+    added: list[tuple[str, int, int]] = field(default_factory=list)

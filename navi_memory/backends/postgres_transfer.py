@@ -2,21 +2,24 @@
 their own timestamps and history. Generator methods mixed into ``PostgresQueries`` (one
 transaction per call); values always travel as parameters, identifiers via ``sql.Identifier``.
 
-``restore_records`` skips every record whose natural key is already there, so importing a file
-twice adds nothing (docs/export-format.md).
+An import runs its batches of ``restore_records`` inside ``in_one_transaction`` (one call, so one
+transaction); the model's vector index is ensured after the commit. ``restore_records`` skips
+every record whose natural key is already there, so importing a file twice adds nothing
+(docs/export-format.md).
 """
 
 from __future__ import annotations
 
+import inspect
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ..errors import StorageError
-from ..sansio import Op, operation
+from ..sansio import Op, advance, operation
 from ..transfer_format import EXPORT_TABLES, item_digest
 from .postgres_persons import PERSON_COLUMNS
 from .postgres_sql import Q, row_times
@@ -35,6 +38,16 @@ def _parse_vector(text: str | None) -> np.ndarray | None:
 
 def _vector_text(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _query_generator(cls: type, name: str) -> Callable[..., Op]:
+    """The generator method ``name`` of the query classes (the runner's public methods of that
+    name each run in their own transaction)."""
+    for klass in cls.__mro__:
+        fn = klass.__dict__.get(name)
+        if fn is not None and inspect.isgeneratorfunction(fn) and getattr(fn, "_navi_operation", False):
+            return fn  # type: ignore[no-any-return]
+    raise TypeError(f"a transaction plan may only call backend methods, not {name!r}")
 
 
 class PostgresTransferQueries:
@@ -91,6 +104,26 @@ class PostgresTransferQueries:
         return out
 
     # -- import ---------------------------------------------------------------------------------
+
+    @operation
+    def in_one_transaction(self, make_plan: Callable[[], Op]) -> Op:
+        """Run a plan (a generator yielding backend calls ``db(name, ...)``) as this one call,
+        so in one transaction on one connection; after a lost conflict the runner builds the
+        plan again from ``make_plan``."""
+        plan = make_plan()
+        done, call = advance(plan, None)
+        while not done:
+            if call.target != "db":
+                raise TypeError(f"a transaction plan may only call backend methods, not {call!r}")
+            done, call = advance(plan, (yield from _query_generator(type(self), call.name)(
+                self, *call.args, **call.kwargs)))
+        return call
+
+    @operation
+    def ensure_vector_index(self, model: str, dimensions: int) -> Op:
+        """The model's vector index, created if missing (after an import's commit: created inside
+        its transaction, the index would wait on the import's own locks)."""
+        yield from self._ensure_vector_index(model, dimensions)
 
     @operation
     def max_item_id(self) -> Op:
@@ -183,8 +216,6 @@ class PostgresTransferQueries:
                 ready.append((r["user_id"], i, emb["model"], int(vector.size), _vector_text(vector), now))
             elif model is not None:
                 pending.append((r["user_id"], i, model, now))
-        for dims in {row[3] for row in ready if row[2] == model}:  # other models' vectors are replaced soon
-            yield from self._ensure_vector_index(model, dims)
         yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
                 " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)", ready, many=True)
         yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)",

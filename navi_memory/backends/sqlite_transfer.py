@@ -1,8 +1,9 @@
 """SQLite side of export/import: keyset-paged reads of whole tables, and restoring records with
 their own timestamps and history (``transfer_operations`` validates them first).
 
-A mixin of ``SQLiteBackend``. ``restore_records`` is one transaction for a batch; every record is
-skipped when its natural key is already there, so importing a file twice adds nothing.
+A mixin of ``SQLiteBackend``. An import runs its batches of ``restore_records`` inside
+``in_one_transaction`` (savepoints in one ``BEGIN IMMEDIATE``); every record is skipped when its
+natural key is already there, so importing a file twice adds nothing.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import StorageError
+from ..sansio import Op, advance
 from ..timeutil import from_db, to_db
 from ..transfer_format import EXPORT_TABLES, item_digest
 from ..vectors import from_blob, to_blob
@@ -103,6 +105,21 @@ class SQLiteTransfer:
         return out
 
     # -- import ---------------------------------------------------------------------------------
+
+    def in_one_transaction(self, make_plan: Callable[[], Op[Any]]) -> Any:
+        """Run a plan (a generator yielding backend calls ``db(name, ...)``) in one write
+        transaction; the calls it makes nest as savepoints. Any error rolls everything back."""
+        with self._transaction(write=True):
+            plan = make_plan()
+            done, call = advance(plan, None)
+            while not done:
+                if call.target != "db" or call.name.startswith("_"):
+                    raise TypeError(f"a transaction plan may only call backend methods, not {call!r}")
+                done, call = advance(plan, getattr(self, call.name)(*call.args, **call.kwargs))
+            return call
+
+    def ensure_vector_index(self, model: str, dimensions: int) -> None:
+        """Nothing to build: SQLite searches its vectors in memory."""
 
     def max_item_id(self) -> int:
         with self._transaction(write=False) as conn:

@@ -1,0 +1,98 @@
+"""An import is one transaction: a database failure half-way through writes nothing, ``id_map``
+hears only of committed items, and running the import again afterwards completes it once.
+
+The failure is real: a trigger in the test database refuses one row late in the file (as a full
+disk or a lost server would, after earlier batches went in)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from navi_memory import AsyncMemoryStore, MemoryStore, StorageError
+
+from .fakes import FakeEmbeddings
+
+POISON = "note 150"  # the 151st of 200 items: three batches of 50 are in before it fails
+
+
+@pytest.fixture
+def source(new_db_url) -> list[dict]:
+    """The export of user u1: 200 notes (some pinned), a summary and a session."""
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings()) as store:
+        store.add_many([{"user_id": "u1", "content": f"note {n}", "pinned": n % 7 == 0} for n in range(200)])
+        store.set_summary("u1 likes ferries.", user_id="u1")
+        store.add_messages("s1", [{"role": "user", "content": "hello"}], user_id="u1", background=False)
+        records: list[dict] = []
+        store.export(records.append, user_id="u1", with_vectors=True)
+        return records
+
+
+def poison(backend_name: str, db_url: str, tmp_path: Path, on: bool = True) -> None:
+    """Make the database refuse the item ``POISON`` (or stop refusing it)."""
+    if backend_name == "sqlite":
+        conn = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
+        conn.execute("DROP TRIGGER IF EXISTS poison")
+        if on:
+            conn.execute(f"CREATE TRIGGER poison BEFORE INSERT ON items WHEN NEW.content = '{POISON}'"
+                         " BEGIN SELECT RAISE(ABORT, 'device is full (test)'); END")
+        conn.close()
+        return
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS poison ON items")
+        if on:
+            conn.execute("CREATE OR REPLACE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                         f" IF NEW.content = '{POISON}' THEN RAISE EXCEPTION 'device is full (test)'; END IF;"
+                         " RETURN NEW; END $$")
+            conn.execute("CREATE TRIGGER poison BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION poison()")
+
+
+def test_a_database_failure_half_way_writes_nothing(source, store, dump, backend_name, db_url, tmp_path):
+    store.add(user_id="u2", content="already here")
+    poison(backend_name, db_url, tmp_path)
+    before = dump()
+    told: list[tuple] = []
+    with pytest.raises(StorageError, match="device is full"):
+        store.import_records(source, user_map={"u1": "u2"}, batch_size=50,
+                             id_map=lambda *ids: told.append(ids))
+    assert dump() == before
+    assert told == []  # id_map only hears of committed items
+    assert [i.content for i in store.list_items(user_id="u2", limit=500)] == ["already here"]
+
+    poison(backend_name, db_url, tmp_path, on=False)
+    first = store.import_records(source, user_map={"u1": "u2"}, batch_size=50, id_map=lambda *ids: told.append(ids))
+    again = store.import_records(source, user_map={"u1": "u2"}, batch_size=50)
+    assert first.added["item"] == 200 and len(told) == 200
+    assert not again.added.get("item") and again.skipped["item"] == 200
+    assert len(store.list_items(user_id="u2", limit=500)) == 201
+    hits = store.search("note 150", user_id="u2", limit=3)
+    assert hits and hits[0]["content"] == "note 150"
+
+
+async def test_the_async_import_is_one_transaction_too(source, db_url, dump, backend_name, tmp_path):
+    store = await AsyncMemoryStore.open(db_url, embeddings=FakeEmbeddings())
+    try:
+        await store.add(user_id="u1", content="already here")
+        poison(backend_name, db_url, tmp_path)
+        before = dump()
+        with pytest.raises(StorageError, match="device is full"):
+            await store.import_records(source, batch_size=50)
+        assert dump() == before
+        poison(backend_name, db_url, tmp_path, on=False)
+        report = await store.import_records(source, batch_size=50)
+        assert report.added["item"] == 200 and report.embedded == 0  # vectors came with the file
+        assert len(await store.list_items(user_id="u1", limit=500)) == 201
+    finally:
+        await store.close()
+
+
+def test_imported_items_are_embedded_after_the_commit(source, db_url):
+    without_vectors = [{**r, "embedding": None} if r.get("type") == "item" else r for r in source]
+    with MemoryStore.open(db_url, embeddings=FakeEmbeddings()) as store:
+        report = store.import_records(without_vectors, batch_size=50)
+        assert report.added["item"] == 200 and report.embedded == 200 and report.embed_failed == 0
+        hits = store.search("note 42", user_id="u1", limit=1)
+        assert hits[0]["content"] == "note 42" and hits[0].signals["semantic"]
