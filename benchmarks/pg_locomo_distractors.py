@@ -30,7 +30,7 @@ def main() -> None:
 
     from navi_memory import MemoryStore
     from navi_memory.bench.data import Corpus, Dataset, Vectors
-    from navi_memory.bench.locomo import KS, ask, turn_items
+    from navi_memory.bench.locomo_data import KS, ask, turn_items
 
     parser = argparse.ArgumentParser()
     parser.add_argument("data")

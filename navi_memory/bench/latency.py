@@ -17,18 +17,16 @@ import os
 import platform
 import sqlite3
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..config import Settings, parse_url
+from ..config import parse_url
 from ..errors import ConfigurationError
-from ..progress import Progress
-from ..store import MemoryStore
 from .data import LAYOUTS, USER, VECTOR_KINDS, Corpus, Dataset, Vectors
+from .measure import ingest, load, open_store, search_series, timed_search
 
 __all__ = ["USER", "Corpus", "add_arguments", "run", "main", "run_size", "format_table"]
 
@@ -93,65 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     postgres.add_arguments(parser)
 
 
-def _stats(ms: Sequence[float]) -> dict[str, float]:
-    arr = np.asarray(ms, dtype=float)
-    return {"p50": round(float(np.percentile(arr, 50)), 3), "p95": round(float(np.percentile(arr, 95)), 3),
-            "mean": round(float(arr.mean()), 3)}
-
-
-def load() -> float:
-    """The 1-minute load average (other jobs on the machine skew latency figures)."""
-    return round(os.getloadavg()[0], 2)
-
-
-def _timed_search(store: MemoryStore, query: str, user: str, vector: np.ndarray | None) -> float:
-    start = time.perf_counter()
-    store.search(query, user_id=user, query_embedding=vector)
-    return (time.perf_counter() - start) * 1000.0
-
-
-def time_queries(label: str, data: Dataset, warmup: int, search: Callable[[int], Any]) -> tuple[dict[str, Any], list]:
-    """Call ``search(i)`` for every query after the first (which opens caches and indexes); the
-    latency stats of those after the warm-up, with the load, and what each call returned."""
-    times, answers, progress = [], [], Progress(label, len(data.queries) - 1)
-    for index in range(1, len(data.queries)):
-        start = time.perf_counter()
-        answers.append(search(index))
-        elapsed = (time.perf_counter() - start) * 1000.0
-        if index > warmup:
-            times.append(elapsed)
-        progress(index)
-    progress.close()
-    return {**_stats(times), "load": load()}, answers
-
-
-def search_series(store: MemoryStore, label: str, data: Dataset, warmup: int, vectors: bool = True) -> dict[str, Any]:
-    """Timed ``store.search`` calls over the dataset's queries (hybrid, or lexical without vectors)."""
-    def search(index: int) -> None:
-        store.search(data.queries[index], user_id=data.query_user(index),
-                     query_embedding=data.query_vectors[index] if vectors else None)
-
-    return time_queries(label, data, warmup, search)[0]
-
-
-def ingest(store: MemoryStore, data: Dataset, batch: int, label: str) -> tuple[float, np.ndarray]:
-    """``add_many`` the whole dataset; (seconds spent inside add_many, item ids in data order)."""
-    seconds, ids, progress = 0.0, [], Progress(label, data.n)
-    for rows in data.batches(batch):
-        start = time.perf_counter()
-        ids.extend(store.add_many(rows))
-        seconds += time.perf_counter() - start
-        progress(len(ids))
-    progress.close()
-    return seconds, np.asarray(ids, dtype=np.int64)
-
-
-def open_store(url: str, model: str | None, **backend_options: Any) -> MemoryStore:
-    settings = Settings(url=url, embeddings="none")  # the environment must not change what is measured
-    return MemoryStore.open(url, embeddings=False, embedding_model=model, settings=settings,
-                            backend_options=backend_options or None)
-
-
 def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     """Ingest the dataset into the fresh SQLite database at ``url`` and time searches on it."""
     if parse_url(url).path == ":memory:":
@@ -165,7 +104,7 @@ def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any
             raise ConfigurationError(f"{url} already holds data; the benchmark needs a fresh database")
         ingest_load = load()
         ingest_s, _ = ingest(store, data, args.batch, f"{label} ingest")
-        first_ms = _timed_search(store, data.queries[0], data.query_user(0), data.query_vectors[0])
+        first_ms = timed_search(store, data.queries[0], data.query_user(0), data.query_vectors[0])
         hybrid = search_series(store, f"{label} search", data, args.warmup)
         lexical = open_store(url, None)
         plain = search_series(lexical, f"{label} lexical", data, args.warmup, vectors=False)

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 
 from ..retrieval import search as ranking
 from ..store import MemoryStore
-from .locomo import questions
+from .locomo_data import questions
 
 TOP = 10
 FLOORS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.7)  # 0.7: seed 000's cutoff read as cosine distance 0.3

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ConfigurationError
-from .locomo import KS, ask, turn_items
+from .locomo_data import KS, ask, turn_items
 
 PEERS = ("bm25", "dense", "langchain")
 LANGCHAIN_CANDIDATES = 40

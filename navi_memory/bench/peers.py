@@ -98,7 +98,7 @@ def bm25_index(texts: list[str]) -> Any:
 
 def bm25(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     """bm25s indexes, one per user; timed retrieval of the top 10 for every query."""
-    from .latency import load, time_queries
+    from .measure import load, time_queries
 
     importlib.import_module("bm25s")  # before the clock starts: importing is not ingesting
     ingest_load = load()
@@ -124,7 +124,7 @@ def langgraph(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     from langgraph.store.memory import InMemoryStore
 
     from ..progress import Progress
-    from .latency import load, time_queries
+    from .measure import load, time_queries
 
     vectors: dict[str, list[float]] = {}
     for text, vector in zip(data.texts, data.vectors):
@@ -223,7 +223,7 @@ def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace
     from psycopg import sql
 
     from ..backends.postgres import PostgresQueries
-    from .latency import load, time_queries
+    from .measure import load, time_queries
 
     def config(query: str = "") -> Any:
         return hybrid_config(query, CANDIDATES, weighted_sum_ranking)

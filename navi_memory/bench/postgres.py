@@ -26,7 +26,7 @@ from ..config import Settings, parse_url
 from ..errors import ConfigurationError
 from ..models import utcnow
 from ..store import MemoryStore
-from .data import Dataset
+from .data import Corpus, Dataset
 
 PGSERVER_SETTINGS = {"shared_buffers": "4GB", "maintenance_work_mem": "2GB", "effective_cache_size": "12GB",
                      "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
@@ -129,7 +129,7 @@ def _with_database(url: str, name: str) -> str:
 
 
 def _load() -> float:
-    from .latency import load
+    from .measure import load
 
     return load()
 
@@ -174,7 +174,7 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
     from psycopg import sql
 
     from ..backends.postgres_sql import vector_index_name
-    from . import latency
+    from . import measure
 
     name = f"navi_bench_{data.n}_{data.layout}"
     url = server.create_database(name, args.maintenance_work_mem)
@@ -188,7 +188,7 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
                               "server": server.settings()}
     try:
         result["ingest_load"] = _load()
-        ingest_s, ids = latency.ingest(store, data, args.batch, f"{label} ingest")
+        ingest_s, ids = measure.ingest(store, data, args.batch, f"{label} ingest")
         result["ingest_items_per_s"] = round(data.n / ingest_s, 1)
         result["vacuum_analyze_s"] = round(_timed(lambda: server.execute("VACUUM ANALYZE", url=url))[0], 2)
         builds = []
@@ -209,8 +209,8 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
                 result["index_build_s"], result["index_load"] = build["build_s"], load_before
                 result["first_search_ms"] = round(1000 * _timed(lambda: store.search(
                     data.queries[0], user_id=data.query_user(0), query_embedding=data.query_vectors[0]))[0], 3)
-                result["search_ms"] = latency.search_series(store, f"{label} search", data, args.warmup)
-                result["lexical_search_ms"] = latency.search_series(lexical, f"{label} lexical", data, args.warmup,
+                result["search_ms"] = measure.search_series(store, f"{label} search", data, args.warmup)
+                result["lexical_search_ms"] = measure.search_series(lexical, f"{label} lexical", data, args.warmup,
                                                                     vectors=False)
                 result["plans"] = explain(url, data, model)
                 if "langchain" in args.peers:
@@ -222,10 +222,10 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
             backend.build_vector_index(model, args.dim, *args.hnsw[0], args.maintenance_work_mem)
         result["builds"] = builds
         if args.maintained:
-            extra = Dataset.create(latency.Corpus(args.seed + 1), args.maintained, data.layout, len(data.users),
+            extra = Dataset.create(Corpus(args.seed + 1), args.maintained, data.layout, len(data.users),
                                    _vectors_of(args), 1, args.seed + 1)
             result["maintained_load"] = _load()
-            seconds, _ = latency.ingest(store, extra, args.batch, f"{label} maintained ingest")
+            seconds, _ = measure.ingest(store, extra, args.batch, f"{label} maintained ingest")
             result["maintained_ingest_items_per_s"] = round(args.maintained / seconds, 1)
     finally:
         backend.close()
