@@ -51,3 +51,26 @@ def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
             assert store.migrate() == 4  # idempotent
     finally:
         postgres_server.drop_schema(url)
+
+
+@pytest.mark.postgres
+def test_a_version_2_postgres_schema_gets_the_context_column_and_its_full_text(postgres_server):
+    url = postgres_server.fresh_schema_url()
+    old_tsv = ("setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
+               "setweight(to_tsvector('english', content), 'B')")
+    try:
+        with MemoryStore.open(url, embeddings=False) as store:
+            store.add(user_id="alice", content="an item from before")
+        with psycopg.connect(url, autocommit=True) as conn:  # back to what version 2 left
+            conn.execute("ALTER TABLE items DROP COLUMN content_tsv")
+            conn.execute("ALTER TABLE items DROP COLUMN context")
+            conn.execute(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED")
+            conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 3")
+        with MemoryStore.open(url, embeddings=False) as store:
+            assert store.backend.schema_version() == 4
+            store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
+            assert [r["content"] for r in store.search("fjords", user_id="alice")] == ["the ferry to Bergen"]
+            assert store.search("before", user_id="alice")[0]["content"] == "an item from before"
+            assert store.migrate() == 4  # idempotent
+    finally:
+        postgres_server.drop_schema(url)

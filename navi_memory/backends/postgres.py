@@ -102,22 +102,22 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
         yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
                 " applied_at timestamptz NOT NULL DEFAULT now())")
-        for statement in schema.CORE:
+        done = (yield Q("SELECT coalesce(max(version), 0) AS v FROM navi_schema_migrations"))[0]["v"]
+        for version, statements in schema.MIGRATIONS:
+            if version > done:
+                for statement in statements:
+                    yield Q(statement)
+                yield Q("INSERT INTO navi_schema_migrations (version) VALUES (%s) ON CONFLICT DO NOTHING", [version])
+        if self.has_vector and (yield from self._vector_column()) != "vector":
+            yield Q(schema.VECTOR_COLUMN)
+        for statement in schema.TRIGRAM_INDEXES if self.has_trgm else []:
             yield Q(statement)
-        yield from self._upgrade_items()
-        yield Q(schema.embeddings_table("vector" if self.has_vector else "real[]"))
-        if self.has_vector:
-            column = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
-                             " AND column_name = 'embedding' AND table_schema = current_schema()")
-            if column and column[0]["udt_name"] == "_float4":  # created before pgvector was installed
-                yield Q("ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector")
-        for statement in schema.EMBEDDING_INDEXES + (schema.TRIGRAM_INDEXES if self.has_trgm else []):
-            yield Q(statement)
-        for statement in schema.SESSIONS + schema.RETRIEVAL + schema.HOUSEHOLD:
-            yield Q(statement)
-        yield Q("INSERT INTO navi_schema_migrations (version) SELECT generate_series(1, %s) ON CONFLICT DO NOTHING",
-                [schema.LATEST_VERSION])
         return schema.LATEST_VERSION
+
+    def _vector_column(self) -> Op:
+        rows = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
+                       " AND column_name = 'embedding' AND table_schema = current_schema()")
+        return rows[0]["udt_name"] if rows else None
 
     def _extensions(self) -> Op:
         rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
@@ -136,18 +136,6 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             return False
         rows = yield Q("SELECT coalesce(max(version), 0) AS version FROM navi_schema_migrations")
         return bool(rows[0]["version"] >= schema.LATEST_VERSION)
-
-    def _upgrade_items(self) -> Op:
-        """Version 3 on a database created before it: the context column, and a full-text vector
-        that includes it (a generated column cannot be altered, so it is rebuilt)."""
-        yield Q("ALTER TABLE items ADD COLUMN IF NOT EXISTS context text")
-        rows = yield Q("SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attrdef d JOIN pg_attribute a"
-                       " ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
-                       " WHERE d.adrelid = 'items'::regclass AND a.attname = 'content_tsv'")
-        if rows and "context" not in rows[0]["expr"]:
-            yield Q("ALTER TABLE items DROP COLUMN content_tsv")
-            yield Q(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({schema.TSV_EXPRESSION}) STORED")
-            yield Q("CREATE INDEX IF NOT EXISTS items_tsv ON items USING gin (content_tsv)")
 
     @operation
     def schema_version(self) -> Op:

@@ -1,4 +1,9 @@
-"""PostgreSQL schema as numbered, idempotent migration steps.
+"""PostgreSQL schema as numbered, idempotent migration steps (``MIGRATIONS``), like SQLite's.
+
+``migrate`` applies the steps above the highest version recorded in ``navi_schema_migrations``,
+then the two steps that depend on the server rather than on a version (``ENVIRONMENT``): the
+vector column becomes ``vector`` once pgvector is installed (tables are created with ``real[]``,
+which stores vectors without it), and the trigram indexes appear once pg_trgm is installed.
 
 Every table carries ``user_id`` and every primary key starts with it, so the tables can be
 distributed by ``user_id`` on Citus. ``embeddings.embedding`` is an untyped ``vector`` column:
@@ -116,21 +121,19 @@ CORE = [
 ]
 
 
-def embeddings_table(vector_type: str) -> str:
-    """``vector`` with pgvector, ``real[]`` without it (vectors are then stored but not searched)."""
-    return f"""CREATE TABLE IF NOT EXISTS embeddings (
+# real[] until pgvector is there (ENVIRONMENT then retypes it): vectors are stored, not searched
+EMBEDDINGS_TABLE = f"""CREATE TABLE IF NOT EXISTS embeddings (
         user_id text NOT NULL,
         item_id bigint NOT NULL,
         model text NOT NULL,
         dimensions integer,
         state text NOT NULL CHECK (state IN {_in(EMBEDDING_STATES)}),
         error text,
-        embedding {vector_type},
+        embedding real[],
         updated_at timestamptz NOT NULL,
         PRIMARY KEY (user_id, item_id),
         FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id) ON DELETE CASCADE
     )"""
-
 
 EMBEDDING_INDEXES = ["CREATE INDEX IF NOT EXISTS embeddings_user_model ON embeddings (user_id, model, state)"]
 
@@ -186,8 +189,20 @@ SESSIONS = [
     "CREATE INDEX IF NOT EXISTS llm_calls_session ON llm_calls (user_id, session_id)",
 ]
 
-# version 3: names mentioned in a query are looked up here to become person hints
-RETRIEVAL = ["CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL"]
+# version 3: the context column (a turn's previous turn), in the full-text vector too (a generated
+# column cannot be altered: rebuilt when its expression lacks it); names mentioned in a query are
+# looked up by the person index to become person hints
+RETRIEVAL = [
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS context text",
+    f"""DO $$ BEGIN
+        IF (SELECT position('context' IN pg_get_expr(d.adbin, d.adrelid)) = 0 FROM pg_attrdef d
+            JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+            WHERE d.adrelid = 'items'::regclass AND a.attname = 'content_tsv') THEN
+          ALTER TABLE items DROP COLUMN content_tsv;
+          ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({TSV_EXPRESSION}) STORED;
+          CREATE INDEX IF NOT EXISTS items_tsv ON items USING gin (content_tsv);
+        END IF;
+    END $$""","CREATE INDEX IF NOT EXISTS items_user_person ON items (user_id, lower(person)) WHERE person IS NOT NULL"]
 
 # version 4: the household (persons, single or multi mode) and the promotion job's record.
 # promotions.fact_id has no foreign key (ON DELETE SET NULL of one column of a composite key needs
@@ -221,4 +236,12 @@ HOUSEHOLD = [
     "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
 ]
 
-LATEST_VERSION = 4
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
+    (2, SESSIONS),
+    (3, RETRIEVAL),
+    (4, HOUSEHOLD),
+]
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+VECTOR_COLUMN = "ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector"
