@@ -8,7 +8,7 @@ store's runner executes. The typed public methods of ``MemoryStore`` / ``AsyncMe
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable
 
 from . import validation as v
 from .config import Settings

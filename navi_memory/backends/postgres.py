@@ -39,11 +39,6 @@ def _similarity(value: Any) -> float:
     return 0.0 if math.isnan(score) else score
 
 
-def _vec(vector: np.ndarray) -> str:
-    """pgvector's text form; works whether or not the binary adapter is registered."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-
-
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
@@ -222,7 +217,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
                     " VALUES (%s, %s, %s, %s, %s, %s::vector, %s)",
                     [(it.user_id, i, model, None if it.vector is None else int(it.vector.size),
-                      "pending" if it.vector is None else "ready", None if it.vector is None else _vec(it.vector), now)
+                      "pending" if it.vector is None else "ready", it.vector, now)
                      for i, it in zip(ids, items)], many=True)
         return ids
 
@@ -535,7 +530,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
             yield Q(sql.SQL("SET LOCAL ivfflat.probes = {}").format(sql.Literal(self.ivfflat_probes)))
         else:
             yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
-        dims, vector = int(query.size), _vec(query)
+        dims, vector = int(query.size), query
         rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
         if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
@@ -561,7 +556,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
         rows = yield Q(sql.SQL("SELECT item_id, 1 - (embedding::vector({d}) <=> %s::vector({d})) AS score"
                                " FROM embeddings WHERE {u} AND model = %s AND dimensions = {d} AND state = 'ready'"
                                " AND item_id = ANY(%s)").format(d=dims, u=user),
-                       [_vec(query), *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
+                       [query, *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
         return {r["item_id"]: _similarity(r["score"]) for r in rows}
 
     # -- embeddings -------------------------------------------------------------------------
@@ -595,7 +590,7 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
                         " dimensions = excluded.dimensions, state = excluded.state, error = excluded.error,"
                         " embedding = excluded.embedding, updated_at = excluded.updated_at").format(t=q.EMBED_TEXT),
                 [model, None if vector is None else int(vector.size), "error" if vector is None else "ready", error,
-                 None if vector is None else _vec(vector), now, user_id, item_id, text])
+                 vector, now, user_id, item_id, text])
         return stored
 
     @operation

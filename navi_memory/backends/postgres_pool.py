@@ -21,6 +21,7 @@ from ..config import DatabaseURL
 from ..errors import BackendUnavailableError, StorageError
 from ..sansio import Op, advance, install
 from .postgres import PostgresQueries, Q
+from .postgres_sql import adapt_vectors
 from .postgres_persons import PostgresPersonQueries
 from .postgres_sessions import PostgresSessionQueries
 from .postgres_transfer import PostgresTransferQueries
@@ -84,6 +85,10 @@ def utc_conninfo(url: DatabaseURL) -> str:
         raise _translate(url, exc) from exc
 
 
+async def _adapt_vectors_async(conn: psycopg.AsyncConnection) -> None:
+    adapt_vectors(conn)
+
+
 def _result(cur: Any) -> Any:
     return cur.fetchall() if cur.description is not None else cur.rowcount
 
@@ -97,7 +102,7 @@ class PostgresBackend(PostgresQueries):
         self._conninfo = utc_conninfo(url)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, check=ConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors, check=ConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
@@ -177,7 +182,7 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, check=AsyncConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async, check=AsyncConnectionPool.check_connection,
                                    timeout=connect_timeout, name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)

@@ -27,6 +27,16 @@ class Q(NamedTuple):
     own_tx: bool = False
 
 
+def adapt_vectors(conn: Any) -> None:
+    """Send numpy vectors through pgvector's own dumper, in its text form: unlike
+    ``register_vector`` it needs no type lookup, so it also works on connections opened before
+    the extension existed. Every statement casts the parameter (``%s::vector``)."""
+    from pgvector.psycopg.vector import VectorDumper
+    import numpy as np
+
+    conn.adapters.register_dumper(np.ndarray, VectorDumper)
+
+
 def row_times(row: dict[str, Any]) -> dict[str, Any]:
     """The row with every timestamp as an aware UTC datetime."""
     for key, value in row.items():

@@ -36,10 +36,6 @@ def _parse_vector(text: str | None) -> np.ndarray | None:
     return np.array([float(x) for x in body.split(",")] if body else [], dtype=np.float32)
 
 
-def _vector_text(vector: np.ndarray) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-
-
 def _query_generator(cls: type, name: str) -> Callable[..., Op]:
     """The generator method ``name`` of the query classes (the runner's public methods of that
     name each run in their own transaction)."""
@@ -213,7 +209,7 @@ class PostgresTransferQueries:
             emb = r.get("embedding")
             vector = emb["vector"] if emb else None
             if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
-                ready.append((r["user_id"], i, emb["model"], int(vector.size), _vector_text(vector), now))
+                ready.append((r["user_id"], i, emb["model"], int(vector.size), vector, now))
             elif model is not None:
                 pending.append((r["user_id"], i, model, now))
         yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"

@@ -246,15 +246,15 @@ def explain(url: str, data: Dataset, model: str) -> dict[str, str]:
     from psycopg import sql
 
     from ..backends import postgres_sql as q
-    from ..backends.postgres import _vec
     from ..retrieval.query import query_terms
 
     filters = Filters(user_id=data.query_user(1), now=utcnow())
     vector = data.query_vectors[1]
     queries = {"lexical": q.lexical_candidates(filters, query_terms(data.queries[1]), CANDIDATES),
-               "semantic": q.semantic_candidates(filters, model, int(vector.size), _vec(vector), CANDIDATES)}
+               "semantic": q.semantic_candidates(filters, model, int(vector.size), vector, CANDIDATES)}
     out = {}
     with psycopg.connect(url) as conn:
+        q.adapt_vectors(conn)
         conn.execute("SET hnsw.ef_search = 100")
         for name, (text, params) in queries.items():
             rows = conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + text, params).fetchall()
