@@ -21,6 +21,28 @@ from .models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, IT
 log = logging.getLogger("navi_memory.cli")
 
 
+class BadArgument:
+    """An integer option that did not parse: kept by argparse, reported by ``main`` as one line
+    (argparse's own error would print the usage and echo a 5,000-digit value back)."""
+
+    def __init__(self, error: ValidationError) -> None:
+        self.error = error
+
+
+def integer(field: str) -> Callable[[str], "int | BadArgument"]:
+    """The argparse ``type`` of every integer argument: ``validation.integer_text``."""
+    from . import validation
+
+    def parse(raw: str) -> "int | BadArgument":
+        try:
+            return validation.integer_text(raw, field)
+        except ValidationError as exc:
+            return BadArgument(exc)
+
+    parse.__name__ = field
+    return parse
+
+
 def _print_json(value: Any) -> None:
     def default(obj: Any) -> Any:
         if hasattr(obj, "to_dict"):
@@ -318,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("update", cmd_update, "change an item (re-embeds new text)")):
         p = command(name, fn, text)
         _user(p)
-        p.add_argument("id", type=int)
+        p.add_argument("id", type=integer("id"))
         if name in ("get", "update"):
             _json_flag(p)
     sub.choices["pin"].add_argument("--off", action="store_true", help="unpin")
@@ -331,12 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--theme")
     p.add_argument("--type", action="append", choices=ITEM_TYPES)
     p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--limit", type=integer("limit"), default=50)
+    p.add_argument("--offset", type=integer("offset"), default=0)
     p = command("search", cmd_search, "hybrid search over a user's memory")
     _user(p); _json_flag(p)
     p.add_argument("query")
-    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--limit", type=integer("limit"), default=10)
     p.add_argument("--theme")
     p.add_argument("--type", action="append", choices=ITEM_TYPES)
     p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
@@ -351,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("key"); f.add_argument("value")
     f.add_argument("--category", required=True, choices=FACT_CATEGORIES)
     f.add_argument("--source", default="user_explicit", choices=FACT_SOURCES)
-    f.add_argument("--confidence", type=int)
+    f.add_argument("--confidence", type=integer("confidence"))
     f.add_argument("--expires-days", type=float)
     f.add_argument("--context", help="where the fact came from")
     f = facts.add_parser("get", help="show a fact and its history", parents=[shared])
@@ -359,8 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     f = facts.add_parser("list", help="list facts", parents=[shared])
     f.add_argument("--category", choices=FACT_CATEGORIES)
     f.add_argument("--search")
-    f.add_argument("--limit", type=int)
-    f.add_argument("--offset", type=int, default=0)
+    f.add_argument("--limit", type=integer("limit"))
+    f.add_argument("--offset", type=integer("offset"), default=0)
     f.add_argument("--sort-by", default="category", choices=FACT_SORT_FIELDS)
     f.add_argument("--order", default="desc", choices=("asc", "desc"))
     f.add_argument("--history", action="store_true", help="include earlier values")
@@ -390,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)
         _user(p, required=False); _json_flag(p)
-        p.add_argument("--batch-size", type=int, default=32)
+        p.add_argument("--batch-size", type=integer("batch_size"), default=32)
         if name == "rebuild-embeddings":
             p.add_argument("--yes", action="store_true", help="confirm")
     p = command("doctor", cmd_doctor, "show what is configured and reachable")
@@ -414,6 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    bad = next((value for value in vars(args).values() if isinstance(value, BadArgument)), None)
+    if bad is not None:
+        print(f"navi-memory: error: {bad.error}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="navi-memory: %(levelname)s: %(message)s")
     try:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import _json_flag, _print_json
+from .cli import _json_flag, _print_json, integer
 from .errors import ValidationError
 from .transfer_format import dumps, parse_user_map
 
@@ -125,14 +125,14 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--output", "-o", help="write to this file instead of standard output")
     p.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl",
                    help="jsonl: everything (default); markdown: the user's promoted facts as a MEMORY.md")
-    p.add_argument("--limit", type=int, default=20, help="markdown: entries at most (default 20)")
+    p.add_argument("--limit", type=integer("limit"), default=20, help="markdown: entries at most (default 20)")
     p = command("import", cmd_import, "import an export file, or migrate an existing Navi database")
     _json_flag(p)
     p.add_argument("file", nargs="?", metavar="FILE", help="export file (JSON Lines), or - for standard input")
     p.add_argument("--from-navi", metavar="URL", help="migrate a Navi database (sqlite:///navi.db, a path, or postgresql://...)")
     p.add_argument("--navi-user", help="with --from-navi: user of rows that have none (Navi's SQLite flavour)")
     p.add_argument("--user-map", action="append", metavar="OLD=NEW", help="import user OLD as NEW (repeatable)")
-    p.add_argument("--batch-size", type=int, default=500, help="records per transaction")
+    p.add_argument("--batch-size", type=integer("batch_size"), default=500, help="records per transaction")
     p.add_argument("--no-embed", action="store_true", help="do not embed now (run `navi-memory backfill` later)")
     p.add_argument("--skip-unknown", action="store_true", help="ignore record types this version does not know")
     p.add_argument("--id-map", metavar="FILE", help="write the new id of each added item (JSON Lines:"

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import _json_flag, _open, _print_json, _user
+from . import validation as v
+from .cli import _json_flag, _open, _print_json, _user, integer
 from .errors import NotFoundError, ValidationError
 from .models import HOUSEHOLD_MODES
 from .persons import ROLES, Person
@@ -37,7 +38,8 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _ref(value: str) -> int | str:
-    return int(value) if value.isdigit() else value
+    """A person id (ASCII digits, checked by ``validation.integer_text``) or a name, alias or role."""
+    return v.integer_text(value, "person id") if value.isascii() and value.isdigit() else value
 
 
 def cmd_person(args: argparse.Namespace) -> None:
@@ -148,8 +150,8 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a.add_argument("--hint", help="the person of the device or session (id, name or alias)")
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
     _user(p, required=False); _json_flag(p)
-    p.add_argument("--max-items", type=int, default=5000, help="newest items read per user")
+    p.add_argument("--max-items", type=integer("max_items"), default=5000, help="newest items read per user")
     p = command("memory-md", cmd_memory_md, "write a user's promoted facts as a MEMORY.md")
     _user(p)
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
-    p.add_argument("--limit", type=int, default=20, help="entries at most (default 20)")
+    p.add_argument("--limit", type=integer("limit"), default=20, help="entries at most (default 20)")

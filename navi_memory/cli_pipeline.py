@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import _json_flag, _print_json, _user
+from .cli import _json_flag, _print_json, _user, integer
 from . import validation as v
 from .errors import ExtractionError, ValidationError
 from .models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
@@ -29,7 +29,7 @@ def _read_messages(source: str) -> Any:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {source}: {exc.strerror or exc}") from exc
-    return v.parse_json(data, source)
+    return v.parse_json(v.utf8_text(data, source), source)
 
 
 def report_line(report: ExtractionReport) -> str:
@@ -147,11 +147,11 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--session", help="extract this session now, stale or not (needs --user)")
     p.add_argument("--all-messages", action="store_true", help="with --session: re-read the whole session")
     p.add_argument("--stale-minutes", type=float, help="idle time that makes a session stale (default 30)")
-    p.add_argument("--limit", type=int, default=100, help="at most this many sessions")
+    p.add_argument("--limit", type=integer("limit"), default=100, help="at most this many sessions")
     p.add_argument("--chat-model", help="chat model (default $NAVI_MEMORY_CHAT_MODEL; none: rules only)")
     p = command("stats", cmd_stats, "sessions, LLM calls and tokens (per purpose and per session)")
     _user(p, required=False); _json_flag(p)
-    p.add_argument("--limit", type=int, default=20, help="sessions listed")
+    p.add_argument("--limit", type=integer("limit"), default=20, help="sessions listed")
     p = command("facts", cmd_facts, "a user's facts")
     _user(p); _json_flag(p)
     p.add_argument("--category", choices=FACT_CATEGORIES)
@@ -159,4 +159,4 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p = command("sessions", cmd_sessions, "sessions, most recently active first")
     _user(p, required=False); _json_flag(p)
     p.add_argument("--state", choices=SESSION_STATES)
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=integer("limit"), default=50)

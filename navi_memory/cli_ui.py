@@ -11,6 +11,7 @@ import importlib.util
 import os
 from typing import Any, Callable
 
+from .cli import integer
 from .errors import ConfigurationError
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
@@ -70,5 +71,5 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
         p = command(name, fn, text)
         p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
                                                            "any other address needs a token)")
-        p.add_argument("--port", type=int, default=port, help=f"port (default {port})")
+        p.add_argument("--port", type=integer("port"), default=port, help=f"port (default {port})")
         p.add_argument("--token", help=f"access token, at least 16 characters (default ${env})")

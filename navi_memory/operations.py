@@ -114,12 +114,12 @@ class MemoryOperations:
             status=v.choice(fields.get("status", "active"), "status", ITEM_STATUSES),
             pinned=v.flag(fields.get("pinned", False), "pinned"),
             source=v.optional_text(fields.get("source"), "source", v.MAX_KEY),
-            source_ref=v.mapping(fields.get("source_ref"), "source_ref", self.max_content_bytes),
+            source_ref=v.nested_mapping(fields.get("source_ref"), "source_ref", self.max_content_bytes),
             person=v.optional_text(fields.get("person"), "person", v.MAX_KEY),
             confidence=v.confidence(fields.get("confidence")),
             observed_at=v.when(fields.get("observed_at"), "observed_at"),
             expires_at=v.expiry(fields.get("expires_at"), fields.get("expires_days"), now),
-            metadata=v.mapping(fields.get("metadata"), "metadata", self.max_content_bytes),
+            metadata=v.nested_mapping(fields.get("metadata"), "metadata", self.max_content_bytes),
             context=v.optional_text(fields.get("context"), "context", self.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
         )
@@ -241,10 +241,10 @@ class MemoryOperations:
             "confidence": v.confidence,
             "observed_at": lambda x: v.when(x, "observed_at"),
             "expires_at": lambda x: v.when(x, "expires_at"),
-            "metadata": lambda x: v.mapping(x, "metadata", self.max_content_bytes) or {},
+            "metadata": lambda x: v.nested_mapping(x, "metadata", self.max_content_bytes) or {},
             "context": lambda x: v.optional_text(x, "context", self.max_content_bytes),
             "source": lambda x: v.optional_text(x, "source", v.MAX_KEY),
-            "source_ref": lambda x: v.mapping(x, "source_ref", self.max_content_bytes),
+            "source_ref": lambda x: v.nested_mapping(x, "source_ref", self.max_content_bytes),
         }
         for key, value in changes.items():
             clean[key] = checks[key](value)

@@ -100,10 +100,10 @@ def offset(value: Any) -> int:
 
 
 def item_id(value: Any) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = integer_text(value.strip(), "id")
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value >= 2**63:
-        raise ValidationError(f"invalid id {value!r}: ids are positive integers")
+        raise ValidationError(f"invalid id {shown(value)}: ids are positive integers")
     return value
 
 
@@ -220,3 +220,69 @@ def parse_json(text: str | bytes, what: str) -> Any:
     except ValueError as exc:  # int("9" * 5000): Python's limit on integer string conversion
         raise ValidationError(f"{what} is not JSON this accepts: a number too long to read"
                               f" ({str(exc).split(':')[0]})") from exc
+
+
+MAX_DEPTH = 32  # levels of dicts and lists in metadata, source_ref and tool-call arguments
+MAX_INT_DIGITS = 19  # 2**63 - 1, the largest id or offset the databases take, has 19 digits
+
+
+def shown(value: Any, size: int = 40) -> str:
+    """``repr(value)`` for an error message, shortened: a 5,000-character input is not echoed back."""
+    text_ = repr(value)
+    if len(text_) <= size:
+        return text_
+    length = f" ({len(value)} characters)" if isinstance(value, (str, bytes)) else ""
+    return f"{text_[:size]}…{length}"
+
+
+def depth(value: Any, field: str, max_depth: int = MAX_DEPTH) -> Any:
+    """``value`` unchanged when its dicts and lists nest ``max_depth`` levels at most. Walked with a
+    stack, not recursion: a structure 20,000 levels deep (or one containing itself) is refused with
+    a ``ValidationError`` instead of a ``RecursionError`` in ``json.dumps`` here or on every later read."""
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            children = node
+        else:
+            continue
+        if level > max_depth:
+            raise ValidationError(f"{field} is nested more than {max_depth} levels deep")
+        stack.extend((child, level + 1) for child in children)
+    return value
+
+
+def nested_mapping(value: Any, field: str, max_bytes: int = 32 * 1024) -> dict[str, Any] | None:
+    """``mapping`` for a dict a caller writes (metadata, source_ref): nesting capped by ``depth`` first."""
+    return mapping(depth(value, field), field, max_bytes)
+
+
+def integer_text(raw: Any, field: str) -> int:
+    """An integer a person typed (a CLI argument, a URL path or query parameter): ASCII digits with
+    an optional sign, at most 19 of them. Everything else is a ``ValidationError``: ``int()`` alone
+    would take "1_0", "١٢" or " 12 ", and raise a ValueError with a long message past 4,300 digits."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if not isinstance(raw, str):
+        raise ValidationError(f"{field} must be an integer, got {type(raw).__name__}")
+    digits = raw[1:] if raw[:1] in "+-" else raw
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValidationError(f"{field} must be an integer, got {shown(raw)}")
+    if len(digits.lstrip("0")) > MAX_INT_DIGITS:
+        raise ValidationError(f"{field} must be an integer of at most {MAX_INT_DIGITS} digits,"
+                              f" got one of {len(digits)} digits")
+    return int(raw)
+
+
+def utf8_text(data: bytes, what: str) -> str:
+    """``data`` decoded, or a ``ValidationError`` naming ``what`` (a file) and the line and column of
+    the first byte that is not UTF-8, so a person can find it in their editor."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ValidationError(f"{what} line {line} column {column}: not UTF-8 text"
+                              f" (byte 0x{data[exc.start]:02x})") from exc

@@ -17,7 +17,6 @@ user message. Everything here calls store methods only. Needs the ``langchain`` 
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from typing import Annotated, Any, Awaitable, Callable, Optional, Sequence
@@ -37,7 +36,8 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import NotRequired
 
 from .. import prompt
-from ..errors import NotFoundError
+from .. import validation as v
+from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._tools import MULTI_TOOLS, MemoryTools, StoreCaller, argument_error, dumps
@@ -179,9 +179,10 @@ def to_langchain_message(message: Message) -> BaseMessage:
         return ToolMessage(content=message.content, tool_call_id=message.tool_call_id or "", name=message.name)
     calls = []
     for call in message.tool_calls:
-        try:
-            args = json.loads(call.arguments) if call.arguments else {}
-        except ValueError:
+        try:  # stored text: a 20,000-deep array or a 5,000-digit number stays text, not a RecursionError
+            args = v.depth(v.parse_json(call.arguments, "tool call arguments"), "tool call arguments") \
+                if call.arguments else {}
+        except ValidationError:
             args = {"arguments": call.arguments}
         calls.append({"name": call.name, "args": args if isinstance(args, dict) else {"value": args},
                       "id": call.id, "type": "tool_call"})

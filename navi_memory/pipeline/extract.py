@@ -169,6 +169,12 @@ def find_json(text: str) -> tuple[Any, str | None]:
                     log.info("mended the chat model's almost-JSON locally (%s)", problem)
                     return mended, None
                 continue
+            except RecursionError:  # 100,000 brackets deep: unusable, like any other bad reply
+                problem = "the JSON is nested too deeply"
+                break
+            except ValueError:  # a 5,000-digit number: over Python's limit on integer conversion
+                problem = "the JSON has a number too long to read"
+                break
             if isinstance(value, (dict, list)):
                 return value, None
     return None, problem

@@ -57,6 +57,7 @@ def _tool_call(raw: Any, where: str) -> dict[str, Any]:
     name = raw.get("name") or function.get("name")
     args = raw["args"] if "args" in raw else function.get("arguments", raw.get("arguments", ""))
     if not isinstance(args, str):
+        v.depth(args, f"{where} tool call arguments")  # json.dumps would hit a RecursionError
         try:
             args = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
         except (TypeError, ValueError) as exc:

@@ -121,8 +121,8 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
 
     routes = [Route("/", users, name="users"), Route("/ui.css", stylesheet), Route("/pick", pick),
               Route("/api/users", users_json),
-              Route("/users/{user:path}/items/{item_id:int}", item),
-              Route("/api/users/{user:path}/items/{item_id:int}", item_json)]
+              Route("/users/{user:path}/items/{item_id:id}", item),
+              Route("/api/users/{user:path}/items/{item_id:id}", item_json)]
     for suffix, builder, template in USER_PAGES:
         routes.append(Route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
         routes.append(Route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))

@@ -45,13 +45,7 @@ class Params:
         raw = self.text(name)
         if raw is None:
             return default
-        digits = raw[1:] if raw[:1] in "+-" else raw
-        try:
-            if not (digits.isascii() and digits.isdigit()):  # int() would take "1_0" and other scripts' digits
-                raise ValueError
-            value = int(raw)  # ValueError past 4,300 digits too
-        except ValueError:
-            raise ValidationError(f"{name} must be an integer, got {raw[:40]!r}") from None
+        value = v.integer_text(raw, name)  # int() would take "1_0" and other scripts' digits, and fail past 4,300
         if not low <= value <= high:
             raise ValidationError(f"{name} must be between {low} and {high}, got {value}")
         return value
