@@ -24,7 +24,7 @@ from ..validation import parse_json
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
-from .web import SafeJSONResponse, call, json_error, path_part
+from .web import SafeJSONResponse, call, id_route, json_error, path_part
 
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
                "source_message_id", "person", "expires_at", "expires_days"}
@@ -149,9 +149,9 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
     for name in ("items", "chunks"):  # "chunks": seed 004's name for the same rows
         routes += [Route(f"{user}/{name}", list_items, methods=["GET"]),
                    Route(f"{user}/{name}", create_item, methods=["POST"]),
-                   Route(f"{user}/{name}/{{item_id:id}}", get_item, methods=["GET"]),
-                   Route(f"{user}/{name}/{{item_id:id}}", update_item, methods=["PATCH"]),
-                   Route(f"{user}/{name}/{{item_id:id}}", delete_item, methods=["DELETE"])]
+                   id_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
+                   id_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
+                   id_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False)],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})
 

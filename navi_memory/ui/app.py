@@ -27,7 +27,7 @@ from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPE
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
-from .web import SafeJSONResponse, call, error_status, json_error, path_part
+from .web import SafeJSONResponse, call, error_status, id_route, json_error, path_part
 
 Builder = Callable[..., dict]
 
@@ -121,8 +121,8 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
 
     routes = [Route("/", users, name="users"), Route("/ui.css", stylesheet), Route("/pick", pick),
               Route("/api/users", users_json),
-              Route("/users/{user:path}/items/{item_id:id}", item),
-              Route("/api/users/{user:path}/items/{item_id:id}", item_json)]
+              id_route("/users/{user:path}/items/{item_id:int}", item),
+              id_route("/api/users/{user:path}/items/{item_id:int}", item_json)]
     for suffix, builder, template in USER_PAGES:
         routes.append(Route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
         routes.append(Route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))
