@@ -166,7 +166,7 @@ def _enum(allowed: tuple[str, ...]) -> Callable[[Any, str], str]:
 
 
 def _json_map(value: Any, name: str) -> dict:
-    return v.mapping(value, name, MAX_TEXT) or {}
+    return v.nested_mapping(value, name, MAX_TEXT) or {}
 
 
 def _json_list(value: Any, name: str) -> list:

@@ -210,3 +210,14 @@ def test_a_non_utf8_byte_in_an_ingest_file_names_the_file_and_line(store, db_url
     line = one_line_exit_2(capsys, db_url, "ingest", "--user", U, "--session", "s9", str(path))
     assert f"{path} line 3 column 35: not UTF-8 text (byte 0xe9)" in line
     assert dump() == before
+
+
+@pytest.mark.parametrize("field", ["metadata", "source_ref"])
+def test_an_import_record_with_deeply_nested_metadata_is_refused(store, dump, field):
+    seed(store)
+    records: list[dict] = []
+    store.export(records.append, user_id=U)
+    item = next(r for r in records if r.get("type") == "item")
+    records.append({**item, "content": "planted", field: {"deep": nested(500)}})
+    error = unchanged_after(dump, lambda: store.import_records(records, user_map={U: "copy"}), ValidationError)
+    assert f"{field} is nested more than 32 levels deep" in str(error)
