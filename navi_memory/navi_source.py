@@ -66,7 +66,7 @@ class _Reader:
             import psycopg
         except ImportError as exc:
             raise ConfigurationError("reading a PostgreSQL Navi database needs the postgres extra") from exc
-        from .backends.postgres_pool import _translate
+        from .backends.postgres.pool import _translate
 
         try:
             with psycopg.connect(self.url.dsn or "") as conn:

@@ -24,7 +24,7 @@ def _parameters(fn) -> list[tuple[str, object, object]]:
 def _backend_classes() -> list[type]:
     classes: list[type] = [SQLiteBackend]
     if pytest.importorskip("psycopg", reason="the postgres extra is not installed"):
-        from navi_memory.backends.postgres_pool import AsyncPostgresBackend, PostgresBackend
+        from navi_memory.backends.postgres.pool import AsyncPostgresBackend, PostgresBackend
 
         classes += [PostgresBackend, AsyncPostgresBackend]
     return classes

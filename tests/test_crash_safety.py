@@ -63,7 +63,7 @@ def _check(query, backend: str, path: Path | None) -> int:
         assert query("PRAGMA integrity_check") == [("ok",)]
         fts_integrity_ok(path)
     else:
-        from navi_memory.backends.postgres_schema import TSV_EXPRESSION
+        from navi_memory.backends.postgres.schema import TSV_EXPRESSION
 
         assert query(f"SELECT count(*) FROM items WHERE content_tsv IS DISTINCT FROM ({TSV_EXPRESSION})") == [(0,)]
     for what, sql in CONSISTENCY.items():

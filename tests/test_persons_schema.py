@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from navi_memory import MemoryStore
-from navi_memory.backends.sqlite_schema import LATEST_VERSION, MIGRATIONS
+from navi_memory.backends.sqlite.schema import LATEST_VERSION, MIGRATIONS
 
 
 def test_a_version_3_sqlite_database_gets_the_household(tmp_path):

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, StorageError
-from navi_memory.backends.postgres_pool import CONFLICT_ATTEMPTS, retry_delays
+from navi_memory.backends.postgres.pool import CONFLICT_ATTEMPTS, retry_delays
 
 pytestmark = pytest.mark.postgres
 

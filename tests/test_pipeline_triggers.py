@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
-from navi_memory.backends.sqlite_schema import LATEST_VERSION, MIGRATIONS
+from navi_memory.backends.sqlite.schema import LATEST_VERSION, MIGRATIONS
 
 from .chat_fakes import ScriptedChat
 from .fakes import FakeClock, FakeEmbeddings

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, ValidationError
-from navi_memory.backends import postgres_sql as q
+from navi_memory.backends.postgres import sql as q
 from navi_memory.backends.base import Filters
 from navi_memory.models import utcnow
 

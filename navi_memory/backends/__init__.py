@@ -24,7 +24,7 @@ def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> A
 
         return SQLiteBackend(url.path or ":memory:", create=not read_only, **options)
     _require_postgres()
-    from .postgres_pool import PostgresBackend
+    from .postgres.pool import PostgresBackend
 
     return PostgresBackend(url, **options)
 
@@ -34,7 +34,7 @@ async def open_async_backend(url: DatabaseURL, read_only: bool = False, **option
     if url.scheme == "sqlite":
         return ThreadedBackend(await asyncio.to_thread(open_backend, url, read_only, **options))
     _require_postgres()
-    from .postgres_pool import AsyncPostgresBackend
+    from .postgres.pool import AsyncPostgresBackend
 
     return await AsyncPostgresBackend.connect(url, **options)
 

@@ -222,7 +222,7 @@ def langchain(url: str, data: Dataset, ids: np.ndarray, args: argparse.Namespace
     from langchain_postgres.v2.indexes import HNSWIndex, HNSWQueryOptions
     from psycopg import sql
 
-    from ..backends.postgres import PostgresQueries
+    from ..backends.postgres.queries import PostgresQueries
     from .measure import load, time_queries
 
     def config(query: str = "") -> Any:

@@ -173,7 +173,7 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
     """Load, index and time one dataset in a database of its own."""
     from psycopg import sql
 
-    from ..backends.postgres_sql import vector_index_name
+    from ..backends.postgres.sql import vector_index_name
     from . import measure
 
     name = f"navi_bench_{data.n}_{data.layout}"
@@ -245,7 +245,7 @@ def explain(url: str, data: Dataset, model: str) -> dict[str, str]:
     import psycopg
     from psycopg import sql
 
-    from ..backends import postgres_sql as q
+    from ..backends.postgres import sql as q
     from ..retrieval.query import query_terms
 
     filters = Filters(user_id=data.query_user(1), now=utcnow())

@@ -11,8 +11,8 @@ import importlib.util
 import os
 from typing import Any, Callable
 
-from .cli import integer
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from .common import integer
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
 
@@ -27,8 +27,8 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
            read_only: bool = False) -> None:
     import uvicorn
 
-    from .store import MemoryStore
-    from .ui.serving import header_timeout_protocol
+    from ..store import MemoryStore
+    from ..ui.serving import header_timeout_protocol
 
     store = MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
     try:
@@ -44,8 +44,8 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
 
 def cmd_ui(args: argparse.Namespace) -> None:
     _require_ui()
-    from .ui.app import create_app
-    from .ui.security import check_token
+    from ..ui.app import create_app
+    from ..ui.security import check_token
 
     token = check_token(args.token or os.environ.get(UI_TOKEN_ENV), args.host, UI_TOKEN_ENV)
     _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)",
@@ -54,8 +54,8 @@ def cmd_ui(args: argparse.Namespace) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> None:
     _require_ui()
-    from .ui.api import create_api_app
-    from .ui.security import check_token
+    from ..ui.api import create_api_app
+    from ..ui.security import check_token
 
     token = check_token(args.token or os.environ.get(API_TOKEN_ENV), args.host, API_TOKEN_ENV, required=True)
     _serve(args, lambda store: create_api_app(store, token=token, host=args.host), "REST API",

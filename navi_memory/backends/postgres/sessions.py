@@ -1,6 +1,6 @@
 """PostgreSQL storage of conversations: sessions (``session_state``), messages and LLM cost records.
 
-Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``postgres_pool``):
+Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``pool``):
 each yields ``Q`` statements and runs as one transaction. Every statement names ``user_id``
 first, so the tables distribute by user on Citus like the rest of the schema.
 """
@@ -12,9 +12,9 @@ from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
-from ..sansio import Op, operation
-from .base import NewItem
-from .postgres_sql import Q, row_times
+from ...sansio import Op, operation
+from ..base import NewItem
+from .sql import Q, row_times
 
 SESSION_TABLES = ("messages", "llm_calls")
 

@@ -12,9 +12,9 @@ from typing import Any, NamedTuple, Sequence
 
 from psycopg import sql
 
-from ..backends.base import Filters
-from ..retrieval.query import like_pattern
-from ..timeutil import to_utc
+from ...retrieval.query import like_pattern
+from ...timeutil import to_utc
+from ..base import Filters
 
 
 class Q(NamedTuple):
@@ -31,8 +31,8 @@ def adapt_vectors(conn: Any) -> None:
     """Send numpy vectors through pgvector's own dumper, in its text form: unlike
     ``register_vector`` it needs no type lookup, so it also works on connections opened before
     the extension existed. Every statement casts the parameter (``%s::vector``)."""
-    from pgvector.psycopg.vector import VectorDumper
     import numpy as np
+    from pgvector.psycopg.vector import VectorDumper
 
     conn.adapters.register_dumper(np.ndarray, VectorDumper)
 

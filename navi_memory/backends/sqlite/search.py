@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..retrieval.query import fts5_or_expression, like_pattern
-from ..timeutil import to_db
-from ..vectors import VectorIndex, from_blob, top_k_order
-from .base import Filters
+from ...retrieval.query import fts5_or_expression, like_pattern
+from ...timeutil import to_db
+from ...vectors import VectorIndex, from_blob, top_k_order
+from ..base import Filters
 
 
 def filter_sql(f: Filters) -> tuple[str, list[Any]]:

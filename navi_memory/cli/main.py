@@ -7,90 +7,57 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import logging
 import os
 import sys
 import tempfile
 from typing import Any, Callable, Sequence
 
-from .config import Settings, parse_url
-from .errors import NaviMemoryError, SchemaError, ValidationError
-from .models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_TYPES, SEARCH_STATUSES
+from ..config import Settings, parse_url
+from ..errors import NaviMemoryError, SchemaError, ValidationError
+from ..models import (
+    FACT_CATEGORIES,
+    FACT_SORT_FIELDS,
+    FACT_SOURCES,
+    FUSIONS,
+    ITEM_TYPES,
+    SEARCH_STATUSES,
+)
+from .common import (
+    BadArgument,
+    integer,
+    json_option,
+    open_store,
+    print_json,
+    user_option,
+)
 
 log = logging.getLogger("navi_memory.cli")
 
 
-class BadArgument:
-    """An integer option that did not parse: kept by argparse, reported by ``main`` as one line
-    (argparse's own error would print the usage and echo a 5,000-digit value back)."""
-
-    def __init__(self, error: ValidationError) -> None:
-        self.error = error
-
-
-def integer(field: str) -> Callable[[str], "int | BadArgument"]:
-    """The argparse ``type`` of every integer argument: ``validation.integer_text``."""
-    from . import validation
-
-    def parse(raw: str) -> "int | BadArgument":
-        try:
-            return validation.integer_text(raw, field)
-        except ValidationError as exc:
-            return BadArgument(exc)
-
-    parse.__name__ = field
-    return parse
-
-
-def _print_json(value: Any) -> None:
-    def default(obj: Any) -> Any:
-        if hasattr(obj, "to_dict"):
-            return obj.to_dict()
-        if hasattr(obj, "isoformat"):
-            return obj.isoformat()
-        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-    if isinstance(value, list):
-        value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
-    elif hasattr(value, "to_dict"):
-        value = value.to_dict()
-    print(json.dumps(value, default=default, ensure_ascii=False, indent=2))
-
-
-def _open(args: argparse.Namespace, embeddings: Any = None, read_only: bool = False) -> Any:
-    """The store of ``--db``. ``read_only`` (commands that only read): a database without the
-    schema is an error (exit 2), and nothing is created."""
-    from .store import MemoryStore
-
-    return MemoryStore.open(args.db, embeddings if embeddings is not None else args.embeddings, read_only=read_only)
-
-
-# -- item commands -------------------------------------------------------------------------
-
 def cmd_migrate(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         version = store.migrate()
     print(f"schema version {version} at {parse_url(store.settings.url)}")
 
 
 def cmd_add(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with open_store(args) as store:
         item_id = store.add(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
                             title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
         item = store.get(item_id, user_id=args.user)
     if args.json:
-        _print_json(item)
+        print_json(item)
     else:
         state = item.embedding.state if item.embedding else "none (lexical only)"
         print(f"added item {item_id} (theme {item.theme}, embedding {state})")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=True) as store:
+    with open_store(args, embeddings=False, read_only=True) as store:
         item = store.get(args.id, user_id=args.user)
     if args.json:
-        _print_json(item)
+        print_json(item)
     else:
         print(f"#{item.id} [{item.theme}/{item.type}/{item.status}{'/pinned' if item.pinned else ''}] {item.content}")
 
@@ -99,35 +66,35 @@ def cmd_update(args: argparse.Namespace) -> None:
     changes = {k: getattr(args, k) for k in ("content", "title", "theme", "type") if getattr(args, k) is not None}
     if not changes:
         raise ValidationError("nothing to update: give --content, --title, --theme or --type")
-    with _open(args) as store:
+    with open_store(args) as store:
         item = store.update(args.id, user_id=args.user, **changes)
-    _print_json(item) if args.json else print(f"updated item {item.id}")
+    print_json(item) if args.json else print(f"updated item {item.id}")
 
 
 def cmd_pin(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         store.pin(args.id, user_id=args.user, pinned=not args.off)
     print(f"item {args.id} {'unpinned' if args.off else 'pinned'}")
 
 
 def cmd_archive(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         store.archive(args.id, user_id=args.user, archived=not args.restore)
     print(f"item {args.id} {'restored' if args.restore else 'archived'}")
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         store.delete(args.id, user_id=args.user)
     print(f"item {args.id} deleted")
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=True) as store:
+    with open_store(args, embeddings=False, read_only=True) as store:
         items = store.list_items(user_id=args.user, theme=args.theme, types=args.type, status=args.status,
                                  limit=args.limit, offset=args.offset)
     if args.json:
-        _print_json(items)
+        print_json(items)
         return
     for item in items:
         state = item.embedding.state if item.embedding else "-"
@@ -135,11 +102,11 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    with _open(args, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         results = store.search(args.query, user_id=args.user, limit=args.limit, theme=args.theme, types=args.type,
                                status=args.status, recency_days=args.recency_days, fusion=args.fusion)
     if args.json:
-        _print_json(results)
+        print_json(results)
         return
     for r in results:
         flags = ",".join(name for name, on in r.signals.items() if on) or "-"
@@ -148,10 +115,10 @@ def cmd_search(args: argparse.Namespace) -> None:
 
 
 def cmd_themes(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=True) as store:
+    with open_store(args, embeddings=False, read_only=True) as store:
         themes = store.list_themes(user_id=args.user)
     if args.json:
-        _print_json(themes)
+        print_json(themes)
         return
     for theme in themes:
         print(f"{theme.slug:<24} {theme.active_count:>6}")
@@ -160,17 +127,17 @@ def cmd_themes(args: argparse.Namespace) -> None:
 # -- facts, summary, users -----------------------------------------------------------------
 
 def cmd_fact(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=None if args.fact_command == "set" else False,
+    with open_store(args, embeddings=None if args.fact_command == "set" else False,
                read_only=args.fact_command in ("get", "list")) as store:
         if args.fact_command == "set":
             change = store.upsert_fact(user_id=args.user, category=args.category, key=args.key, value=args.value,
                                        source=args.source, confidence=args.confidence,
                                        expires_days=args.expires_days, source_context=args.context)
-            _print_json(change) if args.json else print(f"{change.action}: {change.fact.category}/{change.fact.key}")
+            print_json(change) if args.json else print(f"{change.action}: {change.fact.category}/{change.fact.key}")
         elif args.fact_command == "get":
             fact = store.get_fact(args.key, user_id=args.user, category=args.category)
             if args.json:
-                _print_json(fact)
+                print_json(fact)
             else:
                 print(f"{fact.category}/{fact.key} = {fact.value}  (source {fact.source}, confidence {fact.confidence})")
                 for old in fact.history:
@@ -180,7 +147,7 @@ def cmd_fact(args: argparse.Namespace) -> None:
                                         limit=args.limit, offset=args.offset, sort_by=args.sort_by,
                                         sort_order=args.order, include_history=args.history)
             if args.json:
-                _print_json(facts)
+                print_json(facts)
             else:
                 for fact in facts:
                     print(f"{fact.category:<12} {fact.key:<24} {fact.value}")
@@ -190,45 +157,45 @@ def cmd_fact(args: argparse.Namespace) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=args.set is None) as store:
+    with open_store(args, embeddings=False, read_only=args.set is None) as store:
         if args.set is not None:
             summary = store.set_summary(args.set, user_id=args.user)
             print(f"summary version {summary.version} stored")
         elif args.history:
             history = store.summary_history(user_id=args.user)
-            _print_json(history) if args.json else [print(f"v{s.version} {s.created_at:%Y-%m-%d %H:%M}\n{s.content}\n") for s in history]
+            print_json(history) if args.json else [print(f"v{s.version} {s.created_at:%Y-%m-%d %H:%M}\n{s.content}\n") for s in history]
         else:
             text = store.get_summary(user_id=args.user)
-            _print_json({"user_id": args.user, "summary": text}) if args.json else print(text or "(no summary yet)")
+            print_json({"user_id": args.user, "summary": text}) if args.json else print(text or "(no summary yet)")
 
 
 def cmd_forget(args: argparse.Namespace) -> None:
     if not args.yes:
         raise ValidationError(f"forget deletes everything stored for {args.user!r}: add --yes to confirm")
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         counts = store.forget(user_id=args.user)
-    _print_json(counts) if args.json else print(f"forgot {args.user}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    print_json(counts) if args.json else print(f"forgot {args.user}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
 
 
 def cmd_users(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=True) as store:
+    with open_store(args, embeddings=False, read_only=True) as store:
         users = store.list_users()
-    _print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts") for u in users]
+    print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts") for u in users]
 
 
 # -- embeddings, health, demo, bench ---------------------------------------------------------
 
 def _embedding_job(args: argparse.Namespace, rebuild: bool) -> None:
-    from .progress import Progress
+    from ..progress import Progress
 
-    with _open(args) as store:
+    with open_store(args) as store:
         if store.embedding_model is None:
             raise ValidationError("no embedding provider configured (set --embeddings, OLLAMA_HOST or install the local extra)")
         bar = Progress("rebuild" if rebuild else "backfill")
         job = store.rebuild_embeddings if rebuild else store.backfill
         report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
         bar.close()
-    _print_json(report) if args.json else print(
+    print_json(report) if args.json else print(
         f"embedded {report.embedded}, failed {report.failed}, still without a vector {report.remaining}")
 
 
@@ -254,10 +221,10 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         except ModuleNotFoundError:
             report["extras"][extra] = False
     try:
-        store = _open(args, read_only=True)
+        store = open_store(args, read_only=True)
     except SchemaError as exc:  # the report so far, then the one-line error and exit 2
         report["schema"] = str(exc)
-        _print_json(report) if args.json else [print(f"{key:<20} {value}") for key, value in report.items()]
+        print_json(report) if args.json else [print(f"{key:<20} {value}") for key, value in report.items()]
         raise
     with store:
         report["schema_version"] = store.backend.schema_version()
@@ -271,15 +238,15 @@ def cmd_doctor(args: argparse.Namespace) -> None:
                 report["embedder_reachable"] = False
                 report["embedder_error"] = str(exc)
     if args.json:
-        _print_json(report)
+        print_json(report)
         return
     for key, value in report.items():
         print(f"{key:<20} {value}")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from .demo import run_demo
-    from .store import MemoryStore
+    from ..demo import run_demo
+    from ..store import MemoryStore
 
     db = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='navi-memory-demo-')}/demo.db"
     with MemoryStore.open(db, args.embeddings) as store:
@@ -292,14 +259,6 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 # -- parser ----------------------------------------------------------------------------------
-
-def _user(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--user", required=required, help="user id the command acts for")
-
-
-def _json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
 
 def build_parser() -> argparse.ArgumentParser:
     def common(parser: argparse.ArgumentParser, suppress: bool) -> argparse.ArgumentParser:
@@ -327,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("migrate", cmd_migrate, "create or upgrade the schema (safe to re-run)")
     p = command("add", cmd_add, "store a note for a user")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("content")
     p.add_argument("--type", default="note", choices=ITEM_TYPES)
     p.add_argument("--theme")
@@ -339,24 +298,24 @@ def build_parser() -> argparse.ArgumentParser:
                            ("archive", cmd_archive, "archive an item"), ("delete", cmd_delete, "delete an item"),
                            ("update", cmd_update, "change an item (re-embeds new text)")):
         p = command(name, fn, text)
-        _user(p)
+        user_option(p)
         p.add_argument("id", type=integer("id"))
         if name in ("get", "update"):
-            _json_flag(p)
+            json_option(p)
     sub.choices["pin"].add_argument("--off", action="store_true", help="unpin")
     sub.choices["archive"].add_argument("--restore", action="store_true", help="make active again")
     for flag in ("--content", "--title", "--theme"):
         sub.choices["update"].add_argument(flag)
     sub.choices["update"].add_argument("--type", choices=ITEM_TYPES)
     p = command("list", cmd_list, "list items, newest first")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("--theme")
     p.add_argument("--type", action="append", choices=ITEM_TYPES)
     p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
     p.add_argument("--limit", type=integer("limit"), default=50)
     p.add_argument("--offset", type=integer("offset"), default=0)
     p = command("search", cmd_search, "hybrid search over a user's memory")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("query")
     p.add_argument("--limit", type=integer("limit"), default=10)
     p.add_argument("--theme")
@@ -365,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recency-days", type=float)
     p.add_argument("--fusion", choices=FUSIONS)
     p = command("themes", cmd_themes, "themes with active item counts")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
 
     p = command("fact", cmd_fact, "structured facts: set, get, list, delete")
     facts = p.add_subparsers(dest="fact_command", required=True, metavar="ACTION")
@@ -389,21 +348,23 @@ def build_parser() -> argparse.ArgumentParser:
     f = facts.add_parser("delete", help="delete a fact by key", parents=[shared])
     f.add_argument("key"); f.add_argument("--category", choices=FACT_CATEGORIES)
     for f in facts.choices.values():
-        _user(f); _json_flag(f)
+        user_option(f); json_option(f)
 
     p = command("summary", cmd_summary, "show (or set) a user's narrative summary")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("--set", metavar="TEXT", help="store a new summary version")
     p.add_argument("--history", action="store_true", help="show earlier versions")
     p = command("forget", cmd_forget, "delete everything stored for a user")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("--yes", action="store_true", help="confirm")
     p = command("users", cmd_users, "list users (admin)")
-    _json_flag(p)
-    from .cli_pipeline import add_commands
+    json_option(p)
+    from .pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, facts, sessions
-    from . import cli_io, cli_persons, cli_ui
+    from . import io as cli_io
+    from . import persons as cli_persons
+    from . import web as cli_ui
 
     cli_ui.add_commands(command)  # ui, serve
     cli_persons.add_commands(command)  # person, promote, memory-md
@@ -411,22 +372,22 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)
-        _user(p, required=False); _json_flag(p)
+        user_option(p, required=False); json_option(p)
         p.add_argument("--batch-size", type=integer("batch_size"), default=32)
         if name == "rebuild-embeddings":
             p.add_argument("--yes", action="store_true", help="confirm")
     p = command("doctor", cmd_doctor, "show what is configured and reachable")
-    _json_flag(p)
+    json_option(p)
     command("demo", cmd_demo, "ingest a sample conversation and show search and the memory block")
     p = command("bench", cmd_bench, "benchmarks")
     benches = p.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     b = benches.add_parser("latency", help="ingest rate and search latency vs N")
-    from .bench import latency
+    from ..bench import latency
 
     latency.add_arguments(b)
     b.set_defaults(bench_run=latency.run)
     b = benches.add_parser("locomo", help="retrieval quality on the LoCoMo benchmark")
-    from .bench import locomo
+    from ..bench import locomo
 
     locomo.add_arguments(b)
     b.set_defaults(bench_run=locomo.run)
@@ -454,7 +415,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return 141
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,14 +17,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from ..config import DatabaseURL
-from ..errors import BackendUnavailableError, StorageError
-from ..sansio import Op, advance, install
-from .postgres import PostgresQueries, Q
-from .postgres_sql import adapt_vectors
-from .postgres_persons import PostgresPersonQueries
-from .postgres_sessions import PostgresSessionQueries
-from .postgres_transfer import PostgresTransferQueries
+from ...config import DatabaseURL
+from ...errors import BackendUnavailableError, StorageError
+from ...sansio import Op, advance, install
+from .persons import PostgresPersonQueries
+from .queries import PostgresQueries, Q
+from .search import PostgresSearchQueries
+from .sessions import PostgresSessionQueries
+from .sql import adapt_vectors
+from .transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries, PostgresQueries):
+for _queries in (PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
+                 PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -11,8 +11,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
-from ..timeutil import from_db, to_db
-from ..vectors import from_blob
+from ...timeutil import from_db, to_db
+from ...vectors import from_blob
 
 PERSON_TABLES = ("persons", "promotions")
 PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")

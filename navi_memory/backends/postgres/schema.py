@@ -13,8 +13,17 @@ several dimensions in one column), created when the model's first vector is stor
 
 from __future__ import annotations
 
-from ..models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
-                      MESSAGE_ROLES, SESSION_STATES)
+from ...models import (
+    EMBEDDING_STATES,
+    FACT_CATEGORIES,
+    FACT_SOURCES,
+    HOUSEHOLD_MODES,
+    ITEM_STATUSES,
+    ITEM_TYPES,
+    LLM_PURPOSES,
+    MESSAGE_ROLES,
+    SESSION_STATES,
+)
 
 
 def _in(values: tuple[str, ...]) -> str:

@@ -1,6 +1,6 @@
 """PostgreSQL storage of the household (persons, single or multi mode) and of the promotion job.
 
-Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``postgres_pool``);
+Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``pool``);
 each runs as one transaction and names ``user_id`` first (Citus-ready, like the rest).
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..sansio import Op, operation
-from .postgres_sql import Q, row_times
+from ...sansio import Op, operation
+from .sql import Q, row_times
 
 PERSON_TABLES = ("persons", "promotions")
 PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")

@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import _json_flag, _print_json, _user, integer
-from . import validation as v
-from .errors import ExtractionError, ValidationError
-from .models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
+from .. import validation as v
+from ..errors import ExtractionError, ValidationError
+from ..models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
+from .common import integer, json_option, print_json, user_option
 
 
-def _open(args: argparse.Namespace, chat: bool = False, read_only: bool = False) -> Any:
-    from .store import MemoryStore
+def open_store(args: argparse.Namespace, chat: bool = False, read_only: bool = False) -> Any:
+    from ..store import MemoryStore
 
     return MemoryStore.open(args.db, args.embeddings, chat_model=getattr(args, "chat_model", None) if chat else False,
                             read_only=read_only)
@@ -47,7 +47,7 @@ def report_line(report: ExtractionReport) -> str:
 
 def _finish(reports: list[ExtractionReport], as_json: bool) -> None:
     if as_json:
-        _print_json(reports)
+        print_json(reports)
     else:
         for report in reports:
             print(report_line(report))
@@ -63,11 +63,11 @@ def cmd_ingest(args: argparse.Namespace) -> None:
         import uuid
 
         session = uuid.uuid4().hex
-    with _open(args, chat=args.extract) as store:
+    with open_store(args, chat=args.extract) as store:
         result = store.add_messages(session, payload, user_id=args.user, triggers=False)
         report = store.extract_session(session, user_id=args.user) if args.extract else None
     if args.json and report is None:
-        _print_json(result)
+        print_json(result)
     elif not args.json:
         print(f"stored {result.added} messages in session {session} for {args.user}"
               + ("" if args.extract else " (run `navi-memory extract` to process it)"))
@@ -78,7 +78,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
 def cmd_extract(args: argparse.Namespace) -> None:
     if args.session and not args.user:
         raise ValidationError("--session needs --user")
-    with _open(args, chat=True) as store:
+    with open_store(args, chat=True) as store:
         if args.session:
             reports = [store.extract_session(args.session, user_id=args.user, force=args.all_messages)]
         else:
@@ -90,10 +90,10 @@ def cmd_extract(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    with _open(args, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         stats = store.usage_stats(user_id=args.user, all_users=args.user is None, limit=args.limit)
     if args.json:
-        _print_json(stats)
+        print_json(stats)
         return
     totals = stats["totals"]
     print(f"sessions {totals['sessions']}  messages {totals['messages']}  " + "  ".join(
@@ -110,10 +110,10 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def cmd_facts(args: argparse.Namespace) -> None:
-    with _open(args, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         facts = store.get_all_facts(user_id=args.user, category=args.category, include_history=args.history)
     if args.json:
-        _print_json(facts)
+        print_json(facts)
         return
     for fact in facts:
         print(f"{fact.category:<12} {fact.key:<28} {fact.value}  ({fact.source}, {fact.confidence})")
@@ -122,11 +122,11 @@ def cmd_facts(args: argparse.Namespace) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> None:
-    with _open(args, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         sessions = store.list_sessions(user_id=args.user, all_users=args.user is None, state=args.state,
                                        limit=args.limit)
     if args.json:
-        _print_json(sessions)
+        print_json(sessions)
         return
     for s in sessions:
         active = f"{s.last_active:%Y-%m-%d %H:%M}" if s.last_active else "-"
@@ -137,26 +137,26 @@ def cmd_sessions(args: argparse.Namespace) -> None:
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     """Register the commands on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("ingest", cmd_ingest, "store a conversation (a JSON list of OpenAI/LangChain-style messages)")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("file", metavar="FILE", help="JSON file, or - for standard input")
     p.add_argument("--session", help="session id (default: the file's session_id, else a new id)")
     p.add_argument("--extract", action="store_true", help="extract facts from it right away")
     p.add_argument("--chat-model", help="chat model for --extract (default $NAVI_MEMORY_CHAT_MODEL; none: rules)")
     p = command("extract", cmd_extract, "process stale sessions (or one session): facts, notes, chunks, summary")
-    _user(p, required=False); _json_flag(p)
+    user_option(p, required=False); json_option(p)
     p.add_argument("--session", help="extract this session now, stale or not (needs --user)")
     p.add_argument("--all-messages", action="store_true", help="with --session: re-read the whole session")
     p.add_argument("--stale-minutes", type=float, help="idle time that makes a session stale (default 30)")
     p.add_argument("--limit", type=integer("limit"), default=100, help="at most this many sessions")
     p.add_argument("--chat-model", help="chat model (default $NAVI_MEMORY_CHAT_MODEL; none: rules only)")
     p = command("stats", cmd_stats, "sessions, LLM calls and tokens (per purpose and per session)")
-    _user(p, required=False); _json_flag(p)
+    user_option(p, required=False); json_option(p)
     p.add_argument("--limit", type=integer("limit"), default=20, help="sessions listed")
     p = command("facts", cmd_facts, "a user's facts")
-    _user(p); _json_flag(p)
+    user_option(p); json_option(p)
     p.add_argument("--category", choices=FACT_CATEGORIES)
     p.add_argument("--history", action="store_true", help="include earlier values")
     p = command("sessions", cmd_sessions, "sessions, most recently active first")
-    _user(p, required=False); _json_flag(p)
+    user_option(p, required=False); json_option(p)
     p.add_argument("--state", choices=SESSION_STATES)
     p.add_argument("--limit", type=integer("limit"), default=50)

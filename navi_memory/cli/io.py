@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from .cli import _json_flag, _print_json, integer
-from .errors import ValidationError
-from .transfer_format import dumps, parse_user_map
+from ..errors import ValidationError
+from ..transfer_format import dumps, parse_user_map
+from .common import integer, json_option, print_json
 
 
-def _open(args: argparse.Namespace, read_only: bool = False) -> Any:
-    from .store import MemoryStore
+def open_store(args: argparse.Namespace, read_only: bool = False) -> Any:
+    from ..store import MemoryStore
 
     return MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
 
@@ -26,13 +26,13 @@ def cmd_export(args: argparse.Namespace) -> None:
     if args.format == "markdown":  # the promoted facts as a MEMORY.md, for assistants that read a file
         if not args.user or args.all_users or args.with_vectors:
             raise ValidationError("--format markdown exports one --user (no --all-users, no --with-vectors)")
-        from .cli_persons import cmd_memory_md
+        from .persons import cmd_memory_md
 
         cmd_memory_md(args)
         return
     if bool(args.user) == bool(args.all_users):
         raise ValidationError("give --user U or --all-users")
-    with _open(args, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         def export(out: Any) -> Any:
             return store.export(lambda record: out.write(dumps(record) + "\n"), user_id=args.user,
                                 all_users=args.all_users, with_vectors=args.with_vectors)
@@ -64,7 +64,7 @@ def _write_whole(path: str, write: Callable[[Any], Any]) -> Any:
 
 def _report(report: Any, as_json: bool, extra: dict[str, Any] | None = None) -> None:
     if as_json:
-        _print_json({**report.to_dict(), **(extra or {})})
+        print_json({**report.to_dict(), **(extra or {})})
         return
     print("added: " + (", ".join(f"{n} {k}" for k, n in report.added.items()) or "nothing"))
     if report.skipped:
@@ -92,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> None:
                 shutil.copyfileobj(sys.stdin, spool)
         id_file = open(args.id_map, "w", encoding="utf-8") if args.id_map else None
         try:
-            with _open(args) as store:
+            with open_store(args) as store:
                 report = store.import_file(
                     path, user_map=user_map, batch_size=args.batch_size, embed=not args.no_embed,
                     skip_unknown=args.skip_unknown,
@@ -105,10 +105,10 @@ def cmd_import(args: argparse.Namespace) -> None:
 
 
 def _import_navi(args: argparse.Namespace, user_map: dict[str, str]) -> None:
-    from .navi_source import NaviSource
+    from ..navi_source import NaviSource
 
     source = NaviSource(args.from_navi, user=args.navi_user)
-    with _open(args) as store:
+    with open_store(args) as store:
         report = store.import_records(source, user_map=user_map, batch_size=args.batch_size, embed=False)
         extra: dict[str, Any] = {"rows not imported": source.skipped or "none"}
         if not args.no_embed and store.embedding_model is not None:
@@ -127,7 +127,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
                    help="jsonl: everything (default); markdown: the user's promoted facts as a MEMORY.md")
     p.add_argument("--limit", type=integer("limit"), default=20, help="markdown: entries at most (default 20)")
     p = command("import", cmd_import, "import an export file, or migrate an existing Navi database")
-    _json_flag(p)
+    json_option(p)
     p.add_argument("file", nargs="?", metavar="FILE", help="export file (JSON Lines), or - for standard input")
     p.add_argument("--from-navi", metavar="URL", help="migrate a Navi database (sqlite:///navi.db, a path, or postgresql://...)")
     p.add_argument("--navi-user", help="with --from-navi: user of rows that have none (Navi's SQLite flavour)")

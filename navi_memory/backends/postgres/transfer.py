@@ -18,11 +18,11 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..errors import StorageError
-from ..sansio import Op, advance, operation
-from ..transfer_format import EXPORT_TABLES, item_digest
-from .postgres_persons import PERSON_COLUMNS
-from .postgres_sql import Q, row_times
+from ...errors import StorageError
+from ...sansio import Op, advance, operation
+from ...transfer_format import EXPORT_TABLES, item_digest
+from .persons import PERSON_COLUMNS
+from .sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
                  " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at")

@@ -12,8 +12,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
-from ..timeutil import from_db, to_db
-from .base import NewItem
+from ...timeutil import from_db, to_db
+from ..base import NewItem
 
 SESSION_TABLES = ("messages", "llm_calls")
 _SESSION_TIMES = ("created_at", "last_active", "extracted_at", "claimed_at", "updated_at")

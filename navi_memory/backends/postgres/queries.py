@@ -8,7 +8,6 @@ Each method is written once as a generator that yields ``Q`` (a query) and recei
 from __future__ import annotations
 
 import logging
-import math
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -16,33 +15,28 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..config import DatabaseURL
-from ..errors import EmbeddingError, StorageError, ValidationError
-from ..retrieval.query import like_pattern, select_matching_terms
-from ..sansio import Op, operation
-from ..timeutil import to_utc
-from . import postgres_schema as schema
-from . import postgres_sql as q
-from .postgres_persons import PERSON_TABLES, PostgresPersonQueries
-from .postgres_sessions import SESSION_TABLES, PostgresSessionQueries
-from .postgres_transfer import PostgresTransferQueries
-from .postgres_sql import Q, row_times as _row_times
-from .base import Filters, NewItem
+from ...config import DatabaseURL
+from ...errors import StorageError, ValidationError
+from ...retrieval.query import like_pattern
+from ...sansio import Op, operation
+from ...timeutil import to_utc
+from ..base import Filters, NewItem
+from . import schema as schema
+from . import sql as q
+from .persons import PERSON_TABLES, PostgresPersonQueries
+from .search import PostgresSearchQueries
+from .sessions import SESSION_TABLES, PostgresSessionQueries
+from .sql import Q
+from .sql import row_times as _row_times
+from .transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
-
-
-def _similarity(value: Any) -> float:
-    """1 - cosine distance; pgvector's distance with a zero vector is NaN, which is no similarity
-    (as on SQLite, whose index scores a zero vector 0)."""
-    score = float(value)
-    return 0.0 if math.isnan(score) else score
 
 
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
+class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -462,102 +456,6 @@ class PostgresQueries(PostgresSessionQueries, PostgresPersonQueries, PostgresTra
                        " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
                        " LIMIT %s OFFSET %s", [limit, offset])
         return [_row_times(r) for r in rows]
-
-    # -- retrieval candidates ---------------------------------------------------------------
-
-    @operation
-    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
-        if not terms:
-            return []
-        terms = list(terms)
-        match, match_all = terms, False
-        if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
-            estimates = yield Q(*q.term_row_estimates(filters.user_id, terms))
-            if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
-                rows_of = {r["term"]: float(r["rows"]) for r in estimates}
-                match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
-        rows = yield Q(*q.lexical_candidates(filters, terms, k, match, match_all))
-        if not rows and match_all:  # no row has all the common words: the rarest one alone selects
-            rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
-            rows = yield Q(*q.lexical_candidates(filters, terms, k, [rarest]))
-        return [(r["id"], float(r["score"])) for r in rows]
-
-    @operation
-    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
-        if not terms:
-            return []
-        cond, params = q.where(filters)
-        hits, hit_params = q.substring_hits(list(terms))
-        rows = yield Q(sql.SQL("SELECT id, hits FROM (SELECT i.id, i.created_at, {} AS hits FROM items i WHERE {}) s"
-                               " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT %s").format(hits, cond),
-                       [*hit_params, *params, k])
-        return [(r["id"], float(r["hits"])) for r in rows]
-
-    @operation
-    def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
-        """For each id, the items stored right before and after it in the same conversation session."""
-        cond, params = q.where(filters)
-        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("c.user_id = %s")
-        rows = yield Q(sql.SQL(
-            "SELECT c.id AS centre, i.id AS neighbour FROM items c JOIN items i ON i.user_id = c.user_id"
-            " AND i.id IN (c.id - 1, c.id + 1) WHERE {} AND c.id = ANY(%s) AND c.source_ref ->> 'session_id' IS NOT NULL"
-            " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {}").format(user, cond),
-            ([] if filters.user_id is None else [filters.user_id]) + [list(ids), *params])
-        out: dict[int, list[int]] = {}
-        for row in rows:
-            out.setdefault(row["centre"], []).append(row["neighbour"])
-        return out
-
-    @operation
-    def persons_named(self, user_id: str, names: Sequence[str]) -> Op:
-        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
-        in the household by display name, first name or alias."""
-        if not names:
-            return []
-        wanted = list(names)
-        rows = yield Q("SELECT DISTINCT person FROM items WHERE user_id = %s AND person IS NOT NULL"
-                       " AND lower(person) = ANY(%s) UNION SELECT display_name FROM persons p WHERE p.user_id = %s"
-                       " AND (lower(p.display_name) = ANY(%s) OR split_part(lower(p.display_name), ' ', 1) = ANY(%s)"
-                       " OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.aliases) a(alias)"
-                       " WHERE lower(a.alias) = ANY(%s)))", [user_id, wanted, user_id, wanted, wanted, wanted])
-        return [r["person"] for r in rows]
-
-    @operation
-    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
-        if not self.has_vector:
-            return []
-        if self.index_method == "ivfflat":
-            yield Q(sql.SQL("SET LOCAL ivfflat.probes = {}").format(sql.Literal(self.ivfflat_probes)))
-        else:
-            yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
-        dims, vector = int(query.size), query
-        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
-        if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
-            # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
-            # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
-            # few or none survive. Such a user is small enough to compare all of its vectors.
-            count = yield Q(*q.count_vectors(filters.user_id, model, dims, self.exact_below))
-            if count[0]["n"] < self.exact_below:
-                rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k, exact=True))
-        if not rows and filters.user_id is not None:
-            other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
-                            " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
-            if other:
-                raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
-                                     f"{other[0]['dimensions']}")
-        return [(r["id"], _similarity(r["score"])) for r in rows]
-
-    @operation
-    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> Op:
-        if not self.has_vector or not ids:
-            return {}
-        dims = sql.Literal(int(query.size))
-        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("user_id = %s")
-        rows = yield Q(sql.SQL("SELECT item_id, 1 - (embedding::vector({d}) <=> %s::vector({d})) AS score"
-                               " FROM embeddings WHERE {u} AND model = %s AND dimensions = {d} AND state = 'ready'"
-                               " AND item_id = ANY(%s)").format(d=dims, u=user),
-                       [query, *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
-        return {r["item_id"]: _similarity(r["score"]) for r in rows}
 
     # -- embeddings -------------------------------------------------------------------------
 

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import validation as v
-from .cli import _json_flag, _open, _print_json, _user, integer
-from .errors import NotFoundError, ValidationError
-from .models import HOUSEHOLD_MODES
-from .persons import ROLES, Person
+from .. import validation as v
+from ..errors import NotFoundError, ValidationError
+from ..models import HOUSEHOLD_MODES
+from ..persons import ROLES, Person
+from .common import integer, json_option, open_store, print_json, user_option
 
 
 def _line(p: Person) -> str:
@@ -44,7 +44,7 @@ def _ref(value: str) -> int | str:
 
 def cmd_person(args: argparse.Namespace) -> None:
     action = args.person_command
-    with _open(args, embeddings=False) as store:
+    with open_store(args, embeddings=False) as store:
         uid = args.user
         if action == "add":
             if args.multi:
@@ -69,7 +69,7 @@ def cmd_person(args: argparse.Namespace) -> None:
         else:
             result = store.infer_speaker(args.text, user_id=uid, hint=_ref(args.hint) if args.hint else None)
     if args.json:
-        _print_json(result)
+        print_json(result)
     elif isinstance(result, list):
         for p in result:
             print(_line(p))
@@ -83,17 +83,17 @@ def cmd_person(args: argparse.Namespace) -> None:
 
 
 def cmd_promote(args: argparse.Namespace) -> None:
-    with _open(args) as store:
+    with open_store(args) as store:
         report = store.promote(user_id=args.user, all_users=args.user is None, max_items=args.max_items)
     if args.json:
-        _print_json(report)
+        print_json(report)
         return
     print(f"{report.users} user(s), {report.candidates} items read: {report.clusters} clusters, "
           f"{report.facts_added} facts added, {report.facts_updated} updated, {report.items_promoted} items promoted")
 
 
 def cmd_memory_md(args: argparse.Namespace) -> None:
-    with _open(args, embeddings=False, read_only=True) as store:
+    with open_store(args, embeddings=False, read_only=True) as store:
         text = store.memory_markdown(user_id=args.user, limit=args.limit)
     if args.output in (None, "-"):
         sys.stdout.write(text)
@@ -127,7 +127,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
 
     def action(name: str, text: str) -> argparse.ArgumentParser:
         a = actions.add_parser(name, help=text, description=text)
-        _globals(a); _user(a); _json_flag(a)
+        _globals(a); user_option(a); json_option(a)
         return a
 
     a = action("add", "add a person (a second person needs multi mode: --multi switches to it)")
@@ -149,9 +149,9 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a.add_argument("text", metavar="TEXT")
     a.add_argument("--hint", help="the person of the device or session (id, name or alias)")
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
-    _user(p, required=False); _json_flag(p)
+    user_option(p, required=False); json_option(p)
     p.add_argument("--max-items", type=integer("max_items"), default=5000, help="newest items read per user")
     p = command("memory-md", cmd_memory_md, "write a user's promoted facts as a MEMORY.md")
-    _user(p)
+    user_option(p)
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
     p.add_argument("--limit", type=integer("limit"), default=20, help="entries at most (default 20)")

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..vectors import VectorIndex, from_blob
+from ...vectors import VectorIndex, from_blob
 
 @dataclass
 class _Entry:

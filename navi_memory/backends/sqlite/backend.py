@@ -18,17 +18,17 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, SchemaError, StorageError
-from ..retrieval.query import like_pattern
-from ..timeutil import from_db, to_db
-from ..vectors import to_blob
-from .base import Filters, NewItem
-from .sqlite_schema import LATEST_VERSION, MIGRATIONS
-from .sqlite_persons import PERSON_TABLES, SQLitePersons
-from .sqlite_search import SQLiteSearch, filter_sql
-from .sqlite_sessions import SESSION_TABLES, SQLiteSessions
-from .sqlite_transfer import SQLiteTransfer
-from .sqlite_vectors import VectorCache
+from ...errors import BackendUnavailableError, SchemaError, StorageError
+from ...retrieval.query import like_pattern
+from ...timeutil import from_db, to_db
+from ...vectors import to_blob
+from ..base import Filters, NewItem
+from .schema import LATEST_VERSION, MIGRATIONS
+from .persons import PERSON_TABLES, SQLitePersons
+from .search import SQLiteSearch, filter_sql
+from .sessions import SESSION_TABLES, SQLiteSessions
+from .transfer import SQLiteTransfer
+from .vectors import VectorCache
 
 _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
     e.error AS emb_error, e.updated_at AS emb_updated

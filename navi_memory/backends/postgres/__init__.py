@@ -1,0 +1,10 @@
+"""The server backend: PostgreSQL with pgvector (HNSW), tsvector GIN and optional pg_trgm.
+
+``queries`` (and its mixins ``search``, ``sessions``, ``persons``, ``transfer``) write each backend
+method once, as a generator of statements (``sql.Q``); ``pool`` runs them on psycopg's blocking or
+asyncio pool, one transaction per call; ``schema`` holds the numbered migrations. Importing this
+package needs psycopg (the ``postgres`` extra)."""
+
+from .pool import AsyncPostgresBackend, PostgresBackend
+
+__all__ = ["AsyncPostgresBackend", "PostgresBackend"]
