@@ -178,3 +178,38 @@ def test_the_rest_api_refuses_expires_days_past_year_9999(store, clock, dump):
         reply = client.post(f"/api/users/{U}/items", json={"content": "x", "expires_days": days})
         assert reply.status_code == 422 and "expires_days" in reply.json()["error"], reply.text
     assert dump() == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("configured", ["database", "role", "url"])
+def test_postgresql_reads_and_writes_whatever_the_date_style(postgres_server, configured):
+    name = "ds_" + uuid.uuid4().hex[:10]
+    postgres_server.execute(f"CREATE DATABASE {name}")
+    url = urlunsplit(urlsplit(postgres_server.url)._replace(path=f"/{name}"))
+    role = urlsplit(postgres_server.url).username
+    if configured == "database":
+        postgres_server.execute(f"ALTER DATABASE {name} SET DateStyle = 'SQL, DMY'")
+    elif configured == "role":
+        postgres_server.execute(f'ALTER ROLE "{role}" IN DATABASE {name} SET DateStyle = \'German, DMY\'')
+    else:
+        parts = urlsplit(url)
+        url = urlunsplit(parts._replace(query="&".join(filter(None, [parts.query, "options=-c%20DateStyle%3DPostgres%2CDMY"]))))
+    try:
+        with MemoryStore.open(url, embeddings=FakeEmbeddings()) as store:
+            item = store.add(user_id=U, content="the ferry leaves at dawn", observed_at="2026-02-01T10:00:00Z",
+                             expires_at="9999-12-31T23:59:59Z")
+            store.upsert_fact(user_id=U, category="profile", key="ferry", value="at dawn",
+                              expires_at="2026-01-02T03:04:05.678901Z")
+            got = store.get(item, user_id=U)
+            assert got.observed_at == datetime(2026, 2, 1, 10, tzinfo=UTC)
+            assert got.expires_at == datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+            assert got.created_at.tzinfo is not None
+            facts = store.get_all_facts(user_id=U, include_expired=True)
+            assert [f.expires_at for f in facts] == [datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)]
+            assert [i.id for i in store.list_items(user_id=U, types=["note"])] == [item]
+            assert store.search("ferry", user_id=U)
+            records: list[dict] = []
+            store.export(records.append, all_users=True)
+            assert any(r.get("observed_at") for r in records)
+    finally:
+        postgres_server.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
