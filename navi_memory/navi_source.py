@@ -136,7 +136,7 @@ class NaviSource:
         if "://" not in url:  # a bare path is a SQLite file
             url = f"sqlite:///{os.path.expanduser(url)}"
         self.url = parse_url(url)
-        self.user = user
+        self.user = None if user is None else v.user_id(user)  # exact or refused, as every user id
         self.skipped: dict[str, int] = {}
         self._reader = _Reader(self.url)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Callable
 from urllib.parse import quote
 
@@ -13,8 +14,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
+from ..validation import user_id
 from .pages import jsonable
 
 log = logging.getLogger("navi_memory.ui")
@@ -32,6 +35,20 @@ class SafeJSONResponse(JSONResponse):
 def path_part(value: Any) -> str:
     """A value as one URL path segment ("/" and "." sequences included, so nothing is normalised away)."""
     return quote(str(value), safe="")
+
+
+def user_route(path: str, endpoint: Callable[..., Any], **kwargs: Any) -> Route:
+    """A route under ``{user:path}`` whose user may hold a newline (``alice%0A``): it reaches
+    ``path_user`` and is refused by name, instead of matching no route (``path`` stops at newlines)."""
+    route = Route(path, endpoint, **kwargs)
+    route.path_regex = re.compile(route.path_regex.pattern, re.DOTALL)
+    return route
+
+
+def path_user(request: Request) -> str:
+    """The user of the path, exact or refused (``ValidationError``) before any page or route reads
+    or writes: ``/users/alice%20/...`` is not alice's (``validation.user_id``)."""
+    return user_id(request.path_params["user"])
 
 
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
