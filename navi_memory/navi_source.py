@@ -12,36 +12,56 @@ second migration add nothing. Reading is blocking (a one-off admin job).
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from . import validation as v
 from .config import DatabaseURL, parse_url
 from .errors import ConfigurationError, StorageError, ValidationError
 from .models import FACT_CATEGORIES, FACT_SOURCES
 from .operations import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
-from .timeutil import to_utc
 from .transfer_format import FORMAT, VERSION
 
 FACT_COLUMNS = ("id", "user_id", "category", "key", "value", "source", "confidence", "source_context",
                 "source_session_id", "expires_at", "last_verified_at", "created_at", "updated_at")
 SUMMARY_TEXT_COLUMNS = ("content", "summary", "text")
 SESSION_TABLES = ("sessions", "navi_sessions")  # where a session's owner is found when the state table has none
+TIME_COLUMNS = ("expires_at", "last_verified_at", "created_at", "updated_at", "extracted_at")
+_SECONDS = re.compile(r"-?\d+(\.\d+)?")
 
 
 def _when(value: Any) -> str | None:
-    """A Navi timestamp (datetime, ISO or ``YYYY-MM-DD HH:MM:SS`` text, Unix seconds) as ISO 8601 UTC."""
+    """A Navi timestamp (datetime, ISO or ``YYYY-MM-DD HH:MM:SS`` text, Unix seconds as a number or
+    digits) as ISO 8601 UTC, checked as every timestamp entering the store is (``validation.when``):
+    out of the years 1 to 9999 in UTC, or unreadable, is a ``ValidationError``."""
     if value is None or value == "":
         return None
+    if isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
+        value = float(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, timezone.utc).isoformat()
+        try:
+            return datetime.fromtimestamp(value, timezone.utc).isoformat()
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValidationError(f"timestamp {value!r} (Unix seconds) is outside 0001-01-01 .. 9999-12-31"
+                                  " in UTC") from exc
+    if not isinstance(value, (str, datetime)):
+        raise ValidationError(f"unreadable timestamp {value!r}")
     if isinstance(value, str):
         value = value.strip().replace(" ", "T", 1)
+    when = v.when(value, "timestamp")
+    return None if when is None else when.isoformat()
+
+
+@contextmanager
+def _row(label: str) -> Iterator[None]:
+    """A ValidationError while turning one source row into a record names the row."""
     try:
-        return to_utc(value).isoformat()
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"unreadable timestamp {value!r}") from exc
+        yield
+    except ValidationError as exc:
+        raise ValidationError(f"{label}: {exc}") from exc
 
 
 class _Reader:
@@ -66,10 +86,10 @@ class _Reader:
             import psycopg
         except ImportError as exc:
             raise ConfigurationError("reading a PostgreSQL Navi database needs the postgres extra") from exc
-        from .backends.postgres.pool import _translate
+        from .backends.postgres.pool import _translate, utc_conninfo
 
-        try:
-            with psycopg.connect(self.url.dsn or "") as conn:
+        try:  # read in UTC and ISO, whatever the database's zone and date style
+            with psycopg.connect(utc_conninfo(self.url)) as conn:
                 yield conn
         except psycopg.Error as exc:
             raise _translate(self.url, exc) from exc
@@ -93,8 +113,12 @@ class _Reader:
             return
         from psycopg import sql
 
+        # timestamps as text: psycopg cannot hold infinity, BC or years past 9999 (a DataError on
+        # the whole read); ``_when`` refuses them naming the row
+        fields = [sql.SQL("{}::text").format(sql.Identifier(c)) if c in TIME_COLUMNS else sql.Identifier(c)
+                  for c in columns]
         query = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
-            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(table),
+            sql.SQL(", ").join(fields), sql.Identifier(table),
             sql.SQL(", ").join(map(sql.Identifier, order)))
         with conn.cursor(name="navi_memory_migration") as cursor:  # server-side: rows arrive in chunks
             cursor.execute(query)
@@ -112,7 +136,7 @@ class NaviSource:
         if "://" not in url:  # a bare path is a SQLite file
             url = f"sqlite:///{os.path.expanduser(url)}"
         self.url = parse_url(url)
-        self.user = user
+        self.user = None if user is None else v.user_id(user)  # exact or refused, as every user id
         self.skipped: dict[str, int] = {}
         self._reader = _Reader(self.url)
 
@@ -161,16 +185,15 @@ class NaviSource:
             confidence = SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE) if confidence is None \
                 else max(0, min(100, round(float(confidence))))
             label = f"memory_facts row {row.get('id', number)}"
-            try:
+            with _row(label):
                 updated = _when(row.get("updated_at")) or _when(row.get("created_at")) or now
-                yield label, {
+                record = {
                     "type": "fact", "user_id": owner, "category": category, "key": key, "value": value,
                     "source": source, "confidence": confidence, "source_context": context,
                     "source_session_id": None if row.get("source_session_id") is None else str(row["source_session_id"]),
                     "expires_at": _when(row.get("expires_at")), "last_verified_at": _when(row.get("last_verified_at")),
                     "created_at": _when(row.get("created_at")) or updated, "updated_at": updated}
-            except ValidationError as exc:
-                raise ValidationError(f"{label}: {exc}") from exc
+            yield label, record
 
     def _summaries(self, conn: Any, columns: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         text = next((c for c in SUMMARY_TEXT_COLUMNS if c in columns), None)
@@ -183,9 +206,10 @@ class NaviSource:
             if owner is None or not str(row.get(text) or "").strip():
                 self._skip("summary without a user or text")
                 continue
-            when = _when(row.get("updated_at")) or _when(row.get("created_at")) or datetime.now(timezone.utc).isoformat()
-            yield f"memory_summary row {row.get('id', number)}", {
-                "type": "summary", "user_id": owner, "content": str(row[text]), "created_at": when}
+            label = f"memory_summary row {row.get('id', row.get('user_id', number))}"
+            with _row(label):
+                when = _when(row.get("updated_at")) or _when(row.get("created_at")) or datetime.now(timezone.utc).isoformat()
+            yield label, {"type": "summary", "user_id": owner, "content": str(row[text]), "created_at": when}
 
     def _session_owners(self, conn: Any, tables: dict[str, list[str]]) -> dict[str, str]:
         for table in SESSION_TABLES:
@@ -206,7 +230,8 @@ class NaviSource:
             if owner is None:
                 self._skip("session whose user is unknown")
                 continue
-            extracted = _when(row.get("extracted_at"))
+            with _row(f"session_memory_state {sid}"):
+                extracted = _when(row.get("extracted_at"))
             yield f"session_memory_state {sid}", {
                 "type": "session", "user_id": owner, "session_id": sid, "state": "extracted" if extracted else "open",
                 "extracted_at": extracted, "updated_at": extracted or datetime.now(timezone.utc).isoformat()}

@@ -28,7 +28,6 @@ from .retrieval import context
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
 from .sansio import Op, operation
-from .timeutil import days_ago
 from .vectors import check_vector
 
 log = logging.getLogger("navi_memory")
@@ -129,13 +128,12 @@ class MemoryOperations:
                  include_expired: bool = False) -> Filters:
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         now = self._now()
-        span = v.days(recency_days, "recency_days")
         return Filters(
             user_id=uid, now=now,
             status=v.choice(status or "active", "status", SEARCH_STATUSES),
             theme=None if theme in (None, "") else v.slug(theme),
             types=tuple(v.choice(t, "type", ITEM_TYPES) for t in v.names(types, "types")) or None,
-            since=None if span is None else days_ago(now, span),
+            since=v.days_from(now, recency_days, "recency_days", back=True),
             person=v.optional_text(person, "person", v.MAX_KEY),
             include_expired=bool(include_expired),
         )

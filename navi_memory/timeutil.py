@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,3 @@ def from_db(value: str | datetime | None) -> datetime | None:
     except (ValueError, OverflowError):
         log.warning("unreadable timestamp %r in the database: read as %s", value[:40], UNREADABLE.isoformat())
         return UNREADABLE
-
-
-def days_ago(now: datetime, days: float) -> datetime:
-    return now - timedelta(days=days)

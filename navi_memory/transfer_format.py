@@ -409,13 +409,17 @@ def occurrence_key(record: Mapping[str, Any]) -> bytes | None:
 
 
 def parse_user_map(pairs: list[str] | None) -> dict[str, str]:
-    """``["old=new", ...]`` to a dict."""
+    """``["old=new", ...]`` to a dict. Both ids are taken exactly as given (``validation.user_id``):
+    ``"alice =bob"`` is refused, never trimmed into a mapping of ``alice``."""
     out: dict[str, str] = {}
     for pair in pairs or []:
         old, sep, new = pair.partition("=")
         if not sep or not old.strip() or not new.strip():
             raise ValidationError(f"--user-map takes OLD=NEW, got {pair!r}")
-        out[v.user_id(old.strip())] = v.user_id(new.strip())
+        try:
+            out[v.user_id(old)] = v.user_id(new)
+        except ValidationError as exc:
+            raise ValidationError(f"--user-map {pair!r}: {exc}") from exc
     return out
 
 

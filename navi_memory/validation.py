@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from .errors import ValidationError
-from .timeutil import to_utc
+from .timeutil import EARLIEST, to_utc
 
 MAX_LIMIT = 50
 MAX_USER_ID = 256
@@ -184,11 +184,28 @@ def days(value: Any, field: str) -> float | None:
     return float(value)
 
 
+def days_from(now: datetime, value: Any, field: str, *, back: bool = False) -> datetime | None:
+    """The one way a number of days becomes a timestamp: ``now`` plus (or, with ``back``, minus)
+    ``value`` days, checked by ``days``. A later time past 9999-12-31 in UTC is a ``ValidationError``
+    (it could not be stored); an earlier one before the year 1 is a lower bound that excludes
+    nothing, so it is ``EARLIEST``."""
+    span = days(value, field)
+    if span is None:
+        return None
+    try:
+        return now - timedelta(days=span) if back else now + timedelta(days=span)
+    except OverflowError as exc:
+        if back:
+            return EARLIEST
+        raise ValidationError(f"{field} {value!r} from {now.isoformat()} is past 9999-12-31 in UTC") from exc
+
+
 def expiry(expires_at: Any, expires_days: Any, now: datetime) -> datetime | None:
     if expires_at is not None and expires_days is not None:
         raise ValidationError("give expires_at or expires_days, not both")
-    span = days(expires_days, "expires_days")
-    return now + timedelta(days=span) if span is not None else when(expires_at, "expires_at")
+    if expires_days is not None:
+        return days_from(now, expires_days, "expires_days")
+    return when(expires_at, "expires_at")
 
 
 def mapping(value: Any, field: str, max_bytes: int = 32 * 1024) -> dict[str, Any] | None:

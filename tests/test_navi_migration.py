@@ -208,3 +208,97 @@ def test_navi_on_a_server_without_pgvector(store, navi_novector):
     assert report.added == {"fact": 4, "summary": 2, "session": 2}
     assert store.backfill().remaining == 0
     assert sum(store.import_records(NaviSource(navi_novector)).added.values()) == 0
+
+
+# -- timestamps the source cannot give: out of range or unreadable, each named by its row ------------------
+
+BAD_SQLITE_TIMES = [
+    ("UPDATE memory_facts SET created_at = '10000-01-01 00:00:00' WHERE key = 'os'", "memory_facts row 3"),
+    ("UPDATE memory_facts SET updated_at = '0001-01-01T00:00:00+01:00' WHERE key = 'name'", "memory_facts row 1"),
+    ("UPDATE memory_facts SET updated_at = 'yesterday' WHERE key = 'sport'", "memory_facts row 4"),
+    ("UPDATE memory_facts SET updated_at = 1e20 WHERE key = 'name'", "memory_facts row 1"),
+    ("UPDATE memory_facts SET updated_at = -1e15 WHERE key = 'name'", "memory_facts row 1"),
+    ("UPDATE memory_summary SET updated_at = '2024-13-01 00:00:00'", "memory_summary row 1"),
+    ("UPDATE memory_summary SET updated_at = 1e300", "memory_summary row 1"),
+    ("UPDATE session_memory_state SET extracted_at = '99999-01-01' WHERE session_id = 'sess-b'",
+     "session_memory_state sess-b"),
+    ("UPDATE session_memory_state SET extracted_at = 'soon' WHERE session_id = 'sess-a'",
+     "session_memory_state sess-a"),
+]
+
+
+@pytest.mark.parametrize("corrupt, row", BAD_SQLITE_TIMES)
+def test_a_navi_timestamp_out_of_range_or_unreadable_names_its_row(store, dump, navi_sqlite, corrupt, row):
+    with sqlite3.connect(navi_sqlite) as conn:
+        conn.execute(corrupt)
+    conn.close()
+    store.add(user_id="eugene", content="kept as it was")
+    before = dump()
+    with pytest.raises(ValidationError) as info:
+        store.import_records(NaviSource(str(navi_sqlite), user="eugene"))
+    assert row in str(info.value) and "timestamp" in str(info.value)
+    assert dump() == before
+
+
+def test_the_cli_names_the_navi_row_with_a_bad_timestamp(store, dump, db_url, navi_sqlite, capsys):
+    with sqlite3.connect(navi_sqlite) as conn:
+        conn.execute("UPDATE memory_facts SET created_at = 1e20 WHERE key = 'os'")
+    conn.close()
+    store.add(user_id="eugene", content="kept as it was")
+    before = dump()
+    code = main(["--db", db_url, "--embeddings", "hashing", "import", "--from-navi", str(navi_sqlite),
+                 "--navi-user", "eugene"])
+    err = capsys.readouterr().err
+    assert code == 2 and "memory_facts row 3" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert dump() == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("column, value, row", [
+    ("updated_at", "infinity", "memory_facts row 2"),
+    ("expires_at", "-infinity", "memory_facts row 2"),
+    ("created_at", "0001-01-01 00:00:00+00 BC", "memory_facts row 2"),
+    ("last_verified_at", "20000-01-01 00:00:00+00", "memory_facts row 2"),
+])
+def test_a_postgres_navi_timestamp_python_cannot_hold_names_its_row(store, dump, navi_postgres, column, value, row):
+    import psycopg
+
+    with psycopg.connect(navi_postgres, autocommit=True) as conn:
+        conn.execute(f"UPDATE memory_facts SET {column} = %s::timestamptz WHERE key = 'server_ip'", (value,))
+    store.add(user_id="alice", content="kept as it was")
+    before = dump()
+    with pytest.raises(ValidationError) as info:
+        store.import_records(NaviSource(navi_postgres))
+    assert row in str(info.value) and "timestamp" in str(info.value)
+    assert dump() == before
+
+
+@pytest.mark.postgres
+def test_a_postgres_navi_database_in_another_zone_and_date_style_reads_the_same(store, navi_postgres):
+    odd = navi_postgres.replace("options=", "options=-c%20DateStyle%3DSQL%2CDMY%20-c%20TimeZone%3DAsia%2FTokyo%20", 1)
+    assert odd != navi_postgres
+    store.import_records(NaviSource(odd))
+    facts = {f.key: f for f in store.get_all_facts(user_id="alice", include_expired=True)}
+    assert facts["server_ip"].created_at == _utc("2024-05-01T08:00:00")
+    assert facts["server_ip"].expires_at == _utc("2030-01-01T00:00:00")
+
+
+@pytest.mark.parametrize("seconds", [1e20, -1e15, 1e300, "1e20", "253402300800"])
+def test_navi_unix_seconds_past_year_9999_name_their_row(store, dump, tmp_path, seconds):
+    path = tmp_path / "navi-seconds.db"
+    with sqlite3.connect(path) as conn:  # a flavour keeping Unix seconds in untyped columns
+        conn.execute("CREATE TABLE memory_facts (id INTEGER PRIMARY KEY, category, key, value, created_at, updated_at)")
+        conn.execute("INSERT INTO memory_facts VALUES (1, 'profile', 'name', 'Eugene', 1709283600, 1709283600),"
+                     " (2, 'profile', 'city', 'Porto', 1709283600, ?)", (seconds,))
+    conn.close()
+    store.add(user_id="eugene", content="kept as it was")
+    before = dump()
+    with pytest.raises(ValidationError, match="memory_facts row 2: timestamp"):
+        store.import_records(NaviSource(str(path), user="eugene"))
+    assert dump() == before
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE memory_facts SET updated_at = '1709283600' WHERE id = 2")
+    conn.close()
+    store.import_records(NaviSource(str(path), user="eugene"))
+    assert {f.updated_at for f in store.get_all_facts(user_id="eugene")} == {_utc("2024-03-01T09:00:00")}

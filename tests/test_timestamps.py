@@ -118,3 +118,98 @@ def test_postgresql_reads_in_utc_whatever_the_databases_zone(postgres_server):
             assert store.search("forever", user_id=U)
     finally:
         postgres_server.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+LATE = datetime(9990, 1, 1, tzinfo=UTC)  # a clock this late leaves 3,651 days before year 9999 ends
+
+
+@pytest.mark.parametrize("now, days", [(None, 10**6), (None, 10**9), (None, 10**20), (None, 1e308),
+                                       (LATE, 10**4), (LATE, 365_000)])
+def test_expires_days_past_year_9999_is_refused_and_nothing_written(store, clock, dump, now, days):
+    seed(store)
+    if now is not None:
+        clock.set(now)
+    for call in (lambda: store.upsert_fact(user_id=U, category="profile", key="k", value="v", expires_days=days),
+                 lambda: store.add(user_id=U, content="x", expires_days=days)):
+        error = unchanged_after(dump, call, ValidationError)
+        assert "expires_days" in str(error)
+
+
+def test_expires_days_up_to_the_last_representable_day_is_kept(store, clock):
+    clock.set(LATE)
+    store.upsert_fact(user_id=U, category="profile", key="k", value="v", expires_days=3651)
+    assert store.get_all_facts(user_id=U)[0].expires_at == datetime(9999, 12, 31, tzinfo=UTC)
+
+
+def test_recency_days_reaching_before_year_1_excludes_nothing(store, clock):
+    clock.set(datetime(100, 1, 1, tzinfo=UTC))
+    item = store.add(user_id=U, content="the ferry leaves at dawn")
+    assert [r.id for r in store.search("ferry", user_id=U, recency_days=365_000)] == [item]
+
+
+@pytest.mark.parametrize("days", ["1e9", "1e20", "inf"])
+def test_the_cli_refuses_expires_days_past_year_9999(store, db_url, dump, capsys, days):
+    seed(store)
+    before = dump()
+    for args in (["fact", "set", "--user", U, "--category", "profile", "k", "v", "--expires-days", days],
+                 ["add", "--user", U, "x", "--expires-days", days]):
+        code = main(["--db", db_url, "--embeddings", "hashing", *args])
+        err = capsys.readouterr().err
+        assert code == 2 and "expires_days" in err and "Traceback" not in err, err
+    assert dump() == before
+
+
+def test_the_rest_api_refuses_expires_days_past_year_9999(store, clock, dump):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.api import create_api_app
+
+    from .ui_helpers import LOCAL, TOKEN
+
+    seed(store)
+    before = dump()
+    client = TestClient(create_api_app(store, token=TOKEN), base_url=LOCAL, headers={"Authorization": f"Bearer {TOKEN}"})
+    for now, days in ((None, 10**20), (None, 10**6), (LATE, 10**4)):
+        if now is not None:
+            clock.set(now)
+        reply = client.post(f"/api/users/{U}/facts", json={"category": "profile", "key": "k", "value": "v",
+                                                          "expires_days": days})
+        assert reply.status_code == 422 and "expires_days" in reply.json()["error"], reply.text
+        reply = client.post(f"/api/users/{U}/items", json={"content": "x", "expires_days": days})
+        assert reply.status_code == 422 and "expires_days" in reply.json()["error"], reply.text
+    assert dump() == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("configured", ["database", "role", "url"])
+def test_postgresql_reads_and_writes_whatever_the_date_style(postgres_server, configured):
+    name = "ds_" + uuid.uuid4().hex[:10]
+    postgres_server.execute(f"CREATE DATABASE {name}")
+    url = urlunsplit(urlsplit(postgres_server.url)._replace(path=f"/{name}"))
+    role = urlsplit(postgres_server.url).username
+    if configured == "database":
+        postgres_server.execute(f"ALTER DATABASE {name} SET DateStyle = 'SQL, DMY'")
+    elif configured == "role":
+        postgres_server.execute(f'ALTER ROLE "{role}" IN DATABASE {name} SET DateStyle = \'German, DMY\'')
+    else:
+        parts = urlsplit(url)
+        url = urlunsplit(parts._replace(query="&".join(filter(None, [parts.query, "options=-c%20DateStyle%3DPostgres%2CDMY"]))))
+    try:
+        with MemoryStore.open(url, embeddings=FakeEmbeddings()) as store:
+            item = store.add(user_id=U, content="the ferry leaves at dawn", observed_at="2026-02-01T10:00:00Z",
+                             expires_at="9999-12-31T23:59:59Z")
+            store.upsert_fact(user_id=U, category="profile", key="ferry", value="at dawn",
+                              expires_at="2026-01-02T03:04:05.678901Z")
+            got = store.get(item, user_id=U)
+            assert got.observed_at == datetime(2026, 2, 1, 10, tzinfo=UTC)
+            assert got.expires_at == datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+            assert got.created_at.tzinfo is not None
+            facts = store.get_all_facts(user_id=U, include_expired=True)
+            assert [f.expires_at for f in facts] == [datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)]
+            assert [i.id for i in store.list_items(user_id=U, types=["note"])] == [item]
+            assert store.search("ferry", user_id=U)
+            records: list[dict] = []
+            store.export(records.append, all_users=True)
+            assert any(r.get("observed_at") for r in records)
+    finally:
+        postgres_server.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Sequence
 
 from .. import prompt
+from .. import validation as v
 from ..errors import StorageError
 from ..models import SearchResult
 from ..promotion import prompt_facts_block
@@ -45,7 +46,7 @@ class MemoryContextBuilder:
     ``NAVI_MEMORY_INJECTION_TOKENS``) are injected, counted by ``token_counter`` (text -> tokens,
     e.g. a chat model's ``get_num_tokens``; default LangChain's approximate count)."""
 
-    def __init__(self, caller: StoreCaller, user_id: str, *, mode: str = "injection", k: int = 8,
+    def __init__(self, caller: StoreCaller, user_id: Any, *, mode: str = "injection", k: int = 8,
                  search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None,
                  max_tokens: int | None = None, token_counter: prompt.TokenCounter | None = None) -> None:
         if mode not in prompt.MODES:
@@ -53,7 +54,7 @@ class MemoryContextBuilder:
         if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(
                 min_similarity, (int, float)) or not 0 <= min_similarity <= 1):
             raise ValueError("min_similarity must be a number from 0 to 1 (or None for the store's setting)")
-        self.caller, self.user_id, self.mode, self.k = caller, user_id, mode, k
+        self.caller, self.user_id, self.mode, self.k = caller, v.user_id(user_id), mode, k
         store = caller.sync_store if caller.sync_store is not None else caller.async_store
         self.min_similarity = float(store.settings.min_similarity if min_similarity is None else min_similarity)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Optional
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from .. import validation as v
 from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
 
@@ -211,11 +212,9 @@ class MemoryTools:
     """The tool set for one user. ``memory_search(...)`` returns JSON text; ``amemory_search(...)``
     is its coroutine (native with an ``AsyncMemoryStore``, else run in a worker thread)."""
 
-    def __init__(self, store: Any, user_id: str, *, async_store: Any = None, household: str | None = None) -> None:
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
+    def __init__(self, store: Any, user_id: Any, *, async_store: Any = None, household: str | None = None) -> None:
+        self.user_id = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
         self.caller = StoreCaller(store, async_store)
-        self.user_id = user_id
         self.household = household or self._household_mode()
         self.specs = tool_specs(self.household)
 

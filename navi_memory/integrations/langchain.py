@@ -102,6 +102,7 @@ class NaviMemoryRetriever(BaseRetriever):
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRetriever":
+        v.user_id(self.user_id)  # exact or refused, never trimmed
         self._caller = StoreCaller(self.store, self.async_store)
         return self
 
@@ -202,11 +203,9 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
 
     def __init__(self, store: Any = None, session_id: str | None = None, user_id: str | None = None, *,
                  async_store: Any = None, background: bool | None = None, triggers: bool = True) -> None:
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
+        self.user_id = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
         self._caller = StoreCaller(store, async_store)
         self.session_id = session_id or uuid.uuid4().hex
-        self.user_id = user_id
         self.background = background
         self.triggers = triggers
 
@@ -265,11 +264,9 @@ def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None
     return out
 
 
-def _builder(store: Any, async_store: Any, user_id: str, mode: str, k: int,
+def _builder(store: Any, async_store: Any, user_id: Any, mode: str, k: int,
              search_kwargs: dict[str, Any] | None, min_similarity: float | None, max_tokens: int | None,
              token_counter: Any) -> MemoryContextBuilder:
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise ValueError("user_id must be a non-empty string")
     return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs,
                                 min_similarity=min_similarity, max_tokens=max_tokens, token_counter=token_counter)
 
@@ -379,7 +376,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
                  min_similarity: float | None = None, max_tokens: int | None = None,
                  token_counter: Callable[[str], int] | None = None) -> None:
         super().__init__()
-        self._builder = _builder(store, async_store, user_id or "", mode, k, search_kwargs, min_similarity, max_tokens,
+        self._builder = _builder(store, async_store, user_id, mode, k, search_kwargs, min_similarity, max_tokens,
                                  token_counter)
         self._caller = self._builder.caller
         self.user_id = user_id

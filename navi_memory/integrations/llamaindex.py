@@ -25,6 +25,7 @@ from llama_index.core.tools.tool_spec.base import BaseToolSpec
 from pydantic import Field, PrivateAttr, model_validator
 
 from .. import prompt
+from .. import validation as v
 from ..models import SearchResult
 from ._context import MemoryContextBuilder, last_user_text
 from ._tools import TOOLS, MemoryTools, StoreCaller
@@ -60,11 +61,10 @@ class NaviMemoryRetriever(BaseRetriever):
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None, k: int = 8,
                  **search_kwargs: Any) -> None:
-        if not isinstance(user_id, str) or not user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
+        uid = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
         super().__init__()
         self._caller = StoreCaller(store, async_store)
-        self.user_id, self.k, self.search_kwargs = user_id, k, search_kwargs
+        self.user_id, self.k, self.search_kwargs = uid, k, search_kwargs
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
         results = self._caller.call("search", query_bundle.query_str, user_id=self.user_id, limit=self.k,
@@ -129,8 +129,6 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryBlock":
-        if not self.user_id.strip():
-            raise ValueError("user_id must be a non-empty string")
         self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), self.user_id, mode=self.mode,
                                              k=self.k, search_kwargs=self.search_kwargs,
                                              min_similarity=self.min_similarity, max_tokens=self.max_tokens,
@@ -193,7 +191,7 @@ class NaviMemoryToolSpec(BaseToolSpec):
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
                  household: str | None = None) -> None:
-        self._tools = MemoryTools(store, user_id or "", async_store=async_store, household=household)
+        self._tools = MemoryTools(store, user_id, async_store=async_store, household=household)
         self.spec_functions = [(name, f"a{name}") for name in self._tools.specs]
         for name in self._tools.specs:
             sync, run_async = self._tools.functions(name)

@@ -24,7 +24,7 @@ from ..validation import parse_json
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
-from .web import SafeJSONResponse, call, id_route, json_error, path_part
+from .web import SafeJSONResponse, call, json_error, path_part, path_user, user_route
 
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
                "source_message_id", "person", "expires_at", "expires_days"}
@@ -56,10 +56,6 @@ async def _body(request: Request, reserved: set[str]) -> dict[str, Any]:
     return data
 
 
-def _user(request: Request) -> str:
-    return request.path_params["user"]
-
-
 def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") -> Starlette:
     """The REST API over an open (blocking) ``MemoryStore``; refuses to exist without a token."""
     token = check_token(token, host, "NAVI_MEMORY_API_TOKEN", required=True)
@@ -70,37 +66,37 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
     async def list_items(request: Request) -> Response:
         params = Params(request.query_params)
         builder = pages.search_page if params.text("q") is not None else pages.items_page
-        return SafeJSONResponse(await call(builder, store, _user(request), params))
+        return SafeJSONResponse(await call(builder, store, path_user(request), params))
 
     async def create_item(request: Request) -> Response:
         data = await _body(request, {"user_id", "id", "self"})
         content = data.pop("content", None)
 
         def add() -> Any:
-            item_id = store.add(user_id=_user(request), content=content, **data)
-            return store.get(item_id, user_id=_user(request))
+            item_id = store.add(user_id=path_user(request), content=content, **data)
+            return store.get(item_id, user_id=path_user(request))
 
         item = await call(add)
         collection = request.url.path.rstrip("/").rsplit("/", 1)[1]
-        location = f"{request.scope.get('root_path', '')}/api/users/{path_part(_user(request))}/{collection}/{item.id}"
-        return SafeJSONResponse({"user": _user(request), "item": item}, status_code=201, headers={"location": location})
+        location = f"{request.scope.get('root_path', '')}/api/users/{path_part(path_user(request))}/{collection}/{item.id}"
+        return SafeJSONResponse({"user": path_user(request), "item": item}, status_code=201, headers={"location": location})
 
     async def get_item(request: Request) -> Response:
-        return SafeJSONResponse(await call(pages.item_page, store, _user(request), request.path_params["item_id"]))
+        return SafeJSONResponse(await call(pages.item_page, store, path_user(request), request.path_params["item_id"]))
 
     async def update_item(request: Request) -> Response:
         changes = await _body(request, {"user_id", "item_id", "id", "self"})
         if not changes:
             raise ValidationError("nothing to update: the body has no fields")
-        item = await call(store.update, request.path_params["item_id"], user_id=_user(request), **changes)
-        return SafeJSONResponse({"user": _user(request), "item": item})
+        item = await call(store.update, request.path_params["item_id"], user_id=path_user(request), **changes)
+        return SafeJSONResponse({"user": path_user(request), "item": item})
 
     async def delete_item(request: Request) -> Response:
-        await call(store.delete, request.path_params["item_id"], user_id=_user(request))
+        await call(store.delete, request.path_params["item_id"], user_id=path_user(request))
         return Response(status_code=204)
 
     async def list_facts(request: Request) -> Response:
-        return SafeJSONResponse(await call(pages.facts_page, store, _user(request), Params(request.query_params)))
+        return SafeJSONResponse(await call(pages.facts_page, store, path_user(request), Params(request.query_params)))
 
     async def upsert_fact(request: Request) -> Response:
         data = await _body(request, {"user_id"})
@@ -109,7 +105,7 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
             raise ValidationError(f"unknown fact field(s): {', '.join(unknown)}")
         data.setdefault("source", FACT_SOURCE)
         data = {k: data.get(k) for k in ("category", "key", "value")} | data
-        change = await call(store.upsert_fact, user_id=_user(request), **data)
+        change = await call(store.upsert_fact, user_id=path_user(request), **data)
         return SafeJSONResponse(change, status_code=201 if change.action == "added" else 200)
 
     async def delete_facts(request: Request) -> Response:
@@ -117,41 +113,41 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         key = params.text("key")
         if key is None:
             raise ValidationError("give the fact to delete: ?key=...[&category=...]")
-        count = await call(store.delete_fact, key, user_id=_user(request), category=params.text("category"))
+        count = await call(store.delete_fact, key, user_id=path_user(request), category=params.text("category"))
         return SafeJSONResponse({"deleted": count})
 
     async def get_household(request: Request) -> Response:
-        return SafeJSONResponse({"user": _user(request)} | await call(store.household, user_id=_user(request)))
+        return SafeJSONResponse({"user": path_user(request)} | await call(store.household, user_id=path_user(request)))
 
     async def put_household(request: Request) -> Response:
         data = await _body(request, {"user_id"})
         unknown = sorted(set(data) - {"mode", "members"})
         if unknown:
             raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode and/or members")
-        household = await call(store.put_household, user_id=_user(request), **data)
-        return SafeJSONResponse({"user": _user(request)} | household)
+        household = await call(store.put_household, user_id=path_user(request), **data)
+        return SafeJSONResponse({"user": path_user(request)} | household)
 
     async def read_page(request: Request) -> Response:
         builder = {"summary": pages.summary_page, "search": pages.search_page}[request.url.path.rsplit("/", 1)[1]]
-        return SafeJSONResponse(await call(builder, store, _user(request), Params(request.query_params)))
+        return SafeJSONResponse(await call(builder, store, path_user(request), Params(request.query_params)))
 
     async def on_error(request: Request, exc: Exception) -> Response:
         return json_error(request, exc, validation_status=422)
 
     user = "/api/users/{user:path}"
     routes = [Route("/api/users", users),
-              Route(f"{user}/facts", list_facts, methods=["GET"]),
-              Route(f"{user}/facts", upsert_fact, methods=["POST", "PUT"]),
-              Route(f"{user}/facts", delete_facts, methods=["DELETE"]),
-              Route(f"{user}/household", get_household, methods=["GET"]),
-              Route(f"{user}/household", put_household, methods=["PUT"]),
-              Route(f"{user}/summary", read_page), Route(f"{user}/search", read_page)]
+              user_route(f"{user}/facts", list_facts, methods=["GET"]),
+              user_route(f"{user}/facts", upsert_fact, methods=["POST", "PUT"]),
+              user_route(f"{user}/facts", delete_facts, methods=["DELETE"]),
+              user_route(f"{user}/household", get_household, methods=["GET"]),
+              user_route(f"{user}/household", put_household, methods=["PUT"]),
+              user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
     for name in ("items", "chunks"):  # "chunks": seed 004's name for the same rows
-        routes += [Route(f"{user}/{name}", list_items, methods=["GET"]),
-                   Route(f"{user}/{name}", create_item, methods=["POST"]),
-                   id_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
-                   id_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
-                   id_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
+        routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),
+                   user_route(f"{user}/{name}", create_item, methods=["POST"]),
+                   user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
+                   user_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
+                   user_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False)],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})
 

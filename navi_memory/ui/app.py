@@ -24,10 +24,11 @@ from starlette.templating import Jinja2Templates
 
 from ..errors import NaviMemoryError
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES
+from ..validation import user_id
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
-from .web import SafeJSONResponse, call, error_status, id_route, json_error, path_part
+from .web import SafeJSONResponse, call, error_status, json_error, path_part, path_user, user_route
 
 Builder = Callable[..., dict]
 
@@ -91,23 +92,24 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
         return SafeJSONResponse(await call(pages.users_page, store, Params(request.query_params)))
 
     async def pick(request: Request) -> Response:
-        user = Params(request.query_params).text("user")
-        if user is None:
+        raw = request.query_params.get("user") or ""
+        if not raw.strip():
             return RedirectResponse(request.url_for("users").path, status_code=303)
+        user = user_id(raw)  # exact or refused (400): "alice " never lands on alice's pages
         return RedirectResponse(f"{request.scope.get('root_path', '')}/users/{path_part(user)}/items", status_code=303)
 
     def user_page(builder: Builder, template: str | None) -> Callable:
         async def endpoint(request: Request) -> Response:
-            data = await call(builder, store, request.path_params["user"], Params(request.query_params))
+            data = await call(builder, store, path_user(request), Params(request.query_params))
             return SafeJSONResponse(data) if template is None else render(request, template, data)
         return endpoint
 
     async def item(request: Request) -> Response:
-        data = await call(pages.item_page, store, request.path_params["user"], request.path_params["item_id"])
+        data = await call(pages.item_page, store, path_user(request), request.path_params["item_id"])
         return render(request, "item.html", data)
 
     async def item_json(request: Request) -> Response:
-        data = await call(pages.item_page, store, request.path_params["user"], request.path_params["item_id"])
+        data = await call(pages.item_page, store, path_user(request), request.path_params["item_id"])
         return SafeJSONResponse(data)
 
     async def stylesheet(request: Request) -> Response:
@@ -121,10 +123,10 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
 
     routes = [Route("/", users, name="users"), Route("/ui.css", stylesheet), Route("/pick", pick),
               Route("/api/users", users_json),
-              id_route("/users/{user:path}/items/{item_id:int}", item),
-              id_route("/api/users/{user:path}/items/{item_id:int}", item_json)]
+              user_route("/users/{user:path}/items/{item_id:int}", item),
+              user_route("/api/users/{user:path}/items/{item_id:int}", item_json)]
     for suffix, builder, template in USER_PAGES:
-        routes.append(Route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
-        routes.append(Route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))
+        routes.append(user_route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
+        routes.append(user_route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=True)],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Callable
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
+from ..validation import user_id
 from .pages import jsonable
 
 log = logging.getLogger("navi_memory.ui")
@@ -57,6 +59,20 @@ def id_route(path: str, endpoint: Callable[..., Any], **kwargs: Any) -> Route:
 def path_part(value: Any) -> str:
     """A value as one URL path segment ("/" and "." sequences included, so nothing is normalised away)."""
     return quote(str(value), safe="")
+
+
+def user_route(path: str, endpoint: Callable[..., Any], **kwargs: Any) -> Route:
+    """A route under ``{user:path}`` whose user may hold a newline (``alice%0A``): it reaches
+    ``path_user`` and is refused by name, instead of matching no route (``path`` stops at newlines)."""
+    route = id_route(path, endpoint, **kwargs)  # and its ids read by IdConvertor
+    route.path_regex = re.compile(route.path_regex.pattern, re.DOTALL)
+    return route
+
+
+def path_user(request: Request) -> str:
+    """The user of the path, exact or refused (``ValidationError``) before any page or route reads
+    or writes: ``/users/alice%20/...`` is not alice's (``validation.user_id``)."""
+    return user_id(request.path_params["user"])
 
 
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -76,12 +76,14 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
 
 
 def utc_conninfo(url: DatabaseURL) -> str:
-    """The connection string with the session time zone pinned to UTC (the ``options`` the URL
-    already has kept): timestamps then read back as stored whatever the server's or database's
-    default zone (in Europe/Oslo, 9999-12-31T23:59:59Z would read as year 10000 and fail)."""
+    """The connection string with the session time zone pinned to UTC and the date style to ISO
+    (the ``options`` the URL already has kept, ours last so they win): timestamps then read back as
+    stored whatever the server's, database's or role's defaults (in Europe/Oslo,
+    9999-12-31T23:59:59Z would read as year 10000 and fail; psycopg cannot read timestamptz text in
+    the ``SQL``, ``German`` or ``Postgres`` date styles at all)."""
     try:
         options = conninfo_to_dict(url.dsn or "").get("options") or ""
-        return make_conninfo(url.dsn or "", options=f"{options} -c TimeZone=UTC".strip())
+        return make_conninfo(url.dsn or "", options=f"{options} -c TimeZone=UTC -c DateStyle=ISO".strip())
     except psycopg.Error as exc:
         raise _translate(url, exc) from exc
 
