@@ -22,7 +22,7 @@ from . import validation as v
 from .config import DatabaseURL, parse_url
 from .errors import ConfigurationError, StorageError, ValidationError
 from .models import FACT_CATEGORIES, FACT_SOURCES
-from .operations import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
+from .contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
 from .transfer_format import FORMAT, VERSION
 
 FACT_COLUMNS = ("id", "user_id", "category", "key", "value", "source", "confidence", "source_context",

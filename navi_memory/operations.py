@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,45 +27,14 @@ from .persons import canonical_name
 from .retrieval import context
 from .retrieval import search as ranking
 from .retrieval.query import is_match_all, query_terms
+from .contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
+from .calls import Call, at_once, db
 from .sansio import Op, operation
 from .vectors import check_vector
 
 log = logging.getLogger("navi_memory")
 
-SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
-DEFAULT_CONFIDENCE = 70
 EMBED_BATCH = 32
-
-
-class Call(NamedTuple):
-    """One unit of I/O requested by an operation: ``target`` is "db", "embed", "llm", "spawn", or
-    "all" (``args``: independent calls the runner may run concurrently, see ``at_once``)."""
-
-    target: str
-    name: str
-    args: tuple
-    kwargs: dict
-
-
-def db(name: str, *args: Any, **kwargs: Any) -> Call:
-    return Call("db", name, args, kwargs)
-
-
-def at_once(*calls: Call) -> Call:
-    """Independent calls that may run concurrently (each backend call takes its own connection).
-    The operation receives ``[(value, error), ...]`` in order; ``error`` is the NaviMemoryError a
-    call raised, else None."""
-    return Call("all", "", calls, {})
-
-
-def embedding_text(title: str | None, content: str, context: str | None = None) -> str:
-    """The text a row is embedded from: its context (e.g. the previous turn of a conversation),
-    title and content. The SQL backends compute the same expression (EMBED_TEXT)."""
-    return "".join(f"{part}\n" for part in (context, title) if part) + content
-
-
-def fact_item_content(key: str, value: str) -> str:
-    return f"{key.replace('_', ' ')}: {value}"
 
 
 class MemoryOperations:

@@ -318,9 +318,9 @@ class AsyncMemoryStoreAPI:
                           batch_size: int = PAGE, embed: bool = True, skip_unknown: bool = False,
                           id_map: IdMap | None = None) -> TransferReport:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
-        naming it, and nothing is written), then records are written in batches of one transaction.
-        ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
-        for each item added. Returns a ``TransferReport``. The file is read with blocking I/O, also
+        naming it, and nothing is written), then all records are written in one transaction, in
+        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
+        for each item added, after the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also
         by ``AsyncMemoryStore`` (an admin job, not a request path)."""
         return await self._run(self._ops.import_file(path, user_map=user_map, batch_size=batch_size, embed=embed,
                                                      skip_unknown=skip_unknown, id_map=id_map))

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..config import Settings
 from ..embeddings import provider_model_name
 from ..errors import ConfigurationError, ExtractionError
-from ..operations import Call
+from ..calls import Call
 from ..sansio import Op
 
 log = logging.getLogger(__name__)

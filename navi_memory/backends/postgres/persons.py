@@ -13,11 +13,11 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ...contract import PERSON_COLUMNS
 from ...sansio import Op, operation
 from .sql import Q, row_times
 
 PERSON_TABLES = ("persons", "promotions")
-PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
 PROMOTION_SKIP_TYPES = ["fact", "summary"]  # fact mirrors and summaries are facts already
 
 

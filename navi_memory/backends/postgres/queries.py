@@ -16,6 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
+from ...contract import FACT_SORT_FIELDS
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation
@@ -383,7 +384,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         if not include_expired:
             parts.append(sql.SQL("(expires_at IS NULL OR expires_at > %s)"))
             params.append(now)
-        if sort_by not in q.FACT_SORTS:
+        if sort_by not in FACT_SORT_FIELDS:
             raise StorageError(f"cannot sort facts by {sort_by!r}")
         order = sql.SQL("{} {}, updated_at DESC, id").format(sql.Identifier(sort_by),
                                                             sql.SQL("DESC" if descending else "ASC"))

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Sequence
 from psycopg import sql
 
 from ...retrieval.query import like_pattern
+from ...contract import embed_text_sql
 from ...timeutil import to_utc
 from ..base import Filters
 
@@ -53,13 +54,7 @@ ITEM_SELECT = sql.SQL(
     " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
 )
 
-# The text an item is embedded from; must equal operations.embedding_text (context, title, content).
-EMBED_TEXT = sql.SQL(
-    "coalesce(nullif(i.context, '') || chr(10), '') || coalesce(nullif(i.title, '') || chr(10), '')"
-    " || i.content"
-)
-
-FACT_SORTS = {"category", "key", "updated_at", "created_at", "confidence"}
+EMBED_TEXT = sql.SQL(embed_text_sql("chr(10)"))  # the text an item is embedded from (contract)
 HNSW_MAX_DIMENSIONS = 2000
 
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from ...contract import FACT_SORT_FIELDS, embed_text_sql
 from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
 from ...timeutil import from_db, to_db
@@ -36,11 +37,7 @@ _ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dime
 # Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
 # scan every row of the user and test each against the list: O(items of the user) per search.
 _ITEM_SELECT_BY_IDS = _ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
-# The text an item is embedded from; must equal operations.embedding_text (context, title, content).
-EMBED_TEXT = ("coalesce(nullif(i.context, '') || char(10), '') || coalesce(nullif(i.title, '') || char(10), '')"
-              " || i.content")
-_FACT_SORTS = {"category": "category", "key": "key", "updated_at": "updated_at",
-               "created_at": "created_at", "confidence": "confidence"}
+EMBED_TEXT = embed_text_sql("char(10)")  # the text an item is embedded from (contract)
 _ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
                  "person", "confidence", "observed_at", "expires_at", "metadata", "context")
 
@@ -432,7 +429,9 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
             clauses.append("(expires_at IS NULL OR expires_at > ?)")
             params.append(to_db(now))
         direction = "DESC" if descending else "ASC"
-        order = f"{_FACT_SORTS[sort_by]} {direction}, updated_at DESC, id"
+        if sort_by not in FACT_SORT_FIELDS:  # composed into the SQL: only the known column names
+            raise StorageError(f"cannot sort facts by {sort_by!r}")
+        order = f"{sort_by} {direction}, updated_at DESC, id"
         sql = f"SELECT * FROM facts WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT ? OFFSET ?"
         with self._transaction(write=False) as conn:
             rows = conn.execute(sql, [*params, -1 if limit is None else limit, offset]).fetchall()

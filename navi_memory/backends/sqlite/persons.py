@@ -11,11 +11,11 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
+from ...contract import PERSON_COLUMNS
 from ...timeutil import from_db, to_db
 from ...vectors import from_blob
 
 PERSON_TABLES = ("persons", "promotions")
-PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
 # items the promotion job never reads: fact mirrors and summaries are facts already
 PROMOTION_SKIP_TYPES = ("fact", "summary")
 

@@ -20,7 +20,8 @@ from ...sansio import Op, advance
 from ...timeutil import from_db, to_db
 from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
-from .persons import PERSON_COLUMNS, person_from_row
+from ...contract import PERSON_COLUMNS
+from .persons import person_from_row
 from .sessions import message_from_row, session_from_row
 
 _TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at",

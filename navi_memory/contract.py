@@ -1,0 +1,36 @@
+"""Rules the operations and both backends must apply identically, written once here.
+
+* the text an item is embedded from (``embedding_text``; its SQL twin ``embed_text_sql`` lets a
+  backend recompute it to see whether a stored vector is still current),
+* the searchable item of a fact (``fact_item_content``), the confidence a fact's source earns,
+* the person columns both schemas store, the fields facts can be sorted by.
+"""
+
+from __future__ import annotations
+
+from .models import FACT_SORT_FIELDS
+
+__all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
+           "embedding_text", "fact_item_content"]
+
+SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
+DEFAULT_CONFIDENCE = 70
+PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+
+
+def embedding_text(title: str | None, content: str, context: str | None = None) -> str:
+    """The text a row is embedded from: its context (e.g. the previous turn of a conversation),
+    title and content, one per line, the empty ones left out."""
+    return "".join(f"{part}\n" for part in (context, title) if part) + content
+
+
+def embed_text_sql(newline: str) -> str:
+    """``embedding_text`` of the items row ``i`` as an SQL expression; ``newline`` is the dialect's
+    newline character (SQLite ``char(10)``, PostgreSQL ``chr(10)``)."""
+    return (f"coalesce(nullif(i.context, '') || {newline}, '') || coalesce(nullif(i.title, '') || {newline}, '')"
+            " || i.content")
+
+
+def fact_item_content(key: str, value: str) -> str:
+    """The content of a fact's searchable item: ``home city: Oslo``."""
+    return f"{key.replace('_', ' ')}: {value}"
