@@ -17,12 +17,29 @@ from typing import Any, Sequence
 
 from . import convert
 from . import validation as v
+from .calls import db
 from .errors import NotFoundError, ValidationError
 from .models import HOUSEHOLD_MODES, Fact
-from .operations import MemoryOperations, db
-from .persons import Person, SpeakerInference, check_aliases, clean_person_fields, infer_speaker, matches, person
-from .promotion import (MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport, confidence, fact_fields,
-                        find_clusters, render_memory_markdown)
+from .operations import MemoryOperations
+from .persons import (
+    Person,
+    SpeakerInference,
+    check_aliases,
+    clean_person_fields,
+    infer_speaker,
+    matches,
+    person,
+)
+from .promotion import (
+    MARKDOWN_ENTRIES,
+    MAX_ITEMS,
+    PROMPT_FACTS,
+    PromotionReport,
+    confidence,
+    fact_fields,
+    find_clusters,
+    render_memory_markdown,
+)
 from .sansio import Op, operation
 from .session_operations import _fit
 

@@ -19,17 +19,40 @@ import logging
 import uuid
 from typing import Any, Sequence
 
+from . import convert
 from . import validation as v
 from .backends.base import Filters, NewItem
-from .errors import EmbeddingError, ExtractionError, NaviMemoryError, NotFoundError, ValidationError
-from .models import SESSION_STATES, AddResult, ExtractionReport, FactChange, Message, Session
-from .operations import Call, MemoryOperations, db, embedding_text, fact_item_content
-from .pipeline import PipelineOptions, dedup, extract, rules, sessions, summary, transcript
+from .calls import Call, db
+from .contract import embedding_text, fact_item_content
+from .errors import (
+    EmbeddingError,
+    ExtractionError,
+    NaviMemoryError,
+    NotFoundError,
+    ValidationError,
+)
+from .models import (
+    SESSION_STATES,
+    AddResult,
+    ExtractionReport,
+    FactChange,
+    Message,
+    Session,
+)
+from .operations import MemoryOperations
+from .pipeline import (
+    PipelineOptions,
+    dedup,
+    extract,
+    rules,
+    sessions,
+    summary,
+    transcript,
+)
 from .pipeline import triggers as trigger_rules
 from .pipeline.extract import ExtractedFact
 from .pipeline.llm import ChatClient
 from .sansio import Op, operation
-from . import convert
 
 log = logging.getLogger("navi_memory.pipeline")
 

@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .backends import open_async_backend, open_backend
+from .calls import Call
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError, SchemaError
-from .operations import Call
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model

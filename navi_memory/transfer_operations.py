@@ -17,9 +17,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from . import transfer_format as fmt
 from . import validation as v
+from .calls import db
+from .contract import embedding_text, fact_item_content
 from .errors import NotFoundError, ValidationError
 from .models import _Record
-from .operations import EMBED_BATCH, MemoryOperations, db, embedding_text, fact_item_content
+from .operations import EMBED_BATCH, MemoryOperations
 from .persons import person
 from .sansio import Op, operation
 from .transfer_links import FileLinks, Household, household_problem
