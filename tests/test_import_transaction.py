@@ -94,5 +94,7 @@ def test_imported_items_are_embedded_after_the_commit(source, db_url):
     with MemoryStore.open(db_url, embeddings=FakeEmbeddings()) as store:
         report = store.import_records(without_vectors, batch_size=50)
         assert report.added["item"] == 200 and report.embedded == 200 and report.embed_failed == 0
-        hits = store.search("note 42", user_id="u1", limit=1)
-        assert hits[0]["content"] == "note 42" and hits[0].signals["semantic"]
+        items = store.list_items(user_id="u1", limit=500)
+        assert len(items) == 200 and {i.embedding.state for i in items} == {"ready"}
+        # (which notes a fake embedder's approximate index returns is not the point: that it answers is)
+        assert any(hit.signals["semantic"] for hit in store.search("note 42", user_id="u1", limit=10))
