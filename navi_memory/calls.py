@@ -1,32 +1,106 @@
-"""The I/O an operation asks its runner for: each ``yield`` in an operation is one ``Call``.
+"""The I/O an operation asks its runner for: each ``yield`` in an operation is one request.
 
-``db(name, ...)`` is a backend method (``backends.base.Backend``), ``at_once`` several calls the
-runner may run concurrently; "embed", "llm" and "spawn" calls are built by the operations that
-need them. The runners (``store.MemoryStore`` / ``AsyncMemoryStore``) execute them; nothing else
-knows how.
+- ``db.<method>(name=value, ...)``: a backend method of ``backends.base.Backend``, recorded as a
+  ``BackendCall``. ``db`` is typed as that Protocol, so mypy checks the method name and the
+  arguments of every call; at run time it only records them (keywords only, so a reordered
+  signature cannot silently swap two values).
+- ``at_once(db.a(...), db.b(...))``: independent backend calls the runner may run concurrently.
+- ``EmbedQuery`` / ``EmbedDocuments``: the store's embedder; ``Chat``: its chat model;
+  ``Spawn``: run a public operation of the store in the background.
+
+The runners (``store.MemoryStore`` / ``AsyncMemoryStore``) execute them; nothing else knows how.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Union, cast
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
 
 
-class Call(NamedTuple):
-    """One unit of I/O requested by an operation: ``target`` is "db", "embed", "llm", "spawn", or
-    "all" (``args``: independent calls the runner may run concurrently, see ``at_once``)."""
+@dataclass(frozen=True)
+class BackendCall:
+    """One backend method with its keyword arguments."""
 
-    target: str
-    name: str
-    args: tuple
-    kwargs: dict
+    method: str
+    kwargs: dict[str, Any]
 
-
-def db(name: str, *args: Any, **kwargs: Any) -> Call:
-    return Call("db", name, args, kwargs)
+    def __repr__(self) -> str:  # the arguments may be whole rows: the name is what a reader needs
+        return f"BackendCall({self.method}, {sorted(self.kwargs)})"
 
 
-def at_once(*calls: Call) -> Call:
-    """Independent calls that may run concurrently (each backend call takes its own connection).
-    The operation receives ``[(value, error), ...]`` in order; ``error`` is the NaviMemoryError a
-    call raised, else None."""
-    return Call("all", "", calls, {})
+@dataclass(frozen=True)
+class AtOnce:
+    """Independent backend calls; the operation receives ``[(value, error), ...]`` in order, where
+    ``error`` is the NaviMemoryError a call raised, else None."""
+
+    calls: tuple[BackendCall, ...]
+
+
+@dataclass(frozen=True)
+class EmbedQuery:
+    """The embedder's vector of one search query."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class EmbedDocuments:
+    """The embedder's vectors of stored texts, in order."""
+
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class Chat:
+    """One chat-model request (``pipeline.llm.ChatClient.invoke``): an ``LLMReply`` comes back."""
+
+    purpose: str
+    messages: list[Any]
+    schema: Any = None
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Run the store's public operation ``operation`` in the background (at most one queued per
+    operation, user and arguments); the operation receives whether it was queued."""
+
+    operation: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.operation, self.kwargs.get("user_id"), *self.args)
+
+
+Request = Union[BackendCall, AtOnce, EmbedQuery, EmbedDocuments, Chat, Spawn]
+
+
+class _Recorder:
+    """``db.name(**kwargs)`` -> ``BackendCall("name", kwargs)``."""
+
+    def __getattr__(self, method: str) -> Callable[..., BackendCall]:
+        if method.startswith("_"):
+            raise AttributeError(method)
+
+        def record(**kwargs: Any) -> BackendCall:
+            return BackendCall(method, kwargs)
+
+        record.__name__ = method
+        return record
+
+
+# Typed as the Protocol for the checker (names and arguments of every call are checked against
+# ``Backend``); what it returns at run time is the ``BackendCall`` the runner executes.
+db = cast("Backend", _Recorder())
+
+
+def at_once(*calls: Any) -> AtOnce:
+    """Independent calls that may run concurrently (each backend call takes its own connection)."""
+    for call in calls:
+        if not isinstance(call, BackendCall):
+            raise TypeError(f"at_once takes backend calls, not {call!r}")
+    return AtOnce(calls)

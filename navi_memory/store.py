@@ -1,8 +1,8 @@
 """``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
 
-The operations live in ``store_operations.StoreOperations`` (items and facts in ``operations``, sessions,
-persons and export/import in their own modules) as generators that yield their I/O; the typed public
-methods over them are generated into ``store_api``; this module only decides how that I/O is executed: database
+The operations live in ``operations`` (one object per concern: memory, sessions, persons, transfer)
+as generators that yield their I/O; the typed public methods over them are generated into
+``store_api``; this module only decides how that I/O is executed: database
 and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and background extractions
 (a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
 """
@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .backends import open_async_backend, open_backend
-from .calls import Call
+from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Spawn
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError, SchemaError
@@ -27,7 +27,7 @@ from .pipeline.llm import ChatClient, resolve_chat_model
 from .sansio import Op, T, advance
 from .store_api import MemoryStoreAPI
 from .store_api_async import AsyncMemoryStoreAPI
-from .store_operations import StoreOperations
+from .operations import StoreOperations
 
 log = logging.getLogger("navi_memory")
 
@@ -56,16 +56,16 @@ class _StoreBase:
 
     @property
     def settings(self) -> Settings:
-        return self._ops.settings
+        return self._ops.shared.settings
 
     @property
     def embedding_model(self) -> str | None:
         """Name of the vectors this store writes and searches (None: lexical only)."""
-        return self._ops._model
+        return self._ops.shared.model
 
     @property
     def embedder(self) -> Embedder | None:
-        return self._ops._embedder
+        return self._ops.shared.embedder
 
     @property
     def backend(self) -> Any:
@@ -75,44 +75,51 @@ class _StoreBase:
     @property
     def chat_model(self) -> ChatClient | None:
         """The chat model used for extraction and summaries (None: no-LLM mode, rules only)."""
-        return self._ops._chat
+        return self._ops.shared.chat
 
     def set_chat_model(self, model: Any) -> None:
         """Use another chat model: a LangChain chat model, an Ollama model name, or None/False for none."""
-        self._ops._chat = resolve_chat_model(model if model is not None else False, self.settings)
+        self._ops.shared.chat = resolve_chat_model(model if model is not None else False, self.settings)
 
     @property
     def pipeline(self) -> PipelineOptions:
         """When and how conversations are turned into memory (triggers, leases, chunks)."""
-        return self._ops.pipeline
+        return self._ops.shared.pipeline
 
     @pipeline.setter
     def pipeline(self, options: PipelineOptions) -> None:
-        self._ops.pipeline = options
+        self._ops.shared.pipeline = options
 
     @property
     def fusion(self) -> str:
         """Default fusion of the lexical and semantic candidate lists (``weighted`` or ``rrf``)."""
-        return self._ops.fusion
+        return self._ops.shared.fusion
 
     @property
     def embed_on_write(self) -> bool:
         """Whether writes embed their rows at once (else they stay pending until ``backfill``)."""
-        return self._ops.embed_on_write
+        return self._ops.shared.embed_on_write
 
     @embed_on_write.setter
     def embed_on_write(self, value: bool) -> None:
-        self._ops.embed_on_write = value
+        self._ops.shared.embed_on_write = value
 
     @property
     def max_content_bytes(self) -> int:
-        return self._ops.max_content_bytes
+        return self._ops.shared.max_content_bytes
 
     def _now(self) -> datetime:
-        return self._ops._now()
+        return self._ops.shared.now()
 
-    def _spawn_key(self, call: Call) -> tuple[Any, ...]:
-        return (call.name, call.kwargs.get("user_id"), *call.args)
+    def _chat(self) -> ChatClient:
+        if self._ops.shared.chat is None:  # operations ask only when a chat model is set
+            raise RuntimeError("an operation asked for the chat model of a store without one")
+        return self._ops.shared.chat
+
+    def _embedder_for(self, request: EmbedQuery | EmbedDocuments) -> Embedder:
+        if self._ops.shared.embedder is None:  # operations embed only when an embedder is set
+            raise RuntimeError(f"an operation asked for {request!r} from a store without embeddings")
+        return self._ops.shared.embedder
 
     @staticmethod
     def _settings(url: str | None, settings: Settings | None) -> Settings:
@@ -186,30 +193,29 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _execute(self, call: Call) -> Any:
-        if call.target == "db":
-            return getattr(self._backend, call.name)(*call.args, **call.kwargs)
-        if call.target == "all":
-            return self._execute_all(call.args)
-        if call.target == "llm":
-            assert self._ops._chat is not None
-            return self._ops._chat.invoke(call.name, *call.args, **call.kwargs)
-        if call.target == "spawn":
-            method = getattr(self, call.name)
-            return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
-        embedder = self._ops._embedder
-        assert embedder is not None
-        if call.name == "query":
-            return embedder.embed_query(*call.args)
-        return embedder.embed_documents(*call.args)
+    def _execute(self, request: Request) -> Any:
+        if isinstance(request, BackendCall):
+            return getattr(self._backend, request.method)(**request.kwargs)
+        if isinstance(request, AtOnce):
+            return self._execute_all(request.calls)
+        if isinstance(request, Chat):
+            return self._chat().invoke(request.purpose, request.messages, schema=request.schema)
+        if isinstance(request, Spawn):
+            method = getattr(self, request.operation)
+            return self._jobs.submit(request.key, lambda: method(*request.args, **request.kwargs))
+        if isinstance(request, EmbedQuery):
+            return self._embedder_for(request).embed_query(request.text)
+        if isinstance(request, EmbedDocuments):
+            return self._embedder_for(request).embed_documents(request.texts)
+        raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
-    def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
+    def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:
         try:
             return self._execute(call), None
         except NaviMemoryError as exc:
             return None, exc
 
-    def _execute_all(self, calls: tuple[Call, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
+    def _execute_all(self, calls: tuple[BackendCall, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
         """The first call on this thread, the others on worker threads, all at the same time."""
         others = [self._worker_pool().submit(self._outcome, c) for c in calls[1:]]
         first = self._outcome(calls[0])
@@ -279,24 +285,23 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _execute(self, call: Call) -> Any:
-        if call.target == "db":
-            return await getattr(self._backend, call.name)(*call.args, **call.kwargs)
-        if call.target == "all":
-            return await asyncio.gather(*(self._outcome(c) for c in call.args))
-        if call.target == "llm":
-            assert self._ops._chat is not None
-            return await self._ops._chat.ainvoke(call.name, *call.args, **call.kwargs)
-        if call.target == "spawn":
-            method = getattr(self, call.name)
-            return self._jobs.submit(self._spawn_key(call), lambda: method(*call.args, **call.kwargs))
-        embedder = self._ops._embedder
-        assert embedder is not None
-        if call.name == "query":
-            return await embedder.aembed_query(*call.args)
-        return await embedder.aembed_documents(*call.args)
+    async def _execute(self, request: Request) -> Any:
+        if isinstance(request, BackendCall):
+            return await getattr(self._backend, request.method)(**request.kwargs)
+        if isinstance(request, AtOnce):
+            return await asyncio.gather(*(self._outcome(c) for c in request.calls))
+        if isinstance(request, Chat):
+            return await self._chat().ainvoke(request.purpose, request.messages, schema=request.schema)
+        if isinstance(request, Spawn):
+            method = getattr(self, request.operation)
+            return self._jobs.submit(request.key, lambda: method(*request.args, **request.kwargs))
+        if isinstance(request, EmbedQuery):
+            return await self._embedder_for(request).aembed_query(request.text)
+        if isinstance(request, EmbedDocuments):
+            return await self._embedder_for(request).aembed_documents(request.texts)
+        raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
-    async def _outcome(self, call: Call) -> tuple[Any, NaviMemoryError | None]:
+    async def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:
         try:
             return await self._execute(call), None
         except NaviMemoryError as exc:

@@ -12,13 +12,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, SearchResults,
                      Session, Summary, SummaryHistory, SummaryText, Theme)
-from .operations import EMBED_BATCH
+from .operations import StoreOperations
+from .operations.shared import EMBED_BATCH
+from .operations.transfer import IdMap, Lines, PAGE, TransferReport
 from .persons import Person, SpeakerInference
 from .promotion import MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport
 from .retrieval import context
 from .sansio import Op, T
-from .store_operations import StoreOperations
-from .transfer_operations import IdMap, Lines, PAGE, TransferReport
 
 
 class AsyncMemoryStoreAPI:
@@ -33,50 +33,51 @@ class AsyncMemoryStoreAPI:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector)."""
-        return await self._run(self._ops.add(user_id=user_id, content=content, **fields))
+        return await self._run(self._ops.memory.add(user_id=user_id, content=content, **fields))
 
     async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[int]:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
-        return await self._run(self._ops.add_many(items))
+        return await self._run(self._ops.memory.add_many(items))
 
     async def get(self, item_id: int, *, user_id: str) -> Item:
         """One item with its embedding state; ``NotFoundError`` for unknown or another user's id."""
-        return await self._run(self._ops.get(item_id, user_id=user_id))
+        return await self._run(self._ops.memory.get(item_id, user_id=user_id))
 
     async def update(self, item_id: int, *, user_id: str, **changes: Any) -> Item:
         """Change fields of an item; a new content or title is re-embedded."""
-        return await self._run(self._ops.update(item_id, user_id=user_id, **changes))
+        return await self._run(self._ops.memory.update(item_id, user_id=user_id, **changes))
 
     async def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Item:
         """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay."""
-        return await self._run(self._ops.pin(item_id, user_id=user_id, pinned=pinned))
+        return await self._run(self._ops.memory.pin(item_id, user_id=user_id, pinned=pinned))
 
     async def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Item:
         """Archive (or restore) an item: archived items leave default searches but are kept."""
-        return await self._run(self._ops.archive(item_id, user_id=user_id, archived=archived))
+        return await self._run(self._ops.memory.archive(item_id, user_id=user_id, archived=archived))
 
     async def delete(self, item_id: int, *, user_id: str) -> None:
         """Delete an item and its embedding for good."""
-        return await self._run(self._ops.delete(item_id, user_id=user_id))
+        return await self._run(self._ops.memory.delete(item_id, user_id=user_id))
 
     async def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                          types: Sequence[str] | None = None, status: str = 'active', limit: int = 50,
                          offset: int = 0, include_expired: bool = False) -> list[Item]:
         """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
-        return await self._run(self._ops.list_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
-                                                    status=status, limit=limit, offset=offset,
-                                                    include_expired=include_expired))
+        return await self._run(self._ops.memory.list_items(user_id=user_id, all_users=all_users, theme=theme,
+                                                           types=types, status=status, limit=limit, offset=offset,
+                                                           include_expired=include_expired))
 
     async def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                           types: Sequence[str] | None = None, status: str = 'active',
                           include_expired: bool = False) -> int:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
-        return await self._run(self._ops.count_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
-                                                     status=status, include_expired=include_expired))
+        return await self._run(self._ops.memory.count_items(user_id=user_id, all_users=all_users, theme=theme,
+                                                            types=types, status=status,
+                                                            include_expired=include_expired))
 
     async def list_themes(self, *, user_id: str) -> list[Theme]:
         """Themes with their active-item counts, largest first."""
-        return await self._run(self._ops.list_themes(user_id=user_id))
+        return await self._run(self._ops.memory.list_themes(user_id=user_id))
 
     async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
                           confidence: int | None = None, source_context: str | None = None,
@@ -84,31 +85,31 @@ class AsyncMemoryStoreAPI:
                           person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> FactChange:
         """Insert or update the fact (user, category, key). A changed value moves the old one to
         history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
-        return await self._run(self._ops.upsert_fact(user_id=user_id, category=category, key=key, value=value,
-                                                     source=source, confidence=confidence,
-                                                     source_context=source_context,
-                                                     source_session_id=source_session_id,
-                                                     source_message_id=source_message_id, person=person,
-                                                     expires_at=expires_at, expires_days=expires_days))
+        return await self._run(self._ops.memory.upsert_fact(user_id=user_id, category=category, key=key, value=value,
+                                                            source=source, confidence=confidence,
+                                                            source_context=source_context,
+                                                            source_session_id=source_session_id,
+                                                            source_message_id=source_message_id, person=person,
+                                                            expires_at=expires_at, expires_days=expires_days))
 
     async def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Fact:
         """The fact with this key (and category, when given), with its history."""
-        return await self._run(self._ops.get_fact(key, user_id=user_id, category=category))
+        return await self._run(self._ops.memory.get_fact(key, user_id=user_id, category=category))
 
     async def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> int:
         """Delete the fact(s) with this key (optionally only in one category), history included."""
-        return await self._run(self._ops.delete_fact(key, user_id=user_id, category=category))
+        return await self._run(self._ops.memory.delete_fact(key, user_id=user_id, category=category))
 
     async def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                             offset: int = 0, search: str | None = None, sort_by: str = 'category',
                             sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
                             include_expired: bool = False) -> FactList:
         """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
-        return await self._run(self._ops.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
-                                                       offset=offset, search=search, sort_by=sort_by,
-                                                       sort_order=sort_order, category=category,
-                                                       include_history=include_history,
-                                                       include_expired=include_expired))
+        return await self._run(self._ops.memory.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
+                                                              offset=offset, search=search, sort_by=sort_by,
+                                                              sort_order=sort_order, category=category,
+                                                              include_history=include_history,
+                                                              include_expired=include_expired))
 
     async def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False,
                      limit: int = 10, theme: str | None = None, types: Sequence[str] | None = None,
@@ -131,61 +132,65 @@ class AsyncMemoryStoreAPI:
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
-        return await self._run(self._ops.search(query, user_id=user_id, all_users=all_users, limit=limit,
-                                                theme=theme, types=types, recency_days=recency_days, status=status,
-                                                person=person, person_hints=person_hints, fusion=fusion,
-                                                recency=recency, query_embedding=query_embedding,
-                                                include_expired=include_expired, context_weight=context_weight,
-                                                semantic_weight=semantic_weight, min_similarity=min_similarity))
+        return await self._run(self._ops.memory.search(query, user_id=user_id, all_users=all_users, limit=limit,
+                                                       theme=theme, types=types, recency_days=recency_days,
+                                                       status=status, person=person, person_hints=person_hints,
+                                                       fusion=fusion, recency=recency,
+                                                       query_embedding=query_embedding,
+                                                       include_expired=include_expired,
+                                                       context_weight=context_weight,
+                                                       semantic_weight=semantic_weight,
+                                                       min_similarity=min_similarity))
 
     async def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None."""
-        return await self._run(self._ops.get_summary(user_id=user_id))
+        return await self._run(self._ops.memory.get_summary(user_id=user_id))
 
     async def set_summary(self, content: str, *, user_id: str) -> Summary:
         """Store a new summary version (earlier versions are kept)."""
-        return await self._run(self._ops.set_summary(content, user_id=user_id))
+        return await self._run(self._ops.memory.set_summary(content, user_id=user_id))
 
     async def summary_history(self, *, user_id: str, limit: int = 10) -> SummaryHistory:
         """The newest ``limit`` summary versions, newest first."""
-        return await self._run(self._ops.summary_history(user_id=user_id, limit=limit))
+        return await self._run(self._ops.memory.summary_history(user_id=user_id, limit=limit))
 
     async def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> datetime:
         """Record that a session's facts were extracted (now, unless ``at`` is given)."""
-        return await self._run(self._ops.mark_session_extracted(session_id, user_id=user_id, at=at))
+        return await self._run(self._ops.memory.mark_session_extracted(session_id, user_id=user_id, at=at))
 
     async def get_extracted_at(self, session_id: str, *, user_id: str) -> datetime | None:
         """When the session was last extracted, or None."""
-        return await self._run(self._ops.get_extracted_at(session_id, user_id=user_id))
+        return await self._run(self._ops.memory.get_extracted_at(session_id, user_id=user_id))
 
     async def forget(self, *, user_id: str) -> dict[str, int]:
         """Delete everything stored for a user; returns the counts of rows removed per table."""
-        return await self._run(self._ops.forget(user_id=user_id))
+        return await self._run(self._ops.memory.forget(user_id=user_id))
 
     async def list_users(self, *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
         """Admin: users by id with item and fact counts (all of them, or a page)."""
-        return await self._run(self._ops.list_users(limit=limit, offset=offset))
+        return await self._run(self._ops.memory.list_users(limit=limit, offset=offset))
 
     async def embedding_status(self) -> dict[str, Any]:
         """Counts of ready / pending / error / missing / other-model embeddings."""
-        return await self._run(self._ops.embedding_status())
+        return await self._run(self._ops.memory.embedding_status())
 
     async def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                        progress: Callable[[int, int], None] | None = None) -> BackfillReport:
         """Embed every row without a ready vector of the active model (pending, error, other model)."""
-        return await self._run(self._ops.backfill(user_id=user_id, batch_size=batch_size, progress=progress))
+        return await self._run(self._ops.memory.backfill(user_id=user_id, batch_size=batch_size, progress=progress))
 
     async def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                                  progress: Callable[[int, int], None] | None = None) -> BackfillReport:
         """Mark every vector pending and embed all rows again (after a model change)."""
-        return await self._run(self._ops.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
-                                                            progress=progress))
+        return await self._run(self._ops.memory.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
+                                                                   progress=progress))
 
     async def start_session(self, *, user_id: str | None, session_id: str | None = None,
                             background: bool | None = None) -> Session | None:
         """Open (or resume) a session and process the user's stale sessions (in the background
         by default). Returns the ``Session``; None for a user without an id (nothing is kept)."""
-        return await self._run(self._ops.start_session(user_id=user_id, session_id=session_id, background=background))
+        return await self._run(self._ops.sessions.start_session(user_id=user_id, session_id=session_id,
+                                                                background=background))
 
     async def add_messages(self, session_id: str, messages: Any, *, user_id: str | None,
                            background: bool | None = None, triggers: bool = True) -> AddResult:
@@ -193,89 +198,91 @@ class AsyncMemoryStoreAPI:
         session first processes the user's stale ones; every ``extract_every`` user messages and on
         "remember that ..." an extraction runs (background by default). ``triggers=False`` only
         stores. A user without an id is skipped."""
-        return await self._run(self._ops.add_messages(session_id, messages, user_id=user_id, background=background,
-                                                      triggers=triggers))
+        return await self._run(self._ops.sessions.add_messages(session_id, messages, user_id=user_id,
+                                                               background=background, triggers=triggers))
 
     async def add_message(self, session_id: str, role: str, content: str = '', *, user_id: str | None,
                           tool_calls: Sequence[Any] | None = None, tool_call_id: str | None = None,
                           name: str | None = None, background: bool | None = None) -> AddResult:
         """Append one message; see ``add_messages``."""
-        return await self._run(self._ops.add_message(session_id, role, content, user_id=user_id,
-                                                     tool_calls=tool_calls, tool_call_id=tool_call_id, name=name,
-                                                     background=background))
+        return await self._run(self._ops.sessions.add_message(session_id, role, content, user_id=user_id,
+                                                              tool_calls=tool_calls, tool_call_id=tool_call_id,
+                                                              name=name, background=background))
 
     async def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Session:
         """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
-        return await self._run(self._ops.get_session(session_id, user_id=user_id, messages=messages))
+        return await self._run(self._ops.sessions.get_session(session_id, user_id=user_id, messages=messages))
 
     async def list_sessions(self, *, user_id: str | None = None, all_users: bool = False, state: str | None = None,
                             limit: int = 50, offset: int = 0) -> list[Session]:
         """Sessions, most recently active first (without messages)."""
-        return await self._run(self._ops.list_sessions(user_id=user_id, all_users=all_users, state=state,
-                                                       limit=limit, offset=offset))
+        return await self._run(self._ops.sessions.list_sessions(user_id=user_id, all_users=all_users, state=state,
+                                                                limit=limit, offset=offset))
 
     async def extract_session(self, session_id: str, *, user_id: str | None, final: bool = True,
                               force: bool = False) -> ExtractionReport:
         """Run the pipeline on a session now and return an ``ExtractionReport``. ``final=False``
         holds back the last turn's chunk (it may still get its answer); ``force`` re-reads the
         whole session instead of only the messages since the last extraction."""
-        return await self._run(self._ops.extract_session(session_id, user_id=user_id, final=final, force=force))
+        return await self._run(self._ops.sessions.extract_session(session_id, user_id=user_id, final=final,
+                                                                  force=force))
 
     async def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
                                      stale_minutes: float | None = None, limit: int = 100) -> list[ExtractionReport]:
         """Extract every stale session now (of one user, or of all with ``all_users=True``):
         idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
         extracted. Returns one report per session."""
-        return await self._run(self._ops.process_stale_sessions(user_id=user_id, all_users=all_users,
-                                                                stale_minutes=stale_minutes, limit=limit))
+        return await self._run(self._ops.sessions.process_stale_sessions(user_id=user_id, all_users=all_users,
+                                                                         stale_minutes=stale_minutes, limit=limit))
 
     async def usage_stats(self, *, user_id: str | None = None, all_users: bool = False,
                           limit: int = 20) -> dict[str, Any]:
         """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
-        return await self._run(self._ops.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
+        return await self._run(self._ops.sessions.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
 
     async def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (),
                          role: str | None = None, pronouns: str | None = None, birth_date: str | None = None,
                          notes: str | None = None) -> Person:
         """Add a member to the user's household; returns the ``Person``. In single mode only one
         person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
-        return await self._run(self._ops.add_person(display_name, user_id=user_id, aliases=aliases, role=role,
-                                                    pronouns=pronouns, birth_date=birth_date, notes=notes))
+        return await self._run(self._ops.persons.add_person(display_name, user_id=user_id, aliases=aliases,
+                                                            role=role, pronouns=pronouns, birth_date=birth_date,
+                                                            notes=notes))
 
     async def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Person:
         """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
         notes. A new display name is carried to the items and facts about the person."""
-        return await self._run(self._ops.update_person(ref, user_id=user_id, **changes))
+        return await self._run(self._ops.persons.update_person(ref, user_id=user_id, **changes))
 
     async def remove_person(self, ref: Any, *, user_id: str) -> Person:
         """Remove a person (by id or reference). Their items and facts keep the name."""
-        return await self._run(self._ops.remove_person(ref, user_id=user_id))
+        return await self._run(self._ops.persons.remove_person(ref, user_id=user_id))
 
     async def list_persons(self, *, user_id: str) -> list[Person]:
         """The household's persons, in the order they were added."""
-        return await self._run(self._ops.list_persons(user_id=user_id))
+        return await self._run(self._ops.persons.list_persons(user_id=user_id))
 
     async def get_person(self, ref: Any, *, user_id: str) -> Person:
         """One person by id or reference; ``NotFoundError`` when unknown or ambiguous."""
-        return await self._run(self._ops.get_person(ref, user_id=user_id))
+        return await self._run(self._ops.persons.get_person(ref, user_id=user_id))
 
     async def resolve_person_ref(self, ref: str, *, user_id: str) -> Person | None:
         """The person a reference names (display name, first name, alias, then role, all
         case-insensitive); None when nobody or more than one person matches."""
-        return await self._run(self._ops.resolve_person_ref(ref, user_id=user_id))
+        return await self._run(self._ops.persons.resolve_person_ref(ref, user_id=user_id))
 
     async def household_mode(self, *, user_id: str) -> str:
         """'single' (the default) or 'multi'."""
-        return await self._run(self._ops.household_mode(user_id=user_id))
+        return await self._run(self._ops.persons.household_mode(user_id=user_id))
 
     async def set_household_mode(self, mode: str, *, user_id: str) -> str:
         """Switch modes. single -> multi: the existing person becomes role 'primary'. multi ->
         single: only while at most one person remains (remove the others first)."""
-        return await self._run(self._ops.set_household_mode(mode, user_id=user_id))
+        return await self._run(self._ops.persons.set_household_mode(mode, user_id=user_id))
 
     async def household(self, *, user_id: str) -> dict[str, Any]:
         """``{"mode": ..., "persons": [...]}``: the household as one record."""
-        return await self._run(self._ops.household(user_id=user_id))
+        return await self._run(self._ops.persons.household(user_id=user_id))
 
     async def put_household(self, *, user_id: str, members: Sequence[Any] = (),
                             mode: str | None = None) -> dict[str, Any]:
@@ -283,47 +290,48 @@ class AsyncMemoryStoreAPI:
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
         single). Every member and the resulting household are checked before anything is written."""
-        return await self._run(self._ops.put_household(user_id=user_id, members=members, mode=mode))
+        return await self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode))
 
     async def infer_speaker(self, text: str | None = None, *, user_id: str,
                             hint: str | int | None = None) -> SpeakerInference:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
         of the device or session (id or reference), trusted first; then the single-mode fast path;
         then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
-        return await self._run(self._ops.infer_speaker(text, user_id=user_id, hint=hint))
+        return await self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint))
 
     async def promote(self, *, user_id: str | None = None, all_users: bool = False,
                       max_items: int = MAX_ITEMS) -> PromotionReport:
         """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
         the items promoted; idempotent. Needs vectors of the store's embedding model."""
-        return await self._run(self._ops.promote(user_id=user_id, all_users=all_users, max_items=max_items))
+        return await self._run(self._ops.persons.promote(user_id=user_id, all_users=all_users, max_items=max_items))
 
     async def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> list[Fact]:
         """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
-        return await self._run(self._ops.promoted_facts(user_id=user_id, limit=limit))
+        return await self._run(self._ops.persons.promoted_facts(user_id=user_id, limit=limit))
 
     async def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> str:
         """The promoted facts as a MEMORY.md text (at most ``limit`` entries)."""
-        return await self._run(self._ops.memory_markdown(user_id=user_id, limit=limit))
+        return await self._run(self._ops.persons.memory_markdown(user_id=user_id, limit=limit))
 
     async def export(self, sink: Callable[[dict[str, Any]], Any], *, user_id: str | None = None,
                      all_users: bool = False, with_vectors: bool = False, page_size: int = PAGE) -> TransferReport:
         """Stream one user's memory (or everyone's with ``all_users=True``) to ``sink``, one
         JSON-ready dict per call: the header first, then the records (docs/export-format.md).
         ``with_vectors`` adds the embedding vectors. Returns a ``TransferReport`` (counts in ``added``)."""
-        return await self._run(self._ops.export(sink, user_id=user_id, all_users=all_users,
-                                                with_vectors=with_vectors, page_size=page_size))
+        return await self._run(self._ops.transfer.export(sink, user_id=user_id, all_users=all_users,
+                                                         with_vectors=with_vectors, page_size=page_size))
 
     async def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None,
                           batch_size: int = PAGE, embed: bool = True, skip_unknown: bool = False,
                           id_map: IdMap | None = None) -> TransferReport:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then all records are written in one transaction, in
-        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
-        for each item added, after the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also
-        by ``AsyncMemoryStore`` (an admin job, not a request path)."""
-        return await self._run(self._ops.import_file(path, user_map=user_map, batch_size=batch_size, embed=embed,
-                                                     skip_unknown=skip_unknown, id_map=id_map))
+        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users
+        ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called for each item added, after
+        the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also by
+        ``AsyncMemoryStore`` (an admin job, not a request path)."""
+        return await self._run(self._ops.transfer.import_file(path, user_map=user_map, batch_size=batch_size,
+                                                              embed=embed, skip_unknown=skip_unknown, id_map=id_map))
 
     async def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                              user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
@@ -331,5 +339,6 @@ class AsyncMemoryStoreAPI:
         """Import records given as dicts (the header first): a list, any iterable (read into a list
         first), or a function returning a fresh iterable of (label, record) pairs. Every record is
         checked before anything is written (like ``import_file``)."""
-        return await self._run(self._ops.import_records(records, user_map=user_map, batch_size=batch_size,
-                                                        embed=embed, skip_unknown=skip_unknown, id_map=id_map))
+        return await self._run(self._ops.transfer.import_records(records, user_map=user_map, batch_size=batch_size,
+                                                                 embed=embed, skip_unknown=skip_unknown,
+                                                                 id_map=id_map))

@@ -1,10 +1,10 @@
 """Write the typed public methods of ``MemoryStore`` and ``AsyncMemoryStore`` from the operations.
 
-Every ``@operation`` generator of ``StoreOperations`` becomes one method per store, with the
-operation's own signature, docstring and result type (``Op[T]`` -> ``T``)::
+Every ``@operation`` generator of the concerns of ``operations.StoreOperations`` becomes one
+method per store, with the operation's own signature, docstring and result type (``Op[T]`` -> ``T``)::
 
     def search(self, query: str | None, *, user_id: str | None = None, ...) -> SearchResults:
-        return self._run(self._ops.search(query, user_id=user_id, ...))
+        return self._run(self._ops.memory.search(query, user_id=user_id, ...))
 
 so IDEs and type checkers see the real API, and the two stores cannot drift apart: both files
 are generated from one source. ``--check`` exits 1 when a file is not what this script writes
@@ -25,7 +25,8 @@ from typing import Iterator, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "navi_memory"
-SOURCES = ("operations", "session_operations", "person_operations", "transfer_operations")
+# module of navi_memory.operations -> the StoreOperations attribute holding its concern
+SOURCES = {"memory": "memory", "sessions": "sessions", "persons": "persons", "transfer": "transfer"}
 WIDTH = 118
 
 
@@ -38,7 +39,7 @@ class Method(NamedTuple):
 def operations() -> Iterator[Method]:
     """The ``@operation`` generators of each source module, in source order."""
     for module in SOURCES:
-        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        tree = ast.parse((PACKAGE / "operations" / f"{module}.py").read_text())
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
             for node in cls.body:
                 if isinstance(node, ast.FunctionDef) and any(
@@ -102,21 +103,29 @@ def names_used(method: Method) -> set[str]:
     return {n.id for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name)}
 
 
+def _from_store_api(node: ast.ImportFrom) -> tuple[str, int]:
+    """(module, level) of an import of ``navi_memory/operations/x.py`` as written in ``navi_memory/store_api.py``."""
+    module = node.module or ""
+    if node.level == 1:  # a sibling in operations/
+        return (f"operations.{module}" if module else "operations", 1)
+    return (module, node.level - 1) if node.level else (module, 0)
+
+
 def import_lines(methods: list[Method]) -> list[str]:
     """``from X import a, b`` for every name the signatures use, from where each source module got it."""
     origin: dict[str, tuple[str, int]] = {}
     for module in SOURCES:
-        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        tree = ast.parse((PACKAGE / "operations" / f"{module}.py").read_text())
         for node in tree.body:
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
-                    origin.setdefault(alias.asname or alias.name, (node.module or "", node.level))
+                    origin.setdefault(alias.asname or alias.name, _from_store_api(node))
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.ClassDef, ast.FunctionDef)):
                 targets = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else [
                     t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                     if isinstance(t, ast.Name)]
                 for name in targets:
-                    origin.setdefault(name, (module, 1))
+                    origin.setdefault(name, (f"operations.{module}", 1))
     builtins = set(dir(__import__("builtins")))
     wanted: dict[tuple[str, int], set[str]] = {}
     for method in methods:
@@ -126,7 +135,7 @@ def import_lines(methods: list[Method]) -> list[str]:
             wanted.setdefault(origin[name], set()).add(name)
     wanted.setdefault(("typing", 0), set()).add("TYPE_CHECKING")
     wanted.setdefault(("sansio", 1), set()).update({"Op", "T"})
-    wanted.setdefault(("store_operations", 1), set()).add("StoreOperations")
+    wanted.setdefault(("operations", 1), set()).add("StoreOperations")
     lines: list[str] = []
     for (module, level), names in sorted(wanted.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         if lines and level and not any(line.startswith("from .") for line in lines):
@@ -169,7 +178,7 @@ def render(sync: bool) -> str:
         if method.doc:
             doc = textwrap.indent(inspect.cleandoc(method.doc), " " * 8).lstrip()
             out.append(f'        """{doc}"""')
-        call = f"self._ops.{node.name}({call_arguments(node.args)})"
+        call = f"self._ops.{SOURCES[method.module]}.{node.name}({call_arguments(node.args)})"
         body = f"return self._run({call})" if sync else f"return await self._run({call})"
         out += wrap_call(body)
     return "\n".join(out) + "\n"

@@ -3,8 +3,8 @@ backend (SQLite, PostgreSQL blocking and asyncio) has each with the Protocol's p
 
 from __future__ import annotations
 
+import ast
 import inspect
-import re
 from pathlib import Path
 
 import pytest
@@ -30,12 +30,31 @@ def _backend_classes() -> list[type]:
     return classes
 
 
+def _backend_requests(tree: ast.Module) -> set[str]:
+    """The methods named by ``db.<method>(...)`` in a module that imports ``db`` from ``calls``."""
+    imports_db = any(isinstance(node, ast.ImportFrom) and (node.module or "").endswith("calls")
+                     and any(alias.name == "db" for alias in node.names) for node in ast.walk(tree))
+    if not imports_db:
+        return set()
+    return {node.func.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "db"}
+
+
 def test_operations_ask_only_for_protocol_methods():
     package = Path(navi_memory.__file__).parent
     asked = set()
     for path in package.rglob("*.py"):
-        asked |= set(re.findall(r'\bdb\("([a-z_]+)"', path.read_text()))
-    assert asked and asked <= set(PROTOCOL), sorted(asked - set(PROTOCOL))
+        asked |= _backend_requests(ast.parse(path.read_text()))
+    assert len(asked) > 40 and asked <= set(PROTOCOL), sorted(asked - set(PROTOCOL))
+
+
+def test_backend_calls_take_keyword_arguments_only():
+    from navi_memory.calls import BackendCall, db
+
+    assert db.get_item(user_id="u", item_id=1) == BackendCall("get_item", {"user_id": "u", "item_id": 1})
+    with pytest.raises(TypeError):
+        db.get_item("u", 1)  # type: ignore[misc]  # a reordered signature must never swap values
 
 
 @pytest.mark.parametrize("name", sorted(PROTOCOL))
@@ -53,3 +72,11 @@ def test_mypy_accepts_the_sqlite_backend_as_a_backend():
     probe = Path(__file__).parent / "typing" / "backend_probe.py"
     out, err, status = api.run(["--strict", "--follow-imports=silent", "--no-incremental", str(probe)])
     assert status == 0, out + err
+
+
+def test_mypy_checks_every_backend_request_against_the_protocol():
+    from mypy import api
+
+    probe = Path(__file__).parent / "typing" / "request_probe.py"
+    out, err, status = api.run(["--strict", "--follow-imports=silent", "--no-incremental", str(probe)])
+    assert status == 0, out + err  # every ignore was used: a wrong name, type or method is an error

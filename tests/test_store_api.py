@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
-from navi_memory.store_operations import StoreOperations
+from navi_memory.operations import StoreOperations
+from navi_memory.operations.memory import MemoryOperations
+from navi_memory.operations.persons import PersonOperations
+from navi_memory.operations.sessions import SessionOperations
+from navi_memory.operations.transfer import TransferOperations
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,19 +26,35 @@ def test_generated_methods_are_up_to_date() -> None:
     assert run.returncode == 0, run.stderr
 
 
-def operation_names() -> list[str]:
-    return [name for name, fn in inspect.getmembers(StoreOperations) if getattr(fn, "_navi_operation", False)]
+CONCERNS = [MemoryOperations, SessionOperations, PersonOperations, TransferOperations]
 
 
-@pytest.mark.parametrize("name", operation_names())
+def operations() -> dict[str, object]:
+    found: dict[str, object] = {}
+    for concern in CONCERNS:
+        for name, fn in inspect.getmembers(concern):
+            if getattr(fn, "_navi_operation", False):
+                assert name not in found, f"two concerns have an operation {name}"
+                found[name] = fn
+    return found
+
+
+def test_the_store_operations_hold_one_object_per_concern() -> None:
+    assert StoreOperations.__mro__ == (StoreOperations, object)  # composition, not a mixin diamond
+    for concern in CONCERNS:
+        assert concern.__mro__ == (concern, object)
+
+
+@pytest.mark.parametrize("name", sorted(operations()))
 def test_both_stores_have_every_operation_with_its_signature(name: str) -> None:
-    expected = inspect.signature(getattr(StoreOperations, name))
+    operation = operations()[name]
+    expected = inspect.signature(operation)
     sync, async_ = getattr(MemoryStore, name), getattr(AsyncMemoryStore, name)
     assert not inspect.iscoroutinefunction(sync) and inspect.iscoroutinefunction(async_)
     for method in (sync, async_):
         got = inspect.signature(method)
         assert got.parameters == expected.parameters
-        assert method.__doc__ == getattr(StoreOperations, name).__doc__
+        assert method.__doc__ == operation.__doc__
         assert not inspect.isgeneratorfunction(method)
 
 
@@ -64,8 +84,8 @@ def test_an_unexpected_error_keeps_the_operations_line_in_the_traceback(store, m
     monkeypatch.setattr(store.backend, "get_item", _raise_bug)
     with pytest.raises(RuntimeError, match="a bug in the backend") as info:
         store.get(1, user_id="u1")
-    assert "operations.py:_require_item" in _frames(info.value)
-    assert "operations.py:get" in _frames(info.value)
+    assert "memory.py:_require_item" in _frames(info.value)
+    assert "memory.py:get" in _frames(info.value)
 
 
 async def test_an_unexpected_error_keeps_the_operations_line_in_the_async_traceback(db_url, fake_embeddings) -> None:
@@ -74,6 +94,6 @@ async def test_an_unexpected_error_keeps_the_operations_line_in_the_async_traceb
         astore.backend.get_item = _raise_bug  # the async backend awaits what this returns: never reached
         with pytest.raises(RuntimeError, match="a bug in the backend") as info:
             await astore.get(1, user_id="u1")
-        assert "operations.py:get" in _frames(info.value)
+        assert "memory.py:get" in _frames(info.value)
     finally:
         await astore.close()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..config import DatabaseURL
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .base import Backend
 
 
 def _require_postgres() -> None:
@@ -16,7 +19,7 @@ def _require_postgres() -> None:
             raise ConfigurationError("PostgreSQL needs the 'postgres' extra: pip install 'navi-memory[postgres]'")
 
 
-def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> Any:
+def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> Backend:
     """The blocking backend for a parsed URL. ``read_only``: create nothing (no SQLite file or
     folder; PostgreSQL creates nothing before ``migrate`` anyway)."""
     if url.scheme == "sqlite":
@@ -26,7 +29,8 @@ def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> A
     _require_postgres()
     from .postgres.pool import PostgresBackend
 
-    return PostgresBackend(url, **options)
+    # its methods are installed from the query generators (checked by tests/test_backend_protocol.py)
+    return cast("Backend", PostgresBackend(url, **options))
 
 
 async def open_async_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> Any:
@@ -42,7 +46,7 @@ async def open_async_backend(url: DatabaseURL, read_only: bool = False, **option
 class ThreadedBackend:
     """Runs a blocking backend's methods in worker threads (SQLite has no async driver)."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Backend) -> None:
         self.sync = backend
 
     def __getattr__(self, name: str) -> Any:

@@ -5,7 +5,7 @@ Modules: ``sessions`` (message formats), ``transcript`` (rendering and truncatio
 no-LLM extractor and pre-filter), ``extract`` (reply parsing and the repair retry), ``dedup``
 (same or equivalent facts), ``summary``, ``triggers``, ``prompts``, ``llm`` (the chat model) and
 ``background`` (extraction off the caller's path). The store operations that tie them together are
-in ``navi_memory.session_operations``. Nothing here imports LangChain until a chat model is used.
+in ``navi_memory.operations.sessions``. Nothing here imports LangChain until a chat model is used.
 """
 
 from __future__ import annotations

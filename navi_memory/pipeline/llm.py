@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..config import Settings
 from ..embeddings import provider_model_name
 from ..errors import ConfigurationError, ExtractionError
-from ..calls import Call
+from ..calls import Chat
 from ..sansio import Op
 
 log = logging.getLogger(__name__)
@@ -271,7 +271,7 @@ def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:
 def ask(purpose: str, messages: list[tuple[str, str]], ledger: list[dict], schema: dict | None = None) -> Op:
     """One chat call through the store's runner, booked in ``ledger`` (failed calls too)."""
     try:
-        reply: LLMReply = yield Call("llm", purpose, (messages,), {"schema": schema})
+        reply: LLMReply = yield Chat(purpose, messages, schema)
     except ExtractionError as exc:
         ledger.append({"purpose": purpose, "model": None, "input_tokens": 0, "output_tokens": 0,
                        "estimated": False, "ok": False, "error": str(exc)[:500]})

@@ -18,6 +18,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from ...calls import BackendCall
 from ...errors import StorageError
 from ...sansio import Op, advance, operation
 from ...transfer_format import EXPORT_TABLES, item_digest
@@ -103,16 +104,15 @@ class PostgresTransferQueries:
 
     @operation
     def in_one_transaction(self, make_plan: Callable[[], Op]) -> Op:
-        """Run a plan (a generator yielding backend calls ``db(name, ...)``) as this one call,
+        """Run a plan (a generator yielding backend calls ``db.<method>(...)``) as this one call,
         so in one transaction on one connection; after a lost conflict the runner builds the
         plan again from ``make_plan``."""
         plan = make_plan()
         done, call = advance(plan, None)
         while not done:
-            if call.target != "db":
+            if not isinstance(call, BackendCall):
                 raise TypeError(f"a transaction plan may only call backend methods, not {call!r}")
-            done, call = advance(plan, (yield from _query_generator(type(self), call.name)(
-                self, *call.args, **call.kwargs)))
+            done, call = advance(plan, (yield from _query_generator(type(self), call.method)(self, **call.kwargs)))
         return call
 
     @operation

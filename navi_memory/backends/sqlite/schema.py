@@ -216,7 +216,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         4,
         [
-            # the household: who the memories are about (see person_operations)
+            # the household: who the memories are about (see operations/persons.py)
             f"ALTER TABLE users ADD COLUMN household_mode TEXT NOT NULL DEFAULT 'single'"
             f" CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
             """CREATE TABLE IF NOT EXISTS persons (

@@ -1,5 +1,5 @@
 """SQLite side of export/import: keyset-paged reads of whole tables, and restoring records with
-their own timestamps and history (``transfer_operations`` validates them first).
+their own timestamps and history (``operations.transfer`` validates them first).
 
 A mixin of ``SQLiteBackend``. An import runs its batches of ``restore_records`` inside
 ``in_one_transaction`` (savepoints in one ``BEGIN IMMEDIATE``); every record is skipped when its
@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...calls import BackendCall
 from ...errors import StorageError
 from ...sansio import Op, advance
 from ...timeutil import from_db, to_db
@@ -108,15 +109,15 @@ class SQLiteTransfer:
     # -- import ---------------------------------------------------------------------------------
 
     def in_one_transaction(self, make_plan: Callable[[], Op[Any]]) -> Any:
-        """Run a plan (a generator yielding backend calls ``db(name, ...)``) in one write
+        """Run a plan (a generator yielding backend calls ``db.<method>(...)``) in one write
         transaction; the calls it makes nest as savepoints. Any error rolls everything back."""
         with self._transaction(write=True):
             plan = make_plan()
             done, call = advance(plan, None)
             while not done:
-                if call.target != "db" or call.name.startswith("_"):
+                if not isinstance(call, BackendCall):
                     raise TypeError(f"a transaction plan may only call backend methods, not {call!r}")
-                done, call = advance(plan, getattr(self, call.name)(*call.args, **call.kwargs))
+                done, call = advance(plan, getattr(self, call.method)(**call.kwargs))
             return call
 
     def ensure_vector_index(self, model: str, dimensions: int) -> None:

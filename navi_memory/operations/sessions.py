@@ -1,9 +1,9 @@
 """Conversation memory as store operations: sessions, messages, triggers and the extraction run.
 
-Written once, like ``operations.MemoryOperations``: each public method is a generator yielding
-its I/O — ``db(...)`` for the backend, ``Call("embed", ...)``, ``Call("llm", ...)`` for the chat
-model and ``Call("spawn", ...)`` to run an extraction in the background — and ``sansio.install``
-puts it on ``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio).
+Written once, like ``memory.MemoryOperations``: each public method is a generator yielding
+its I/O (the requests of ``calls``: ``db.<method>(...)`` for the backend, ``EmbedDocuments`` for
+the embedder, ``Chat`` for the chat model, ``Spawn`` to run an extraction in the background),
+run by ``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio).
 
 One extraction run (``extract_session``) claims the session, stores the new turns as searchable
 chunks, finds candidate facts (explicit statements by rule; the chat model when one is set and the
@@ -19,19 +19,19 @@ import logging
 import uuid
 from typing import Any, Sequence
 
-from . import convert
-from . import validation as v
-from .backends.base import Filters, NewItem
-from .calls import Call, db
-from .contract import embedding_text, fact_item_content
-from .errors import (
+from .. import convert
+from .. import validation as v
+from ..backends.base import Filters, NewItem
+from ..calls import EmbedDocuments, Spawn, db
+from ..contract import embedding_text, fact_item_content
+from ..errors import (
     EmbeddingError,
     ExtractionError,
     NaviMemoryError,
     NotFoundError,
     ValidationError,
 )
-from .models import (
+from ..models import (
     SESSION_STATES,
     AddResult,
     ExtractionReport,
@@ -39,8 +39,9 @@ from .models import (
     Message,
     Session,
 )
-from .operations import MemoryOperations
-from .pipeline import (
+from .memory import MemoryOperations
+from .shared import Shared, fit_utf8
+from ..pipeline import (
     PipelineOptions,
     dedup,
     extract,
@@ -49,10 +50,10 @@ from .pipeline import (
     summary,
     transcript,
 )
-from .pipeline import triggers as trigger_rules
-from .pipeline.extract import ExtractedFact
-from .pipeline.llm import ChatClient
-from .sansio import Op, operation
+from ..pipeline import triggers as trigger_rules
+from ..pipeline.extract import ExtractedFact
+from ..pipeline.llm import ChatClient
+from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")
 
@@ -76,17 +77,12 @@ def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedF
     return list(out.values())
 
 
-def _fit(text: str, max_bytes: int) -> str:
-    while len(text.encode("utf-8")) > max_bytes:
-        text = text[: max(1, int(len(text) * 0.9))]
-    return text
+class SessionOperations:
+    """Sessions, messages, triggers and extraction runs; they write memory through ``memory``."""
 
-
-class SessionOperations(MemoryOperations):
-    """The conversation half of the store (it uses the item and fact operations it extends)."""
-
-    _chat: ChatClient | None
-    pipeline: PipelineOptions
+    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+        self._shared = shared
+        self._memory = memory
 
     # -- sessions and messages ---------------------------------------------------------------
 
@@ -100,7 +96,7 @@ class SessionOperations(MemoryOperations):
             return None
         uid = v.user_id(user_id)
         sid = uuid.uuid4().hex if session_id is None else v.text(session_id, "session_id", v.MAX_KEY)
-        row, _ = yield db("open_session", uid, sid, self._now())
+        row, _ = yield db.open_session(user_id=uid, session_id=sid, now=self._shared.now())
         yield from self._process_stale(uid, sid, background)
         return sessions.session(row)
 
@@ -116,16 +112,16 @@ class SessionOperations(MemoryOperations):
             log.info("messages without a user id: not remembered (session %s)", sid)
             return AddResult(session_id=sid, user_id=None, skipped="no user id")
         uid = v.user_id(user_id)
-        rows = sessions.normalize_messages(messages, self.max_content_bytes)
+        rows = sessions.normalize_messages(messages, self._shared.max_content_bytes)
         if not rows:
             return AddResult(session_id=sid, user_id=uid)
-        row, created = yield db("append_messages", uid, sid, rows, self._now())
+        row, created = yield db.append_messages(user_id=uid, session_id=sid, messages=rows, now=self._shared.now())
         result = AddResult(session_id=sid, user_id=uid, added=len(rows), created=created)
         if not triggers:
             return result
         if created:
             yield from self._process_stale(uid, sid, background)
-        result.triggers = trigger_rules.in_conversation(row, rows, self.pipeline.extract_every)
+        result.triggers = trigger_rules.in_conversation(row, rows, self._shared.pipeline.extract_every)
         if result.triggers:
             result.scheduled, result.report = yield from self._schedule(uid, sid, False, background)
         return result
@@ -144,7 +140,7 @@ class SessionOperations(MemoryOperations):
     def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Op[Session]:
         """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
         uid, sid = v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)
-        row = yield db("get_session", uid, sid, bool(messages), 0)
+        row = yield db.get_session(user_id=uid, session_id=sid, with_messages=bool(messages), after_seq=0)
         if row is None:
             raise NotFoundError(f"no session {sid!r} for this user")
         return sessions.session(row)
@@ -155,7 +151,7 @@ class SessionOperations(MemoryOperations):
         """Sessions, most recently active first (without messages)."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         state = None if state is None else v.choice(state, "state", SESSION_STATES)
-        rows = yield db("list_sessions", uid, state, v.limit(limit, 10_000), v.offset(offset))
+        rows = yield db.list_sessions(user_id=uid, state=state, limit=v.limit(limit, 10_000), offset=v.offset(offset))
         return [sessions.session(r) for r in rows]
 
     # -- extraction ----------------------------------------------------------------------------
@@ -179,7 +175,7 @@ class SessionOperations(MemoryOperations):
         idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
         extracted. Returns one report per session."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        minutes = self.pipeline.stale_minutes if stale_minutes is None else v.days(stale_minutes, "stale_minutes")
+        minutes = self._shared.pipeline.stale_minutes if stale_minutes is None else (v.days(stale_minutes, "stale_minutes") or 0.0)
         stale = yield from self._stale(uid, minutes, v.limit(limit, 100_000))
         reports = []
         for owner, sid in stale:
@@ -187,10 +183,12 @@ class SessionOperations(MemoryOperations):
         return reports
 
     @operation
-    def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> Op[dict[str, Any]]:
+    def usage_stats(
+        self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20
+    ) -> Op[dict[str, Any]]:
         """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        stats = yield db("usage_stats", uid, v.limit(limit, 10_000))
+        stats = yield db.usage_stats(user_id=uid, limit=v.limit(limit, 10_000))
         purposes = stats["purposes"]
         extracted = stats["states"].get("extracted", {}).get("sessions", 0)
         calls = sum(p["calls"] for p in purposes.values())
@@ -209,27 +207,36 @@ class SessionOperations(MemoryOperations):
     # -- the run -------------------------------------------------------------------------------
 
     def _stale(self, uid: str | None, minutes: float, limit: int) -> Op:
-        now = self._now()
-        return (yield db("stale_sessions", uid, trigger_rules.cutoff(now, minutes),
-                         trigger_rules.cutoff(now, self.pipeline.lease_minutes), self.pipeline.max_attempts, limit))
+        now = self._shared.now()
+        return (
+            yield db.stale_sessions(
+                user_id=uid,
+                cutoff=trigger_rules.cutoff(now, minutes),
+                lease_cutoff=trigger_rules.cutoff(now, self._shared.pipeline.lease_minutes),
+                max_attempts=self._shared.pipeline.max_attempts,
+                limit=limit,
+            )
+        )
 
     def _process_stale(self, uid: str, current: str, background: bool | None) -> Op:
-        for owner, sid in (yield from self._stale(uid, self.pipeline.stale_minutes, self.pipeline.stale_batch)):
+        for owner, sid in (yield from self._stale(uid, self._shared.pipeline.stale_minutes, self._shared.pipeline.stale_batch)):
             if sid != current:
                 yield from self._schedule(owner, sid, True, background)
 
     def _schedule(self, uid: str, sid: str, final: bool, background: bool | None) -> Op:
         """Queue an extraction in the background, or run it now; (queued, report)."""
-        if self.pipeline.background if background is None else background:
-            queued = yield Call("spawn", "extract_session", (sid,), {"user_id": uid, "final": final})
+        if self._shared.pipeline.background if background is None else background:
+            queued = yield Spawn("extract_session", (sid,), {"user_id": uid, "final": final})
             return bool(queued), None
         return False, (yield from self._extract(uid, sid, final, False))
 
     def _extract(self, uid: str, sid: str, final: bool, force: bool) -> Op:
-        now = self._now()
-        if (yield db("get_session", uid, sid, False, 0)) is None:
+        now = self._shared.now()
+        if (yield db.get_session(user_id=uid, session_id=sid, with_messages=False, after_seq=0)) is None:
             raise NotFoundError(f"no session {sid!r} for this user")
-        claimed = yield db("claim_session", uid, sid, now, trigger_rules.cutoff(now, self.pipeline.lease_minutes))
+        claimed = yield db.claim_session(
+            user_id=uid, session_id=sid, now=now, lease_cutoff=trigger_rules.cutoff(now, self._shared.pipeline.lease_minutes)
+        )
         report = ExtractionReport(session_id=sid, user_id=uid, state="extracted")
         if claimed is None:
             report.state, report.reason = "skipped", "another run is processing this session"
@@ -240,12 +247,18 @@ class SessionOperations(MemoryOperations):
         except NaviMemoryError as exc:
             report.state, report.error = "error", str(exc)[:1000]
             log.warning("extraction of session %s (user %s) failed: %s", sid, uid, exc)
-            yield db("finish_session", uid, sid, {"state": "error", "error": report.error}, ledger, self._now())
+            yield db.finish_session(
+                user_id=uid,
+                session_id=sid,
+                outcome={"state": "error", "error": report.error},
+                calls=ledger,
+                now=self._shared.now(),
+            )
             self._book(report, ledger)
             if not isinstance(exc, ExtractionError):
                 raise
             return report
-        yield db("finish_session", uid, sid, outcome, ledger, self._now())
+        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=ledger, now=self._shared.now())
         self._book(report, ledger)
         log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
                  report.updated, report.unchanged, report.notes, report.llm_calls)
@@ -259,27 +272,27 @@ class SessionOperations(MemoryOperations):
 
     def _pipeline_run(self, uid: str, sid: str, claimed: dict, final: bool, force: bool, report: ExtractionReport,
                       ledger: list[dict]) -> Op:
-        opts = self.pipeline
+        opts = self._shared.pipeline
         after = 0 if force else claimed["extracted_seq"]
         start = max(0, min(after, claimed["chunked_seq"]) - opts.context_messages)
-        full = yield db("get_session", uid, sid, True, start)
+        full = yield db.get_session(user_id=uid, session_id=sid, with_messages=True, after_seq=start)
         messages = [sessions.message(m) for m in full["messages"]]
-        pending = [m for m in messages if m.seq > claimed["chunked_seq"]]
+        pending = [m for m in messages if (m.seq or 0) > claimed["chunked_seq"]]
         report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final)
-        new = [m for m in messages if m.seq > after]
-        context = [m for m in messages if m.seq <= after][-opts.context_messages:] if opts.context_messages else []
+        new = [m for m in messages if (m.seq or 0) > after]
+        context = [m for m in messages if (m.seq or 0) <= after][-opts.context_messages:] if opts.context_messages else []
         candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
         notes: list[str] = []
-        if self._chat is not None and new:
+        if self._shared.chat is not None and new:
             if rules.worth_extracting(new):
-                known = yield db("list_facts", uid, 200, 0, "updated_at", True, None, None, self._now())
+                known = yield from self._memory.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
                     found = yield from extract.extract(text, known, ledger)
                     report.used_llm = True
                     # the model has read the same statements: of the rule facts only identity stays
-                    candidates = merge_candidates([c for c in candidates if c and c.category == "profile"],
-                                                  found.facts)
+                    candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
+                                                     found.facts)
                     notes = found.notes
             else:
                 report.prefiltered = True
@@ -296,36 +309,38 @@ class SessionOperations(MemoryOperations):
             return 0
         items: list[NewItem] = []
         previous = None  # the turn before, as context: a turn often makes sense only with it
-        for group in groups if self.pipeline.store_turns else []:  # without chunks the mark still moves
+        for group in groups if self._shared.pipeline.store_turns else []:  # without chunks the mark still moves
             text = transcript.turn_text(group, names)
             if text:
-                items.append(self._new_item(uid, {
-                    "content": _fit(text, self.max_content_bytes), "type": "note", "theme": "conversation",
+                items.append(self._memory.new_item(uid, {
+                    "content": fit_utf8(text, self._shared.max_content_bytes), "type": "note", "theme": "conversation",
                     "source": "conversation", "observed_at": group[0].created_at, "context": previous,
                     "source_ref": {"session_id": sid, "first_seq": group[0].seq, "last_seq": group[-1].seq}}))
                 previous = items[-1].content
-        ids = yield db("store_chunks", uid, sid, items, upto, self._model, self._now())
-        if self.embed_on_write:
-            yield from self._embed_new([(i, uid, embedding_text(it.title, it.content, it.context))
+        ids = yield db.store_chunks(
+            user_id=uid, session_id=sid, items=items, upto_seq=upto, model=self._shared.model, now=self._shared.now()
+        )
+        if self._shared.embed_on_write:
+            yield from self._memory.embed_new([(i, uid, embedding_text(it.title, it.content, it.context))
                                         for i, it in zip(ids, items)])
         return len(ids)
 
     def _store_notes(self, uid: str, sid: str, notes: list[str]) -> Op:
-        items = [self._new_item(uid, {"content": _fit(n, self.max_content_bytes), "type": "note", "theme": "notes",
+        items = [self._memory.new_item(uid, {"content": fit_utf8(n, self._shared.max_content_bytes), "type": "note", "theme": "notes",
                                       "source": "chat_extract", "source_ref": {"session_id": sid}}) for n in notes]
-        return len((yield from self._add_many(items)))
+        return len((yield from self._memory.add_rows(items)))
 
     def _neighbours(self, uid: str, candidates: list[ExtractedFact], known: list[dict]) -> Op:
         """Per candidate, the facts on file whose embeddings are closest to it: [(fact, cosine)]."""
         out: list[list[tuple[dict, float]]] = [[] for _ in candidates]
         by_item = {f["item_id"]: f for f in known if f.get("item_id") is not None}
-        if not candidates or not by_item or self._embedder is None or not self._model or not self._embedder.available:
+        if not candidates or not by_item or self._shared.embedder is None or not self._shared.model or not self._shared.embedder.available:
             return out
         try:
-            vectors = yield Call("embed", "documents", ([fact_item_content(c.key, c.value) for c in candidates],), {})
-            where = Filters(user_id=uid, now=self._now(), types=("fact",))
+            vectors = yield EmbedDocuments([fact_item_content(c.key, c.value) for c in candidates])
+            where = Filters(user_id=uid, now=self._shared.now(), types=("fact",))
             for index, vector in enumerate(vectors):
-                hits = yield db("semantic_candidates", where, self._model, vector, NEIGHBOURS)
+                hits = yield db.semantic_candidates(filters=where, model=self._shared.model, query=vector, k=NEIGHBOURS)
                 out[index] = [(by_item[item], score) for item, score in hits if item in by_item]
         except EmbeddingError as exc:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)
@@ -334,8 +349,8 @@ class SessionOperations(MemoryOperations):
     def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict]) -> Op:
         if not candidates:
             return []
-        opts = self.pipeline
-        known = yield db("list_facts", uid, None, 0, "updated_at", True, None, None, self._now())
+        opts = self._shared.pipeline
+        known = yield from self._memory.newest_facts(uid)
         decisions = [dedup.decide(c, known) for c in candidates]
         fresh = [i for i, d in enumerate(decisions) if d.action == "add"]
         neighbours = yield from self._neighbours(uid, [candidates[i] for i in fresh], known)
@@ -343,8 +358,9 @@ class SessionOperations(MemoryOperations):
             decisions[i] = dedup.decide(candidates[i], known, near, opts.dedup_threshold)
         pending = [i for i, d in enumerate(decisions) if d.action == "judge"]
         same: set[int] = set()
-        if pending and self._chat is not None and opts.llm_dedup:
-            same = yield from dedup.judge([(candidates[i], decisions[i].target) for i in pending], ledger)
+        if pending and self._shared.chat is not None and opts.llm_dedup:
+            pairs = [(candidates[i], decisions[i].target) for i in pending]
+            same = yield from dedup.judge(pairs, ledger)  # type: ignore[arg-type]  # "judge" names its target
         for number, i in enumerate(pending, 1):
             decisions[i] = dedup.resolve(decisions[i], candidates[i], number in same)
         changes: list[FactChange] = []
@@ -362,18 +378,18 @@ class SessionOperations(MemoryOperations):
         category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
                                                                                           candidate.key)
         value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
-        return (yield from self.upsert_fact(
+        return (yield from self._memory.upsert_fact(
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
-        facts = yield db("list_facts", uid, summary.MAX_FACTS, 0, "updated_at", True, None, None, self._now())
-        current = yield db("get_summary", uid)
+        facts = yield from self._memory.newest_facts(uid, summary.MAX_FACTS)
+        current = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False
-        text = yield from summary.write(facts, ledger, self._chat is not None)
+        text = yield from summary.write(facts, ledger, self._shared.chat is not None)
         if not text:
             return False
-        yield db("set_summary", uid, self._content(text), self._now())
+        yield db.set_summary(user_id=uid, content=self._shared.content(text), now=self._shared.now())
         return True
 

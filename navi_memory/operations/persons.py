@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from . import convert
-from . import validation as v
-from .calls import db
-from .errors import NotFoundError, ValidationError
-from .models import HOUSEHOLD_MODES, Fact
-from .operations import MemoryOperations
-from .persons import (
+from .. import convert
+from .. import validation as v
+from ..calls import db
+from ..errors import NotFoundError, ValidationError
+from ..models import HOUSEHOLD_MODES, Fact
+from .memory import MemoryOperations
+from .shared import Shared, fit_utf8
+from ..persons import (
     Person,
     SpeakerInference,
     check_aliases,
@@ -30,7 +31,7 @@ from .persons import (
     matches,
     person,
 )
-from .promotion import (
+from ..promotion import (
     MARKDOWN_ENTRIES,
     MAX_ITEMS,
     PROMPT_FACTS,
@@ -40,19 +41,23 @@ from .promotion import (
     find_clusters,
     render_memory_markdown,
 )
-from .sansio import Op, operation
-from .session_operations import _fit
+from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.persons")
 
-class PersonOperations(MemoryOperations):
-    """Persons, household mode, speaker inference and promotion (installed on both stores)."""
+
+class PersonOperations:
+    """Persons, household mode, speaker inference and promotion ."""
+
+    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+        self._shared = shared
+        self._memory = memory
 
     def _person_fields(self, fields: dict[str, Any], partial: bool) -> dict[str, Any]:
-        return clean_person_fields(fields, partial, self.max_content_bytes)
+        return clean_person_fields(fields, partial, self._shared.max_content_bytes)
 
     def _persons(self, uid: str) -> Op:
-        return [person(r) for r in (yield db("list_persons", uid))]
+        return [person(r) for r in (yield db.list_persons(user_id=uid))]
 
     def _find(self, uid: str, ref: Any) -> Op:
         """The person an id or a reference names; NotFoundError when none or ambiguous."""
@@ -77,13 +82,13 @@ class PersonOperations(MemoryOperations):
         fields = self._person_fields({"display_name": display_name, "aliases": list(aliases), "role": role,
                                       "pronouns": pronouns, "birth_date": birth_date, "notes": notes}, False)
         persons = yield from self._persons(uid)
-        if persons and (yield db("household_mode", uid)) == "single":
+        if persons and (yield db.household_mode(user_id=uid)) == "single":
             raise ValidationError("the household is in single mode: switch it to multi to add another person")
         problem = check_aliases(persons, Person(id=-1, user_id=uid, display_name=fields["display_name"],
                                                 aliases=fields["aliases"]))
         if problem:
             raise ValidationError(problem)
-        return person((yield db("insert_person", uid, fields, self._now())))
+        return person((yield db.insert_person(user_id=uid, fields=fields, now=self._shared.now())))
 
     @operation
     def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Op[Person]:
@@ -99,7 +104,7 @@ class PersonOperations(MemoryOperations):
             raise ValidationError(problem)
         if not clean:
             return target
-        row = yield db("update_person", uid, target.id, clean, self._now())
+        row = yield db.update_person(user_id=uid, person_id=target.id, changes=clean, now=self._shared.now())
         return person(row)
 
     @operation
@@ -107,7 +112,7 @@ class PersonOperations(MemoryOperations):
         """Remove a person (by id or reference). Their items and facts keep the name."""
         uid = v.user_id(user_id)
         target, _ = yield from self._find(uid, ref)
-        yield db("delete_person", uid, target.id)
+        yield db.delete_person(user_id=uid, person_id=target.id)
         return target
 
     @operation
@@ -131,7 +136,7 @@ class PersonOperations(MemoryOperations):
     @operation
     def household_mode(self, *, user_id: str) -> Op[str]:
         """'single' (the default) or 'multi'."""
-        return (yield db("household_mode", v.user_id(user_id)))
+        return (yield db.household_mode(user_id=v.user_id(user_id)))
 
     @operation
     def set_household_mode(self, mode: str, *, user_id: str) -> Op[str]:
@@ -139,24 +144,26 @@ class PersonOperations(MemoryOperations):
         single: only while at most one person remains (remove the others first)."""
         uid = v.user_id(user_id)
         mode = v.choice(mode, "mode", HOUSEHOLD_MODES)
-        current = yield db("household_mode", uid)
+        current = yield db.household_mode(user_id=uid)
         persons = yield from self._persons(uid)
         if mode == current:
             return mode
         if mode == "single" and len(persons) > 1:
             raise ValidationError(f"cannot switch to single mode with {len(persons)} persons: remove all but one")
         primary = persons[0].id if mode == "multi" and len(persons) == 1 else None
-        yield db("set_household_mode", uid, mode, primary, self._now())
+        yield db.set_household_mode(user_id=uid, mode=mode, primary_id=primary, now=self._shared.now())
         return mode
 
     @operation
     def household(self, *, user_id: str) -> Op[dict[str, Any]]:
         """``{"mode": ..., "persons": [...]}``: the household as one record."""
         uid = v.user_id(user_id)
-        return {"mode": (yield db("household_mode", uid)), "persons": (yield from self._persons(uid))}
+        return {"mode": (yield db.household_mode(user_id=uid)), "persons": (yield from self._persons(uid))}
 
     @operation
-    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> Op[dict[str, Any]]:
+    def put_household(
+        self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None
+    ) -> Op[dict[str, Any]]:
         """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
@@ -169,7 +176,7 @@ class PersonOperations(MemoryOperations):
             raise ValidationError("each member must be an object with at least a display_name")
         clean = [self._person_fields(dict(m), False) for m in members]
         persons = yield from self._persons(uid)
-        current = yield db("household_mode", uid)
+        current = yield db.household_mode(user_id=uid)
         planned: list[tuple[Person | None, dict[str, Any]]] = []
         after = list(persons)
         for number, fields in enumerate(clean):
@@ -188,26 +195,28 @@ class PersonOperations(MemoryOperations):
             yield from self.set_household_mode("multi", user_id=uid)
         for existing, fields in planned:
             if existing is None:
-                yield db("insert_person", uid, fields, self._now())
+                yield db.insert_person(user_id=uid, fields=fields, now=self._shared.now())
             else:  # matched by name: the name keeps its stored spelling
                 changes = {key: value for key, value in fields.items() if key != "display_name"}
                 if changes:
-                    yield db("update_person", uid, existing.id, changes, self._now())
+                    yield db.update_person(user_id=uid, person_id=existing.id, changes=changes, now=self._shared.now())
         if mode == "single":
             yield from self.set_household_mode("single", user_id=uid)
         return (yield from self.household(user_id=uid))
 
     @operation
-    def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None) -> Op[SpeakerInference]:
+    def infer_speaker(
+        self, text: str | None = None, *, user_id: str, hint: str | int | None = None
+    ) -> Op[SpeakerInference]:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
         of the device or session (id or reference), trusted first; then the single-mode fast path;
         then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
         uid = v.user_id(user_id)
-        text = None if text is None else v.text(text, "text", self.max_content_bytes, allow_empty=True)
+        text = None if text is None else v.text(text, "text", self._shared.max_content_bytes, allow_empty=True)
         persons = yield from self._persons(uid)
         if not persons:  # no household: nothing to infer (and one query per turn, not two)
             return infer_speaker([], "single")
-        mode = yield db("household_mode", uid)
+        mode = yield db.household_mode(user_id=uid)
         hinted = None
         if hint is not None:
             found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \
@@ -222,10 +231,10 @@ class PersonOperations(MemoryOperations):
                 max_items: int = MAX_ITEMS) -> Op[PromotionReport]:
         """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
         the items promoted; idempotent. Needs vectors of the store's embedding model."""
-        if self._model is None:
+        if self._shared.model is None:
             raise ValidationError("promotion compares vectors: the store has no embedding model")
         if all_users and user_id is None:
-            users = [u["id"] for u in (yield db("list_users"))]
+            users = [u["id"] for u in (yield db.list_users())]
         else:
             users = [v.user_id(user_id)]
         report = PromotionReport()
@@ -234,7 +243,9 @@ class PersonOperations(MemoryOperations):
         return report
 
     def _promote_user(self, uid: str, max_items: int, report: PromotionReport) -> Op:
-        rows = yield db("promotion_candidates", uid, self._model, self._now(), max_items)
+        model = self._shared.model
+        rows = [] if model is None else (  # clusters are found by vector similarity
+            yield db.promotion_candidates(user_id=uid, model=model, now=self._shared.now(), limit=max_items))
         report.users += 1
         report.candidates += len(rows)
         for cluster in find_clusters(rows):
@@ -242,21 +253,23 @@ class PersonOperations(MemoryOperations):
             fact_id = cluster.fact_id
             if fact_id is None and not cluster.retired:
                 fields = fact_fields(cluster)
-                change = yield from self.upsert_fact(
+                change = yield from self._memory.upsert_fact(
                     user_id=uid, category=fields["category"], key=fields["key"],
-                    value=_fit(fields["value"], self.max_content_bytes), source="auto_discovery",
+                    value=fit_utf8(fields["value"], self._shared.max_content_bytes), source="auto_discovery",
                     confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
                     person=fields["person"])
                 fact_id = change.fact.id
                 report.facts_added += change.action == "added"
                 report.facts_updated += change.action == "updated"
-            report.items_promoted += (yield db("record_promotion", uid, fact_id, cluster.new_ids, self._now()))
+            report.items_promoted += yield db.record_promotion(
+                user_id=uid, fact_id=fact_id, item_ids=cluster.new_ids, now=self._shared.now()
+            )
         log.info("promotion of user %s: %d clusters, %d items promoted", uid, report.clusters, report.items_promoted)
 
     @operation
     def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> Op[list[Fact]]:
         """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
-        rows = yield db("promoted_facts", v.user_id(user_id), v.limit(limit, 1000), self._now())
+        rows = yield db.promoted_facts(user_id=v.user_id(user_id), limit=v.limit(limit, 1000), now=self._shared.now())
         return [convert.fact(r) for r in rows]
 
     @operation

@@ -15,80 +15,71 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import convert
-from . import validation as v
-from .backends.base import Filters, NewItem
-from .embeddings import Embedder
-from .errors import EmbeddingError, NotFoundError, ValidationError
-from .models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
+from .. import convert
+from .. import validation as v
+from ..backends.base import Filters, NewItem
+from ..embeddings import Embedder
+from ..errors import EmbeddingError, NotFoundError, ValidationError
+from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
                      SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
                      SummaryHistory, SummaryText, Theme)
-from .persons import canonical_name
-from .retrieval import context
-from .retrieval import search as ranking
-from .retrieval.query import is_match_all, query_terms
-from .contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
-from .calls import Call, at_once, db
-from .sansio import Op, operation
-from .vectors import check_vector
+from ..persons import canonical_name
+from ..retrieval import context
+from ..retrieval import search as ranking
+from ..retrieval.query import is_match_all, query_terms
+from ..contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
+from ..calls import EmbedDocuments, EmbedQuery, at_once, db
+from ..sansio import Op, operation
+from ..vectors import check_vector
+from .shared import EMBED_BATCH, Shared
 
 log = logging.getLogger("navi_memory")
 
-EMBED_BATCH = 32
 
 
 class MemoryOperations:
-    """State shared by both store flavours; subclasses provide the runner."""
+    """Items, facts, search, the summary and embeddings: the memory itself. Other concerns write
+    through ``new_item`` / ``add_rows`` / ``upsert_fact`` and embed through ``embed_rows``."""
 
-    _embedder: Embedder | None
-    _model: str | None
-    max_content_bytes: int
-    fusion: str
-    embed_on_write: bool
-    _clock: Callable[[], datetime]
-
-    def _now(self) -> datetime:
-        return self._clock()
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _content(self, value: Any, field: str = "content") -> str:
-        return v.text(value, field, self.max_content_bytes)
-
     def _vector(self, value: Any) -> np.ndarray:
-        if self._model is None:
+        if self._shared.model is None:
             raise ValidationError("a precomputed embedding needs an embedding model (embedding_model=...)")
-        dims = self._embedder.dimensions if self._embedder else None
+        dims = self._shared.embedder.dimensions if self._shared.embedder else None
         try:
             return check_vector(value, dims)
         except EmbeddingError as exc:
             raise ValidationError(f"embedding rejected: {exc}") from exc
 
-    def _new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
+    def new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
         unknown = set(fields) - {"content", "type", "theme", "title", "tags", "pinned", "source", "source_ref",
                                  "person", "confidence", "observed_at", "expires_at", "expires_days",
                                  "metadata", "embedding", "status", "context"}
         if unknown:
             raise ValidationError(f"unknown item field(s): {', '.join(sorted(unknown))}")
-        now = self._now()
+        now = self._shared.now()
         theme = fields.get("theme")
         return NewItem(
             user_id=v.user_id(user_id),
             type=v.choice(fields.get("type", "note"), "type", ITEM_TYPES),
-            content=self._content(fields.get("content")),
+            content=self._shared.content(fields.get("content")),
             theme=v.slug(theme) if theme not in (None, "") else "general",
             title=v.optional_text(fields.get("title"), "title", v.MAX_TITLE),
             tags=v.tags(fields.get("tags")),
             status=v.choice(fields.get("status", "active"), "status", ITEM_STATUSES),
             pinned=v.flag(fields.get("pinned", False), "pinned"),
             source=v.optional_text(fields.get("source"), "source", v.MAX_KEY),
-            source_ref=v.nested_mapping(fields.get("source_ref"), "source_ref", self.max_content_bytes),
+            source_ref=v.nested_mapping(fields.get("source_ref"), "source_ref", self._shared.max_content_bytes),
             person=v.optional_text(fields.get("person"), "person", v.MAX_KEY),
             confidence=v.confidence(fields.get("confidence")),
             observed_at=v.when(fields.get("observed_at"), "observed_at"),
             expires_at=v.expiry(fields.get("expires_at"), fields.get("expires_days"), now),
-            metadata=v.nested_mapping(fields.get("metadata"), "metadata", self.max_content_bytes),
-            context=v.optional_text(fields.get("context"), "context", self.max_content_bytes),
+            metadata=v.nested_mapping(fields.get("metadata"), "metadata", self._shared.max_content_bytes),
+            context=v.optional_text(fields.get("context"), "context", self._shared.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
         )
 
@@ -96,7 +87,7 @@ class MemoryOperations:
                  types: Any = None, recency_days: Any = None, person: Any = None,
                  include_expired: bool = False) -> Filters:
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        now = self._now()
+        now = self._shared.now()
         return Filters(
             user_id=uid, now=now,
             status=v.choice(status or "active", "status", SEARCH_STATUSES),
@@ -107,30 +98,31 @@ class MemoryOperations:
             include_expired=bool(include_expired),
         )
 
-    def _embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
+    def embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
         """Embed (item_id, user_id, text) rows and store the vectors; a provider failure is stored
         as state ``error`` (backfill retries those). Returns (stored, failed)."""
+        model = self._shared.require_model()
         try:
-            vectors = yield Call("embed", "documents", ([t for _, _, t in rows],), {})
+            vectors = yield EmbedDocuments([t for _, _, t in rows])
         except EmbeddingError as exc:
-            yield db("store_embeddings", self._model, [(i, u, t, None, str(exc)[:500]) for i, u, t in rows],
-                     self._now())
+            failed = [(i, u, t, None, str(exc)[:500]) for i, u, t in rows]
+            yield db.store_embeddings(model=model, results=failed, now=self._shared.now())
             return 0, len(rows)
         results = [(i, u, t, vec, None) for (i, u, t), vec in zip(rows, vectors)]
-        return (yield db("store_embeddings", self._model, results, self._now())), 0
+        return (yield db.store_embeddings(model=model, results=results, now=self._shared.now())), 0
 
-    def _embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
+    def embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
         """Embed rows right after a write, unless there is no provider or it is backing off."""
-        if not rows or self._embedder is None or self._model is None or not self._embedder.available:
+        if not rows or self._shared.embedder is None or self._shared.model is None or not self._shared.embedder.available:
             return
         for start in range(0, len(rows), EMBED_BATCH):
-            yield from self._embed_rows(rows[start:start + EMBED_BATCH])
+            yield from self.embed_rows(rows[start:start + EMBED_BATCH])
 
     def _item(self, row: dict) -> Item:
         return convert.item(row)
 
     def _require_item(self, user_id: str, item_id: int) -> Op:
-        row = yield db("get_item", user_id, item_id)
+        row = yield db.get_item(user_id=user_id, item_id=item_id)
         if row is None:
             raise NotFoundError(f"no item {item_id} for this user")
         return row
@@ -142,7 +134,7 @@ class MemoryOperations:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector)."""
-        ids = yield from self._add_many([self._new_item(user_id, {**fields, "content": content})])
+        ids = yield from self.add_rows([self.new_item(user_id, {**fields, "content": content})])
         return ids[0]
 
     @operation
@@ -155,28 +147,28 @@ class MemoryOperations:
             if not isinstance(fields, Mapping):
                 raise ValidationError(f"item {index} is not a mapping")
             fields = dict(fields)
-            rows.append(self._new_item(fields.pop("user_id", None), fields))
-        return (yield from self._add_many(rows))
+            rows.append(self.new_item(fields.pop("user_id", None), fields))
+        return (yield from self.add_rows(rows))
 
     def _person_name(self, uid: str, name: str | None) -> Op:
         """The display name of the household member ``name`` refers to (alias, role, first name);
         ``name`` itself when it names nobody or is ambiguous (a person outside the household)."""
         if name is None:
             return None
-        return canonical_name((yield db("list_persons", uid)), name)
+        return canonical_name((yield db.list_persons(user_id=uid)), name)
 
-    def _add_many(self, rows: list[NewItem]) -> Op:
+    def add_rows(self, rows: list[NewItem]) -> Op:
         if not rows:
             return []
         if any(r.person for r in rows):  # one household read per user, not per row
             households = {}
             for uid in {r.user_id for r in rows if r.person}:
-                households[uid] = yield db("list_persons", uid)
+                households[uid] = yield db.list_persons(user_id=uid)
             rows = [replace(r, person=canonical_name(households[r.user_id], r.person)) if r.person else r
                     for r in rows]
-        ids = yield db("insert_items", rows, self._model, self._now())
-        if self.embed_on_write:
-            yield from self._embed_new([(i, r.user_id, embedding_text(r.title, r.content, r.context))
+        ids = yield db.insert_items(items=rows, model=self._shared.model, now=self._shared.now())
+        if self._shared.embed_on_write:
+            yield from self.embed_new([(i, r.user_id, embedding_text(r.title, r.content, r.context))
                                         for i, r in zip(ids, rows) if r.vector is None])
         return ids
 
@@ -197,7 +189,7 @@ class MemoryOperations:
             raise ValidationError(f"cannot update field(s): {', '.join(sorted(unknown))}")
         clean: dict[str, Any] = {}
         checks: dict[str, Callable[[Any], Any]] = {
-            "content": self._content,
+            "content": self._shared.content,
             "title": lambda x: v.optional_text(x, "title", v.MAX_TITLE),
             "type": lambda x: v.choice(x, "type", ITEM_TYPES),
             "theme": lambda x: v.slug(x) if x not in (None, "") else "general",
@@ -208,20 +200,20 @@ class MemoryOperations:
             "confidence": v.confidence,
             "observed_at": lambda x: v.when(x, "observed_at"),
             "expires_at": lambda x: v.when(x, "expires_at"),
-            "metadata": lambda x: v.nested_mapping(x, "metadata", self.max_content_bytes) or {},
-            "context": lambda x: v.optional_text(x, "context", self.max_content_bytes),
+            "metadata": lambda x: v.nested_mapping(x, "metadata", self._shared.max_content_bytes) or {},
+            "context": lambda x: v.optional_text(x, "context", self._shared.max_content_bytes),
             "source": lambda x: v.optional_text(x, "source", v.MAX_KEY),
-            "source_ref": lambda x: v.nested_mapping(x, "source_ref", self.max_content_bytes),
+            "source_ref": lambda x: v.nested_mapping(x, "source_ref", self._shared.max_content_bytes),
         }
         for key, value in changes.items():
             clean[key] = checks[key](value)
         if clean.get("person"):
             clean["person"] = yield from self._person_name(uid, clean["person"])
-        row = yield db("update_item", uid, iid, clean, self._model, self._now())
+        row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model, now=self._shared.now())
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
-        if self.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
-            yield from self._embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
+        if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
+            yield from self.embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
         return self._item(row)
 
@@ -240,7 +232,7 @@ class MemoryOperations:
     def delete(self, item_id: int, *, user_id: str) -> Op[None]:
         """Delete an item and its embedding for good."""
         iid = v.item_id(item_id)
-        if not (yield db("delete_item", v.user_id(user_id), iid)):
+        if not (yield db.delete_item(user_id=v.user_id(user_id), item_id=iid)):
             raise NotFoundError(f"no item {iid} for this user")
 
     @operation
@@ -249,20 +241,28 @@ class MemoryOperations:
                    include_expired: bool = False) -> Op[list[Item]]:
         """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
-        rows = yield db("list_items", f, v.limit(limit, 10_000), v.offset(offset))
+        rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset))
         return [self._item(r) for r in rows]
 
     @operation
-    def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
-                    types: Sequence[str] | None = None, status: str = "active", include_expired: bool = False) -> Op[int]:
+    def count_items(
+        self,
+        *,
+        user_id: str | None = None,
+        all_users: bool = False,
+        theme: str | None = None,
+        types: Sequence[str] | None = None,
+        status: str = "active",
+        include_expired: bool = False,
+    ) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
-        return (yield db("count_items", f))
+        return (yield db.count_items(filters=f))
 
     @operation
     def list_themes(self, *, user_id: str) -> Op[list[Theme]]:
         """Themes with their active-item counts, largest first."""
-        rows = yield db("list_themes", v.user_id(user_id), self._now())
+        rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now())
         return [Theme(**r) for r in rows]
 
     # -- facts -----------------------------------------------------------------------------
@@ -275,16 +275,16 @@ class MemoryOperations:
         """Insert or update the fact (user, category, key). A changed value moves the old one to
         history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
         uid = v.user_id(user_id)
-        now = self._now()
+        now = self._shared.now()
         source = v.choice(source, "source", FACT_SOURCES)
         fact = {
             "category": v.choice(category, "category", FACT_CATEGORIES),
             "key": v.text(key, "key", v.MAX_KEY),
-            "value": self._content(value, "value"),
+            "value": self._shared.content(value, "value"),
             "source": source,
             "confidence": v.confidence(confidence) if confidence is not None
             else SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
-            "source_context": v.optional_text(source_context, "source_context", self.max_content_bytes),
+            "source_context": v.optional_text(source_context, "source_context", self._shared.max_content_bytes),
             "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
             "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
             "person": (yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
@@ -294,21 +294,28 @@ class MemoryOperations:
                          theme=fact["category"], source=source, confidence=fact["confidence"],
                          person=fact["person"], expires_at=fact["expires_at"],
                          metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
-        action, row, previous = yield db("upsert_fact", uid, fact, mirror, self._model, now)
-        if self.embed_on_write and action != "unchanged" and row.get("item_id"):
-            yield from self._embed_new([(row["item_id"], uid, mirror.content)])
+        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
+        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
+            yield from self.embed_new([(row["item_id"], uid, mirror.content)])
         return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
+
+    def newest_facts(self, uid: str, limit: int | None = None, category: str | None = None,
+                     include_expired: bool = False) -> Op:
+        """The user's fact rows, newest first (the order dedup and the summary read them in)."""
+        return (yield db.list_facts(user_id=uid, limit=limit, offset=0, sort_by="updated_at", descending=True,
+                                    search=None, category=category, now=self._shared.now(),
+                                    include_expired=include_expired))
 
     @operation
     def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op[Fact]:
         """The fact with this key (and category, when given), with its history."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        rows = yield db("list_facts", uid, None, 0, "updated_at", True, None, cat, self._now(), True)
+        rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
         rows = [r for r in rows if r["key"] == key]
         if not rows:
             raise NotFoundError(f"no fact {key!r} for this user")
-        history = yield db("fact_history", uid, [rows[0]["id"]])
+        history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
         return convert.fact(rows[0], history)
 
     @operation
@@ -316,7 +323,7 @@ class MemoryOperations:
         """Delete the fact(s) with this key (optionally only in one category), history included."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db("delete_facts", uid, key, cat)
+        count = yield db.delete_facts(user_id=uid, key=key, category=cat)
         if not count:
             raise NotFoundError(f"no fact {key!r} for this user")
         return count
@@ -328,12 +335,20 @@ class MemoryOperations:
                       include_expired: bool = False) -> Op[FactList]:
         """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        rows = yield db(
-            "list_facts", uid, None if limit is None else v.limit(limit, 100_000), v.offset(offset),
-            v.choice(sort_by, "sort_by", FACT_SORT_FIELDS), v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
-            v.optional_text(search, "search", 1024),
-            None if category is None else v.choice(category, "category", FACT_CATEGORIES), self._now(), include_expired)
-        history = (yield db("fact_history", uid, [r["id"] for r in rows])) if include_history and rows else {}
+        rows = yield db.list_facts(
+            user_id=uid,
+            limit=None if limit is None else v.limit(limit, 100_000),
+            offset=v.offset(offset),
+            sort_by=v.choice(sort_by, "sort_by", FACT_SORT_FIELDS),
+            descending=v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
+            search=v.optional_text(search, "search", 1024),
+            category=None if category is None else v.choice(category, "category", FACT_CATEGORIES),
+            now=self._shared.now(),
+            include_expired=include_expired,
+        )
+        history = (
+            (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if include_history and rows else {}
+        )
         return FactList(convert.fact(r, history) for r in rows)
 
     # -- search ----------------------------------------------------------------------------
@@ -367,32 +382,33 @@ class MemoryOperations:
         if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
                 or not 0 <= context_weight <= 1:
             raise ValidationError("context_weight must be a number from 0 to 1")
-        weight = self.settings.semantic_weight if semantic_weight is None else semantic_weight
+        weight = self._shared.settings.semantic_weight if semantic_weight is None else semantic_weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
             raise ValidationError("semantic_weight must be a number from 0 to 1")
         if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
                 or not 0 <= min_similarity <= 1:
             raise ValidationError("min_similarity must be a number from 0 to 1")
-        fusion = v.choice(fusion or self.fusion, "fusion", FUSIONS)
+        fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         if query is not None and not isinstance(query, str):
             raise ValidationError("query must be a string")
         if query is not None:
-            v.text(query, "query", self.max_content_bytes, allow_empty=True)
+            v.text(query, "query", self._shared.max_content_bytes, allow_empty=True)
         if is_match_all(query):
-            rows = yield db("list_items", f, limit, 0)
+            rows = yield db.list_items(filters=f, limit=limit, offset=0)
             return SearchResults(convert.match_all_result(r) for r in rows)
         plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
         qvec = None if query_embedding is None else self._vector(query_embedding)
-        if qvec is None and self._embedder is not None and self._embedder.available and self._model:
+        model = self._shared.model
+        if qvec is None and query and self._shared.embedder is not None and self._shared.embedder.available and model:
             try:
-                qvec = yield Call("embed", "query", (query,), {})
+                qvec = yield EmbedQuery(query)
             except EmbeddingError as exc:
                 log.info("query embedding failed, searching lexically: %s", exc)
         # The two candidate queries are independent: on PostgreSQL they run on two connections.
-        calls = [db("lexical_candidates", f, plan.terms, plan.k)]
-        if qvec is not None:
-            calls.append(db("semantic_candidates", f, self._model, qvec, plan.k))
+        calls = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        if qvec is not None and model is not None:
+            calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
         (lexical, error), *rest = yield at_once(*calls)
         if error is not None:
             raise error
@@ -406,23 +422,23 @@ class MemoryOperations:
                 raise error
         substring = []
         if not lexical and not semantic:
-            substring = yield db("substring_candidates", f, query_terms(query or "", 8), plan.k)
+            substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
         extra: dict[int, float] = {}
         missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
-        if qvec is not None and missing:
-            extra = yield db("semantic_scores", f, self._model, qvec, missing)
+        if qvec is not None and model is not None and missing:
+            extra = yield db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
         fused = plan.fuse(lexical, semantic, substring, extra)
         if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
             fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
         if not fused:
             return SearchResults()
         if context_weight > 0:
-            fused = context.smooth(fused, (yield db("neighbours", f, list(fused))), context_weight)
+            fused = context.smooth(fused, (yield db.neighbours(filters=f, ids=list(fused))), context_weight)
         if f.user_id is not None:  # people the query names become person hints; hints by alias or
             # first name resolve to the display name the items carry
             names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
-            hints += tuple((yield db("persons_named", f.user_id, names)))
-        rows = yield db("fetch_items", f.user_id, list(fused))
+            hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
+        rows = yield db.fetch_items(user_id=f.user_id, ids=list(fused))
         return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
 
     # -- summary, sessions, users ----------------------------------------------------------
@@ -430,76 +446,82 @@ class MemoryOperations:
     @operation
     def get_summary(self, *, user_id: str) -> Op[SummaryText | None]:
         """The current narrative summary text, or None."""
-        row = yield db("get_summary", v.user_id(user_id))
+        row = yield db.get_summary(user_id=v.user_id(user_id))
         return None if row is None else SummaryText(row["content"])
 
     @operation
     def set_summary(self, content: str, *, user_id: str) -> Op[Summary]:
         """Store a new summary version (earlier versions are kept)."""
-        row = yield db("set_summary", v.user_id(user_id), self._content(content), self._now())
+        row = yield db.set_summary(user_id=v.user_id(user_id), content=self._shared.content(content), now=self._shared.now())
         return Summary(**row)
 
     @operation
     def summary_history(self, *, user_id: str, limit: int = 10) -> Op[SummaryHistory]:
         """The newest ``limit`` summary versions, newest first."""
-        rows = yield db("summary_history", v.user_id(user_id), v.limit(limit, 1000))
+        rows = yield db.summary_history(user_id=v.user_id(user_id), limit=v.limit(limit, 1000))
         return SummaryHistory(Summary(**r) for r in rows)
 
     @operation
     def mark_session_extracted(self, session_id: str, *, user_id: str, at: Any = None) -> Op[datetime]:
         """Record that a session's facts were extracted (now, unless ``at`` is given)."""
-        when = v.when(at, "at") or self._now()
-        yield db("mark_session_extracted", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY), when)
+        when = v.when(at, "at") or self._shared.now()
+        yield db.mark_session_extracted(
+            user_id=v.user_id(user_id), session_id=v.text(session_id, "session_id", v.MAX_KEY), at=when
+        )
         return when
 
     @operation
     def get_extracted_at(self, session_id: str, *, user_id: str) -> Op[datetime | None]:
         """When the session was last extracted, or None."""
-        return (yield db("get_extracted_at", v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)))
+        return (
+            yield db.get_extracted_at(
+                user_id=v.user_id(user_id), session_id=v.text(session_id, "session_id", v.MAX_KEY)
+            )
+        )
 
     @operation
     def forget(self, *, user_id: str) -> Op[dict[str, int]]:
         """Delete everything stored for a user; returns the counts of rows removed per table."""
-        return (yield db("forget_user", v.user_id(user_id)))
+        return (yield db.forget_user(user_id=v.user_id(user_id)))
 
     @operation
     def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op[list[dict[str, Any]]]:
         """Admin: users by id with item and fact counts (all of them, or a page)."""
-        return (yield db("list_users", None if limit is None else v.limit(limit, 100_000), v.offset(offset)))
+        return (yield db.list_users(limit=None if limit is None else v.limit(limit, 100_000), offset=v.offset(offset)))
 
     # -- embeddings maintenance ------------------------------------------------------------
 
     @operation
     def embedding_status(self) -> Op[dict[str, Any]]:
         """Counts of ready / pending / error / missing / other-model embeddings."""
-        stats = yield db("embedding_stats", self._model)
-        return {"model": self._model, **stats}
+        stats = yield db.embedding_stats(model=self._shared.model)
+        return {"model": self._shared.model, **stats}
 
     @operation
     def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                  progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
         """Embed every row without a ready vector of the active model (pending, error, other model)."""
-        if self._embedder is None or self._model is None:
+        if self._shared.embedder is None or self._shared.model is None:
             raise ValidationError("no embedding provider configured: nothing to backfill with")
         uid = None if user_id is None else v.user_id(user_id)
         batch_size = v.limit(batch_size, 10_000, "batch_size")
-        total = (yield db("embedding_stats", self._model))
+        total = (yield db.embedding_stats(model=self._shared.model))
         todo = total["items"] - total["ready"]
         report, after = BackfillReport(), 0
         while True:
-            rows = yield db("pending_embeddings", self._model, uid, batch_size, after)
+            rows = yield db.pending_embeddings(model=self._shared.model, user_id=uid, limit=batch_size, after_id=after)
             if not rows:
                 break
             after = rows[-1][0]
-            self._embedder.reset_backoff()  # an explicit backfill always tries the provider
-            stored, failed = yield from self._embed_rows(rows)
+            self._shared.embedder.reset_backoff()  # an explicit backfill always tries the provider
+            stored, failed = yield from self.embed_rows(rows)
             report.embedded += stored
             report.failed += failed
             if progress:
                 progress(report.embedded + report.failed, todo)
             if failed and not stored:
                 break  # the provider is down: stop rather than mark every row as error
-        stats = yield db("embedding_stats", self._model)
+        stats = yield db.embedding_stats(model=self._shared.model)
         report.remaining = stats["items"] - stats["ready"]
         return report
 
@@ -507,7 +529,7 @@ class MemoryOperations:
     def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                            progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
         """Mark every vector pending and embed all rows again (after a model change)."""
-        if self._embedder is None or self._model is None:
+        if self._shared.embedder is None or self._shared.model is None:
             raise ValidationError("no embedding provider configured: nothing to rebuild with")
-        yield db("reset_embeddings", None if user_id is None else v.user_id(user_id), self._now())
+        yield db.reset_embeddings(user_id=None if user_id is None else v.user_id(user_id), now=self._shared.now())
         return (yield from self.backfill(user_id=user_id, batch_size=batch_size, progress=progress))

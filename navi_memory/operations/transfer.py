@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from . import transfer_format as fmt
-from . import validation as v
-from .calls import db
-from .contract import embedding_text, fact_item_content
-from .errors import NotFoundError, ValidationError
-from .models import _Record
-from .operations import EMBED_BATCH, MemoryOperations
-from .persons import person
-from .sansio import Op, operation
-from .transfer_links import FileLinks, Household, household_problem
+from .. import transfer_format as fmt
+from .. import validation as v
+from ..calls import db
+from ..contract import embedding_text, fact_item_content
+from ..errors import NotFoundError, ValidationError
+from ..models import _Record
+from .memory import MemoryOperations
+from .shared import EMBED_BATCH, Shared
+from ..persons import person
+from ..sansio import Op, operation
+from ..transfer_links import FileLinks, Household, household_problem
 
 log = logging.getLogger("navi_memory.transfer")
 
@@ -140,14 +141,18 @@ class _ItemsBefore:
             if len(self.groups) >= self.GROUPS:
                 self.groups.pop(next(iter(self.groups)))
             counts: dict[bytes, int] = {}
-            for _, digest in (yield db("item_digests", group[0], group[1], self.upto_id)):
+            for _, digest in (yield db.item_digests(user_id=group[0], created_at=group[1], upto_id=self.upto_id)):
                 counts[digest] = counts.get(digest, 0) + 1
             self.groups[group] = counts
         return self.groups[group].get(fmt.item_digest(record["item_type"], record["content"]), 0)
 
 
-class TransferOperations(MemoryOperations):
+class TransferOperations:
     """Export/import (mixed into the store classes like ``SessionOperations``)."""
+
+    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+        self._shared = shared
+        self._memory = memory
 
     # -- export ----------------------------------------------------------------------------------
 
@@ -156,7 +161,7 @@ class TransferOperations(MemoryOperations):
         keys = fmt.EXPORT_TABLES[kind][1]
         rows, after = [], None
         while True:
-            batch = yield db("export_page", kind, user_id, after, page)
+            batch = yield db.export_page(kind=kind, user_id=user_id, after=after, limit=page)
             rows.extend(batch)
             if len(batch) < page:
                 return rows
@@ -170,7 +175,7 @@ class TransferOperations(MemoryOperations):
         keys, after = fmt.EXPORT_TABLES[kind][1], None
         shape = shape or (lambda row: _plain(record_type, row, drop))
         while True:
-            batch = yield db("export_page", kind, user_id, after, page)
+            batch = yield db.export_page(kind=kind, user_id=user_id, after=after, limit=page)
             records = (yield from convert(batch)) if convert else [shape(r) for r in batch]
             for record in records:
                 emit(record)
@@ -196,7 +201,7 @@ class TransferOperations(MemoryOperations):
             report.records += 1
             sink(record)
 
-        sink(fmt.header(self._model, self._now(), with_vectors, [u["id"] for u in users]))
+        sink(fmt.header(self._shared.model, self._shared.now(), with_vectors, [u["id"] for u in users]))
         for user in users:
             yield from self._export_user(user, page, with_vectors, emit)
         return report
@@ -209,7 +214,7 @@ class TransferOperations(MemoryOperations):
         yield from self._stream("themes", uid, page, emit, "theme", ("id",))
         after = 0
         while True:
-            rows = yield db("export_items", uid, after, page, None, with_vectors)
+            rows = yield db.export_items(user_id=uid, after_id=after, limit=page, ids=None, with_vectors=with_vectors)
             for row in rows:
                 emit(_item_record(row, with_vectors))
             if len(rows) < page:
@@ -229,9 +234,16 @@ class TransferOperations(MemoryOperations):
         keys.update((r["id"], {"category": r["category"], "key": r["key"]}) for r in rows)
         if not rows:
             return []
-        history = yield db("fact_history", uid, [r["id"] for r in rows])
+        history = yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])
         item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
-        items = {i["id"]: i for i in ((yield db("export_items", uid, 0, 0, item_ids, with_vectors)) if item_ids else [])}
+        items = {
+            i["id"]: i
+            for i in (
+                (yield db.export_items(user_id=uid, after_id=0, limit=0, ids=item_ids, with_vectors=with_vectors))
+                if item_ids
+                else []
+            )
+        }
         out = []
         for row in rows:
             record = _plain("fact", row, ("id", "item_id"))
@@ -249,9 +261,10 @@ class TransferOperations(MemoryOperations):
                     embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then all records are written in one transaction, in
-        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called
-        for each item added, after the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also
-        by ``AsyncMemoryStore`` (an admin job, not a request path)."""
+        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users
+        ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called for each item added, after
+        the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also by
+        ``AsyncMemoryStore`` (an admin job, not a request path)."""
         options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
         return (yield from self._import(read_jsonl(path), options))
 
@@ -289,7 +302,7 @@ class TransferOperations(MemoryOperations):
                 record = fmt.check_record(raw, user_map)
                 if record is not None:
                     for text in fmt.contents(record):
-                        v.text(text, "content", self.max_content_bytes, allow_empty=True)
+                        v.text(text, "content", self._shared.max_content_bytes, allow_empty=True)
                     links.see(record, label)
             except ValidationError as exc:
                 raise ValidationError(f"{label}: {exc}") from exc
@@ -311,25 +324,26 @@ class TransferOperations(MemoryOperations):
         for record in self._checked(source, user_map, options.skip_unknown, None, links):
             for item in _items_of(record):
                 emb = item.get("embedding")
-                if emb and emb["vector"] is not None and emb["model"] == self._model:
+                if emb and emb["vector"] is not None and emb["model"] == self._shared.model:
                     vector_sizes.add(int(emb["vector"].size))
         yield from self._check_households(links.take_households())
         # The writing pass runs inside one backend transaction: any failure (a record the checks
         # missed, a lost server, a full disk) writes nothing. A factory, as the backend may run it
         # again whole after a lost conflict; embedding and id_map wait for the commit.
-        written = yield db("in_one_transaction",
-                           lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown))
+        written = yield db.in_one_transaction(
+            make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
+        )
         report, to_embed, added = written
-        for size in sorted(vector_sizes):
-            yield db("ensure_vector_index", self._model, size)
+        for size in sorted(vector_sizes):  # only of the store's own model, so there is one
+            yield db.ensure_vector_index(model=self._shared.require_model(), dimensions=size)
         if options.id_map is not None:
             for uid, source_id, new_id in added:
                 options.id_map(uid, source_id, new_id)
-        if options.embed and self.embed_on_write and to_embed and self._embedder is not None \
-                and self._model is not None:
-            self._embedder.reset_backoff()  # an explicit import always tries the provider
+        if options.embed and self._shared.embed_on_write and to_embed and self._shared.embedder is not None \
+                and self._shared.model is not None:
+            self._shared.embedder.reset_backoff()  # an explicit import always tries the provider
             for start in range(0, len(to_embed), EMBED_BATCH):
-                stored, failed = yield from self._embed_rows(to_embed[start:start + EMBED_BATCH])
+                stored, failed = yield from self._memory.embed_rows(to_embed[start:start + EMBED_BATCH])
                 report.embedded += stored
                 report.embed_failed += failed
         log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
@@ -339,9 +353,11 @@ class TransferOperations(MemoryOperations):
         """The writing pass, as backend calls only (run by ``in_one_transaction``): returns the
         report, the (item id, user, text) rows to embed, and the (user, exported id, new id) of
         items added."""
-        report, seen, batch, ids = TransferReport(), {}, [], {}
+        report, ids = TransferReport(), {}
+        seen: dict[Any, int] = {}
+        batch: list[dict[str, Any]] = []
         written = _Written(report)
-        known = _ItemsBefore((yield db("max_item_id")))
+        known = _ItemsBefore((yield db.max_item_id()))
         for record in self._checked(source, user_map, skip_unknown, report, FileLinks()):
             key = fmt.occurrence_key(record)
             if key is not None:  # the n-th identical row of the file is written if the store has fewer
@@ -375,8 +391,8 @@ class TransferOperations(MemoryOperations):
         for uid, household in households.items():
             if not household.persons:
                 continue
-            stored = [person(r) for r in (yield db("list_persons", uid))]
-            problem = household_problem(household, stored, (yield db("household_mode", uid)))
+            stored = [person(r) for r in (yield db.list_persons(user_id=uid))]
+            problem = household_problem(household, stored, (yield db.household_mode(user_id=uid)))
             if problem is not None:
                 raise ValidationError(problem)
 
@@ -386,7 +402,11 @@ class TransferOperations(MemoryOperations):
         if not isinstance(ref, tuple):
             return ref
         created_at, digest, occurrence = ref  # the n-th identical item, as the import skipped it
-        same = [i for i, d in (yield db("item_digests", promotion["user_id"], created_at, ANY_ID)) if d == digest]
+        same = [
+            i
+            for i, d in (yield db.item_digests(user_id=promotion["user_id"], created_at=created_at, upto_id=ANY_ID))
+            if d == digest
+        ]
         return same[occurrence - 1] if len(same) >= occurrence else None
 
     def _fact_item(self, fact: dict) -> dict[str, Any]:
@@ -402,11 +422,11 @@ class TransferOperations(MemoryOperations):
     def _needs_embedding(self, item: dict) -> bool:
         """True unless the item brings a vector of the store's own model (and size)."""
         emb = item.get("embedding")
-        if self._model is None:
+        if self._shared.model is None:
             return False
-        if not emb or emb["vector"] is None or emb["model"] != self._model:
+        if not emb or emb["vector"] is None or emb["model"] != self._shared.model:
             return True
-        dims = self._embedder.dimensions if self._embedder else None
+        dims = self._shared.embedder.dimensions if self._shared.embedder else None
         if dims is not None and emb["vector"].size != dims:
             emb["vector"] = None  # a vector the store cannot search with: embed again
             return True
@@ -417,7 +437,7 @@ class TransferOperations(MemoryOperations):
         for record in batch:  # drop vectors the store cannot use before they are written
             for item in _items_of(record):
                 item["_embed"] = self._needs_embedding(item)
-        outcomes = yield db("restore_records", batch, self._model, self._now())
+        outcomes = yield db.restore_records(records=batch, model=self._shared.model, now=self._shared.now())
         report = written.report
         for record, outcome in zip(batch, outcomes):
             kind = record["type"]

@@ -1,0 +1,41 @@
+"""The store's operations, written once for the blocking and the asyncio store.
+
+Each public operation is a generator (``sansio.Op``): it validates its input, *yields* the I/O
+it needs (the requests of ``calls``) and receives the results. ``MemoryStore`` runs them with
+blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public methods
+(``store_api.py``, generated) are one line each over these generators.
+
+One object per concern, all reading one ``Shared``: ``memory`` (items, facts, search, summary,
+embeddings), ``sessions`` (conversations and extraction), ``persons`` (household and promotion)
+and ``transfer`` (export and import). The last three write memory through ``memory``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Callable
+
+from ..config import Settings
+from ..embeddings import Embedder
+from ..pipeline import PipelineOptions
+from ..pipeline.llm import ChatClient
+from .memory import MemoryOperations
+from .persons import PersonOperations
+from .sessions import SessionOperations
+from .shared import Shared
+from .transfer import TransferOperations
+
+
+class StoreOperations:
+    """The operations of one store, by concern, and the state they share."""
+
+    def __init__(self, embedder: Embedder | None, *, settings: Settings,
+                 embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
+                 clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
+                 pipeline: PipelineOptions | None = None) -> None:
+        self.shared = Shared(embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
+                             embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+        self.memory = MemoryOperations(self.shared)
+        self.sessions = SessionOperations(self.shared, self.memory)
+        self.persons = PersonOperations(self.shared, self.memory)
+        self.transfer = TransferOperations(self.shared, self.memory)

@@ -1,0 +1,53 @@
+"""``Shared``: what every concern of one store reads (embedder and its model, chat model, settings,
+clock) and the two rules they all apply to it. One instance per store; the store's setters
+(``set_chat_model``, ``pipeline``, ``embed_on_write``) change it for every concern at once."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable
+
+from .. import validation as v
+from ..config import Settings
+from ..embeddings import Embedder
+from ..models import FUSIONS, utcnow
+from ..pipeline import PipelineOptions
+from ..pipeline.llm import ChatClient
+
+EMBED_BATCH = 32  # texts per embedding request
+
+
+class Shared:
+    def __init__(self, embedder: Embedder | None, *, settings: Settings, embedding_model: str | None = None,
+                 fusion: str | None = None, embed_on_write: bool = True,
+                 clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
+                 pipeline: PipelineOptions | None = None) -> None:
+        self.embedder = embedder
+        self.model = embedding_model or (embedder.model_name if embedder else None)  # None: lexical only
+        self.settings = settings
+        self.max_content_bytes = settings.max_content_bytes
+        self.fusion = v.choice(fusion or settings.fusion, "fusion", FUSIONS)
+        self.embed_on_write = embed_on_write
+        self.clock = clock or utcnow
+        self.chat = chat  # None: no-LLM mode, rules only
+        self.pipeline = pipeline or PipelineOptions.from_settings(settings)
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def require_model(self) -> str:
+        """The embedding model, on paths only taken with one."""
+        if self.model is None:
+            raise RuntimeError("an embedding step ran in a store without an embedding model")
+        return self.model
+
+    def content(self, value: Any, field: str = "content") -> str:
+        """A stored text: validated, at most ``max_content_bytes`` of UTF-8."""
+        return v.text(value, field, self.max_content_bytes)
+
+
+def fit_utf8(text: str, max_bytes: int) -> str:
+    """``text`` cut (by tenths, never to nothing) until its UTF-8 fits ``max_bytes``."""
+    while len(text.encode("utf-8")) > max_bytes:
+        text = text[: max(1, int(len(text) * 0.9))]
+    return text
