@@ -191,10 +191,9 @@ def _embedding_job(args: argparse.Namespace, rebuild: bool) -> None:
     with open_store(args) as store:
         if store.embedding_model is None:
             raise ValidationError("no embedding provider configured (set --embeddings, OLLAMA_HOST or install the local extra)")
-        bar = Progress("rebuild" if rebuild else "backfill")
         job = store.rebuild_embeddings if rebuild else store.backfill
-        report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
-        bar.close()
+        with Progress("rebuild" if rebuild else "backfill") as bar:
+            report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
     print_json(report) if args.json else print(
         f"embedded {report.embedded}, failed {report.failed}, still without a vector {report.remaining}")
 

@@ -83,8 +83,11 @@ def cmd_person(args: argparse.Namespace) -> None:
 
 
 def cmd_promote(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
-        report = store.promote(user_id=args.user, all_users=args.user is None, max_items=args.max_items)
+    from ..progress import Progress
+
+    with open_store(args) as store, Progress("promote", unit="users") as bar:
+        report = store.promote(user_id=args.user, all_users=args.user is None, max_items=args.max_items,
+                               progress=bar)
     if args.json:
         print_json(report)
         return
