@@ -92,17 +92,18 @@ class Progress:
         self.stream.write(self.line_text() + "\n")
         self.stream.flush()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """The last line (``failed``: none; the error that follows says what happened)."""
         if self._closed:
             return
         self._closed = True
         if self._bar is not None:
             self._bar.close()
-        elif self.mode == "lines" and self._written_at != self._done:
+        elif self.mode == "lines" and self._written_at != self._done and not failed:
             self._line()
 
     def __enter__(self) -> "Progress":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(failed=kind is not None)
