@@ -40,13 +40,14 @@ def _duration(seconds: float) -> str:
 
 class Progress:
     """``progress(done, total=None)`` as often as convenient; ``close()`` once at the end (or use
-    it as a context manager). ``unit`` names what is counted (``items``, ``records``)."""
+    it as a context manager). ``unit`` names what is counted (``items``, ``records``);
+    ``enabled=False`` shows nothing (the work's own output goes to the same terminal)."""
 
     def __init__(self, label: str, total: int | None = None, stream: TextIO | None = None,
-                 unit: str = "items") -> None:
+                 unit: str = "items", enabled: bool = True) -> None:
         self.label, self.total, self.unit = label, total, unit
         self.stream = stream or sys.stderr
-        self.mode = _mode(self.stream)
+        self.mode = _mode(self.stream) if enabled else "off"
         self._bar: Any = None  # the tqdm bar, drawn from the first report on (no work: no bar)
         if self.mode == "bar":
             try:

@@ -28,13 +28,14 @@ def cli(*args: str, db: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def cli_on_terminal(*args: str, db: str) -> tuple[str, str]:
-    """stdout through a pipe, stderr on a pseudo-terminal: (stdout, what the terminal showed)."""
+def cli_on_terminal(*args: str, db: str, stdout_too: bool = False) -> tuple[str, str]:
+    """stdout through a pipe (or the terminal too), stderr on a pseudo-terminal: (stdout, what the
+    terminal showed)."""
     env = {k: v for k, v in os.environ.items() if k != "NAVI_MEMORY_PROGRESS"}
     main, side = pty.openpty()
     fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a new pty is 0 columns wide
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "navi_memory.cli", *args, "--db", db], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "navi_memory.cli", *args, "--db", db], stdout=side if stdout_too else subprocess.PIPE,
                                 stderr=side, stdin=subprocess.DEVNULL, text=True, env={**env, **ENV})
         os.close(side)
         shown = b""
@@ -46,7 +47,7 @@ def cli_on_terminal(*args: str, db: str) -> tuple[str, str]:
             if not chunk:
                 break
             shown += chunk
-        out = proc.stdout.read()
+        out = proc.stdout.read() if proc.stdout else ""
         assert proc.wait(timeout=120) == 0, shown.decode()
     finally:
         os.close(main)
@@ -103,6 +104,8 @@ def test_a_terminal_gets_a_bar_with_rate_and_eta_and_stdout_stays_clean(db, tmp_
     assert re.search(r"\[\d\d:\d\d<\d\d:\d\d", shown)  # elapsed<remaining: tqdm's ETA
     out, shown = cli_on_terminal("export", "--user", "u1", "-o", str(tmp_path / "x.jsonl"), db=db)
     assert "export: 6 records [" in shown and "records/s]" in shown
+    _, shown = cli_on_terminal("export", "--user", "u1", db=db, stdout_too=True)  # records on the terminal
+    assert "export:" not in shown and shown.count('"type"') == 6 and "exported 6 records" in shown
 
 
 def test_bench_reports_progress_the_same_way(tmp_path):

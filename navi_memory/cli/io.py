@@ -33,7 +33,9 @@ def cmd_export(args: argparse.Namespace) -> None:
         return
     if bool(args.user) == bool(args.all_users):
         raise ValidationError("give --user U or --all-users")
-    with open_store(args, read_only=True) as store, Progress("export", unit="records") as bar:
+    to_terminal = not args.output and sys.stdout.isatty()  # a bar would tear the records it shows
+    with open_store(args, read_only=True) as store, \
+            Progress("export", unit="records", enabled=not to_terminal) as bar:
         def export(out: Any) -> Any:
             written = 0
 
