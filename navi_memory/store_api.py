@@ -288,11 +288,13 @@ class MemoryStoreAPI:
         then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
         return self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint))
 
-    def promote(self, *, user_id: str | None = None, all_users: bool = False,
-                max_items: int = MAX_ITEMS) -> PromotionReport:
+    def promote(self, *, user_id: str | None = None, all_users: bool = False, max_items: int = MAX_ITEMS,
+                progress: Callable[[int, int], None] | None = None) -> PromotionReport:
         """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
-        the items promoted; idempotent. Needs vectors of the store's embedding model."""
-        return self._run(self._ops.persons.promote(user_id=user_id, all_users=all_users, max_items=max_items))
+        the items promoted; idempotent. Needs vectors of the store's embedding model.
+        ``progress(users_done, users)`` after each user."""
+        return self._run(self._ops.persons.promote(user_id=user_id, all_users=all_users, max_items=max_items,
+                                                   progress=progress))
 
     def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> list[Fact]:
         """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
@@ -311,21 +313,25 @@ class MemoryStoreAPI:
                                                    with_vectors=with_vectors, page_size=page_size))
 
     def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
-                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> TransferReport:
+                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> TransferReport:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then all records are written in one transaction, in
         steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users
         ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called for each item added, after
-        the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also by
-        ``AsyncMemoryStore`` (an admin job, not a request path)."""
+        the commit; ``progress(embedded, to_embed)`` after each embedding batch. Returns a
+        ``TransferReport``. The file is read with blocking I/O, also by ``AsyncMemoryStore`` (an
+        admin job, not a request path)."""
         return self._run(self._ops.transfer.import_file(path, user_map=user_map, batch_size=batch_size, embed=embed,
-                                                        skip_unknown=skip_unknown, id_map=id_map))
+                                                        skip_unknown=skip_unknown, id_map=id_map, progress=progress))
 
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
-                       skip_unknown: bool = False, id_map: IdMap | None = None) -> TransferReport:
+                       skip_unknown: bool = False, id_map: IdMap | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> TransferReport:
         """Import records given as dicts (the header first): a list, any iterable (read into a list
         first), or a function returning a fresh iterable of (label, record) pairs. Every record is
         checked before anything is written (like ``import_file``)."""
         return self._run(self._ops.transfer.import_records(records, user_map=user_map, batch_size=batch_size,
-                                                           embed=embed, skip_unknown=skip_unknown, id_map=id_map))
+                                                           embed=embed, skip_unknown=skip_unknown, id_map=id_map,
+                                                           progress=progress))

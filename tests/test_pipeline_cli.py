@@ -47,7 +47,7 @@ def test_ingest_extract_facts_stats_summary(db, transcript_file):
     facts = json.loads(run("facts", "--user", "u1", "--json", db=db).stdout)
     assert {(f["category"], f["key"], f["value"], f["source"]) for f in facts} == {
         ("profile", "name", "Eugene", "user_explicit"), ("profile", "location", "Berlin", "user_explicit"),
-        ("preferences", "prefers_short_answers", "short answers", "user_explicit")}
+        ("preferences", "short_answers", "short answers", "user_explicit")}
     assert "name: Eugene; location: Berlin" in run("summary", "--user", "u1", db=db).stdout
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["totals"]["sessions"] == 1 and stats["totals"]["llm_calls"] == 0
@@ -70,7 +70,7 @@ def test_ingest_from_stdin_and_extract_one_session(db, tmp_path):
     [report] = json.loads(proc.stdout)
     assert (report["session_id"], report["state"]) == ("from-stdin", "extracted")
     facts = json.loads(run("facts", "--user", "u2", "--json", db=db).stdout)
-    assert [(f["key"], f["value"]) for f in facts] == [("bike_green_brompton", "my bike is a green Brompton")]
+    assert [(f["key"], f["value"]) for f in facts] == [("bike", "a green Brompton")]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -3,6 +3,7 @@ summary text and triggers."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -122,14 +123,13 @@ def test_turns_hold_back_the_open_turn_unless_final():
     ("Hi! My name is eugene and I live in Berlin.", [("profile", "name", "Eugene"), ("profile", "location", "Berlin")]),
     ("Call me Gene, please.", [("profile", "name", "Gene")]),
     ("I moved to Munich last month.", [("profile", "location", "Munich")]),
-    ("I prefer dark mode in all my editors.", [("preferences", "prefers_dark_mode_editors",
-                                               "dark mode in all my editors")]),
+    ("I prefer dark mode in all my editors.", [("preferences", "editor_theme", "dark mode in all my editors")]),
     ("My favourite color is teal.", [("preferences", "favorite_color", "teal")]),
     ("I'm 34 years old.", [("profile", "age", "34")]),
     ("I work at Siemens since 2019", [("profile", "employer", "Siemens")]),
     ("Please remember that my name is Bob.", [("profile", "name", "Bob")]),
-    ("Remember that my sister's birthday is June 5.", [("other", "sister_birthday_june_5",
-                                                        "my sister's birthday is June 5")]),
+    ("Remember that my sister's birthday is June 5.", [("other", "sister_birthday", "June 5")]),
+    ("Remember that I take the 8:15 train.", [("other", "commute_train", "I take the 8:15 train")]),
     ("call me back later", []),
     ("I don't live in Paris anymore.", []),
     ("Do you remember where I live?", []),
@@ -139,6 +139,32 @@ def test_turns_hold_back_the_open_turn_unless_final():
 def test_explicit_statements(text, expected):
     assert [(f.category, f.key, f.value) for f in rules.extract_text(text)] == expected
     assert all(f.source == "user_explicit" for f in rules.extract_text(text))
+
+
+@pytest.mark.parametrize("text, key", [
+    # keys are short snake_case nouns for the topic, never a run of the sentence's words
+    ("I prefer dark mode in every editor.", "editor_theme"),
+    ("I prefer dark mode.", "theme"),
+    ("I prefer short answers.", "short_answers"),
+    ("I prefer tea over coffee.", "drink"),
+    ("I prefer tabs over spaces.", "indentation"),
+    ("I prefer window seats on long flights.", "seat"),
+    ("I usually prefer meetings in the morning.", "meetings"),
+    ("Remember that I usually take the early bus to work.", "commute_bus"),
+    ("Remember that I'm allergic to peanuts.", "allergies"),
+    ("Remember that we are vegetarian.", "diet"),
+    ("Remember that I have a dog named Biscuit.", "dog"),
+    ("Remember that I'm training for the Berlin marathon in September.", "berlin_marathon"),
+    ("Remember that we're moving in June.", "moving"),
+    ("Please remember that my passport expires in March.", "passport"),
+    ("Remember that my daughter's school starts at 8.", "daughter_school"),
+    ("Keep in mind that I hate cilantro.", "cilantro"),
+])
+def test_rule_keys_read_as_nouns(text, key):
+    (found,) = rules.extract_text(text)
+    assert found.key == key
+    assert re.fullmatch(r"[a-z]+(_[a-z]+){0,2}", found.key)
+    assert found.value[0].isalnum() and not found.value.endswith(".")
 
 
 def test_rules_read_only_user_messages_and_later_statements_win():
@@ -276,6 +302,12 @@ def test_composed_summary_without_llm():
     text = summary.compose(facts)
     assert text.splitlines()[0] == "About the user: name: Eugene."
     assert "Preferences: editor: vim." in text and len(text.split()) <= 400
+    natural = summary.compose([fact("preferences", "editor_theme", "dark mode in every editor"),
+                               fact("preferences", "short_answers", "short answers"),
+                               fact("other", "commute_train", "I take the 8:15 train"),
+                               fact("other", "sister_birthday", "June 5")])
+    assert natural == ("Preferences: editor theme: dark mode in every editor; short answers.\n\n"
+                       "Also worth knowing: I take the 8:15 train; sister birthday: June 5.")
 
 
 def test_summary_needed_only_when_facts_changed():

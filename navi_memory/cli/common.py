@@ -32,6 +32,11 @@ def integer(field: str) -> Callable[[str], "int | BadArgument"]:
     return parse
 
 
+def score(value: float) -> str:
+    """A score as printed: 3 decimals, 6 wide, and never ``-0.000`` (a tiny negative rounds to 0)."""
+    return f"{round(value, 3) + 0.0:6.3f}"
+
+
 def print_json(value: Any) -> None:
     def default(obj: Any) -> Any:
         if hasattr(obj, "to_dict"):

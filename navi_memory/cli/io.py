@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ValidationError
+from ..progress import Progress
 from ..transfer_format import dumps, parse_user_map
 from .common import integer, json_option, print_json
 
@@ -32,10 +33,20 @@ def cmd_export(args: argparse.Namespace) -> None:
         return
     if bool(args.user) == bool(args.all_users):
         raise ValidationError("give --user U or --all-users")
-    with open_store(args, read_only=True) as store:
+    to_terminal = not args.output and sys.stdout.isatty()  # a bar would tear the records it shows
+    with open_store(args, read_only=True) as store, \
+            Progress("export", unit="records", enabled=not to_terminal) as bar:
         def export(out: Any) -> Any:
-            return store.export(lambda record: out.write(dumps(record) + "\n"), user_id=args.user,
-                                all_users=args.all_users, with_vectors=args.with_vectors)
+            written = 0
+
+            def write(record: Any) -> None:
+                nonlocal written
+                out.write(dumps(record) + "\n")
+                if "type" in record:  # the header is not a record
+                    written += 1
+                    bar(written)
+
+            return store.export(write, user_id=args.user, all_users=args.all_users, with_vectors=args.with_vectors)
 
         report = _write_whole(args.output, export) if args.output else export(sys.stdout)
     print(f"exported {report.records} records: " + ", ".join(f"{n} {k}" for k, n in report.added.items()),
@@ -77,6 +88,30 @@ def _report(report: Any, as_json: bool, extra: dict[str, Any] | None = None) -> 
         print(f"{key}: {value}")
 
 
+def _lines(path: str) -> int | None:
+    """Non-blank lines of the file: the total of the reading passes (None when unreadable: the
+    import itself reports why)."""
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return None
+
+
+def _counted(source: Any, total: int | None) -> Any:
+    """``source`` (a re-readable ``Lines``) with a progress bar per pass: the import reads it once
+    to check every record, then again to write."""
+    passes = iter(("import: checking", "import: writing"))
+
+    def lines() -> Any:
+        with Progress(next(passes, "import: writing again"), total, unit="lines") as bar:
+            for done, pair in enumerate(source(), 1):
+                bar(done)
+                yield pair
+
+    return lines
+
+
 def cmd_import(args: argparse.Namespace) -> None:
     user_map = parse_user_map(args.user_map)
     if (args.file is None) == (args.from_navi is None):
@@ -84,6 +119,8 @@ def cmd_import(args: argparse.Namespace) -> None:
     if args.from_navi is not None:
         _import_navi(args, user_map)
         return
+    from ..operations.transfer import read_jsonl
+
     with tempfile.TemporaryDirectory(prefix="navi-memory-import-") as folder:
         path = args.file
         if path == "-":  # read twice (check, then write): keep standard input in a file
@@ -92,10 +129,10 @@ def cmd_import(args: argparse.Namespace) -> None:
                 shutil.copyfileobj(sys.stdin, spool)
         id_file = open(args.id_map, "w", encoding="utf-8") if args.id_map else None
         try:
-            with open_store(args) as store:
-                report = store.import_file(
-                    path, user_map=user_map, batch_size=args.batch_size, embed=not args.no_embed,
-                    skip_unknown=args.skip_unknown,
+            with open_store(args) as store, Progress("import: embedding") as embedding:
+                report = store.import_records(
+                    _counted(read_jsonl(path), _lines(path)), user_map=user_map, batch_size=args.batch_size,
+                    embed=not args.no_embed, skip_unknown=args.skip_unknown, progress=embedding,
                     id_map=None if id_file is None else lambda user, old, new: id_file.write(
                         dumps({"user_id": user, "exported_id": old, "id": new}) + "\n"))
         finally:
@@ -109,10 +146,12 @@ def _import_navi(args: argparse.Namespace, user_map: dict[str, str]) -> None:
 
     source = NaviSource(args.from_navi, user=args.navi_user)
     with open_store(args) as store:
-        report = store.import_records(source, user_map=user_map, batch_size=args.batch_size, embed=False)
+        report = store.import_records(_counted(source, None), user_map=user_map, batch_size=args.batch_size,
+                                      embed=False)
         extra: dict[str, Any] = {"rows not imported": source.skipped or "none"}
         if not args.no_embed and store.embedding_model is not None:
-            extra["backfill"] = store.backfill().to_dict()
+            with Progress("backfill") as bar:
+                extra["backfill"] = store.backfill(progress=bar).to_dict()
     _report(report, args.json, extra)
 
 

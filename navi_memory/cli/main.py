@@ -29,6 +29,7 @@ from .common import (
     json_option,
     open_store,
     print_json,
+    score,
     user_option,
 )
 
@@ -111,7 +112,7 @@ def cmd_search(args: argparse.Namespace) -> None:
     for r in results:
         flags = ",".join(name for name, on in r.signals.items() if on) or "-"
         text = " ".join(r.snippet.split())[:90]  # one line per result
-        print(f"{r.id:>6}  {round(r.score, 3) + 0.0:6.3f}  {flags:<20} {r.theme:<14} {text}")
+        print(f"{r.id:>6}  {score(r.score)}  {flags:<20} {r.theme:<14} {text}")
 
 
 def cmd_themes(args: argparse.Namespace) -> None:
@@ -126,9 +127,20 @@ def cmd_themes(args: argparse.Namespace) -> None:
 
 # -- facts, summary, users -----------------------------------------------------------------
 
+def _fact_lines(fact: Any, history: bool) -> list[str]:
+    lines = [f"{fact.category:<12} {fact.key:<28} {fact.value}  ({fact.source}, confidence {fact.confidence})"]
+    if history:
+        lines += [f"{'':<12} {'':<28} was {old.value!r} from {old.valid_from:%Y-%m-%d} to {old.valid_to:%Y-%m-%d}"
+                  for old in fact.history]
+    return lines
+
+
 def cmd_fact(args: argparse.Namespace) -> None:
+    if args.fact_command == "list":
+        cmd_fact_list(args)
+        return
     with open_store(args, embeddings=None if args.fact_command == "set" else False,
-               read_only=args.fact_command in ("get", "list")) as store:
+                    read_only=args.fact_command == "get") as store:
         if args.fact_command == "set":
             change = store.upsert_fact(user_id=args.user, category=args.category, key=args.key, value=args.value,
                                        source=args.source, confidence=args.confidence,
@@ -136,24 +148,35 @@ def cmd_fact(args: argparse.Namespace) -> None:
             print_json(change) if args.json else print(f"{change.action}: {change.fact.category}/{change.fact.key}")
         elif args.fact_command == "get":
             fact = store.get_fact(args.key, user_id=args.user, category=args.category)
-            if args.json:
-                print_json(fact)
-            else:
-                print(f"{fact.category}/{fact.key} = {fact.value}  (source {fact.source}, confidence {fact.confidence})")
-                for old in fact.history:
-                    print(f"  was {old.value!r} from {old.valid_from:%Y-%m-%d} to {old.valid_to:%Y-%m-%d}")
-        elif args.fact_command == "list":
-            facts = store.get_all_facts(user_id=args.user, category=args.category, search=args.search,
-                                        limit=args.limit, offset=args.offset, sort_by=args.sort_by,
-                                        sort_order=args.order, include_history=args.history)
-            if args.json:
-                print_json(facts)
-            else:
-                for fact in facts:
-                    print(f"{fact.category:<12} {fact.key:<24} {fact.value}")
+            print_json(fact) if args.json else print("\n".join(_fact_lines(fact, history=True)))
         else:
             count = store.delete_fact(args.key, user_id=args.user, category=args.category)
             print(f"deleted {count} fact(s)")
+
+
+def cmd_fact_list(args: argparse.Namespace) -> None:
+    """``fact list`` and its alias ``facts``. JSON always carries the history (one query more)."""
+    with open_store(args, embeddings=False, read_only=True) as store:
+        facts = store.get_all_facts(user_id=args.user, category=args.category, search=args.search,
+                                    limit=args.limit, offset=args.offset, sort_by=args.sort_by,
+                                    sort_order=args.order, include_history=args.history or args.json)
+    if args.json:
+        print_json(facts)
+        return
+    for fact in facts:
+        print("\n".join(_fact_lines(fact, history=args.history)))
+    if not facts:
+        print(f"no facts stored for {args.user}" + (f" in {args.category}" if args.category else ""))
+
+
+def fact_list_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--category", choices=FACT_CATEGORIES, help="only this category")
+    p.add_argument("--search", help="only facts whose key or value contains this text")
+    p.add_argument("--limit", type=integer("limit"), help="at most this many facts")
+    p.add_argument("--offset", type=integer("offset"), default=0, help="skip this many first (paging)")
+    p.add_argument("--sort-by", default="category", choices=FACT_SORT_FIELDS, help="sort field (default category)")
+    p.add_argument("--order", default="desc", choices=("asc", "desc"), help="sort order (default desc)")
+    p.add_argument("--history", action="store_true", help="show earlier values under each fact")
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
@@ -191,10 +214,9 @@ def _embedding_job(args: argparse.Namespace, rebuild: bool) -> None:
     with open_store(args) as store:
         if store.embedding_model is None:
             raise ValidationError("no embedding provider configured (set --embeddings, OLLAMA_HOST or install the local extra)")
-        bar = Progress("rebuild" if rebuild else "backfill")
         job = store.rebuild_embeddings if rebuild else store.backfill
-        report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
-        bar.close()
+        with Progress("rebuild" if rebuild else "backfill") as bar:
+            report = job(user_id=args.user, batch_size=args.batch_size, progress=bar)
     print_json(report) if args.json else print(
         f"embedded {report.embedded}, failed {report.failed}, still without a vector {report.remaining}")
 
@@ -209,13 +231,46 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
     _embedding_job(args, rebuild=True)
 
 
+def _yes(found: bool) -> str:
+    return "installed" if found else "missing"
+
+
+def doctor_lines(report: dict[str, Any]) -> list[str]:
+    """The doctor's report as aligned lines a person reads top to bottom."""
+    from .. import __version__
+
+    rows = [("navi-memory", __version__), ("database", report["database"])]
+    if "schema" in report:
+        rows.append(("schema", report["schema"]))
+    if "schema_version" in report:
+        rows.append(("schema version", str(report["schema_version"])))
+    rows.append(("embeddings", f"{report['embedding_model'] or 'none (lexical search only)'}"
+                               f" (setting: {report['embeddings_setting'] or 'auto'})"
+                 if "embedding_model" in report else f"setting: {report['embeddings_setting'] or 'auto'}"))
+    counts = report.get("embeddings")
+    if counts:
+        rows.append(("vectors", f"{counts['items']} items: {counts['ready']} ready, {counts['pending']} pending, "
+                                f"{counts['error']} failed, {counts['other_model']} of another model, "
+                                f"{counts['missing']} missing"))
+        if counts["pending"] or counts["error"] or counts["other_model"] or counts["missing"]:
+            rows.append(("", "run `navi-memory backfill` to embed them"))
+    if "embedder_reachable" in report:
+        rows.append(("embedder", "reachable" if report["embedder_reachable"]
+                     else f"NOT reachable: {report.get('embedder_error')}"))
+    rows.append(("ollama host", report["ollama_host"] or "not set"))
+    rows.append(("extras", ", ".join(f"{name} {_yes(found)}" for name, found in report["extras"].items())))
+    width = max(len(key) for key, _ in rows) + 2
+    return [f"{key:<{width}}{value}" for key, value in rows]
+
+
 def cmd_doctor(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
     report: dict[str, Any] = {"database": str(parse_url(args.db or settings.url)),
                               "embeddings_setting": args.embeddings or settings.embeddings,
                               "ollama_host": settings.ollama_host, "extras": {}}
     for extra, module in (("postgres", "psycopg"), ("ollama", "langchain_ollama"), ("local", "sentence_transformers"),
-                          ("langchain", "langchain_core"), ("llamaindex", "llama_index.core")):
+                          ("langchain", "langchain_core"), ("llamaindex", "llama_index.core"), ("ui", "starlette"),
+                          ("cli", "tqdm")):
         try:
             report["extras"][extra] = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:
@@ -224,7 +279,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         store = open_store(args, read_only=True)
     except SchemaError as exc:  # the report so far, then the one-line error and exit 2
         report["schema"] = str(exc)
-        print_json(report) if args.json else [print(f"{key:<20} {value}") for key, value in report.items()]
+        print_json(report) if args.json else print("\n".join(doctor_lines(report)))
         raise
     with store:
         report["schema_version"] = store.backend.schema_version()
@@ -237,11 +292,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
             except NaviMemoryError as exc:
                 report["embedder_reachable"] = False
                 report["embedder_error"] = str(exc)
-    if args.json:
-        print_json(report)
-        return
-    for key, value in report.items():
-        print(f"{key:<20} {value}")
+    print_json(report) if args.json else print("\n".join(doctor_lines(report)))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -275,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
         return parser
 
     parser = common(argparse.ArgumentParser(prog="navi-memory", description="Long-term memory of users for LLM assistants."), False)
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"navi-memory {__version__}",
+                        help="print the version and exit")
     # the global options are accepted after the command too
     shared = common(argparse.ArgumentParser(add_help=False), True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -287,68 +342,72 @@ def build_parser() -> argparse.ArgumentParser:
     command("migrate", cmd_migrate, "create or upgrade the schema (safe to re-run)")
     p = command("add", cmd_add, "store a note for a user")
     user_option(p); json_option(p)
-    p.add_argument("content")
-    p.add_argument("--type", default="note", choices=ITEM_TYPES)
-    p.add_argument("--theme")
-    p.add_argument("--title")
-    p.add_argument("--tag", action="append")
-    p.add_argument("--pin", action="store_true")
-    p.add_argument("--expires-days", type=float)
+    p.add_argument("content", help="the text to remember")
+    p.add_argument("--type", default="note", choices=ITEM_TYPES, help="kind of item (default note)")
+    p.add_argument("--theme", help="theme slug (default: guessed from the text, else general)")
+    p.add_argument("--title", help="short title")
+    p.add_argument("--tag", action="append", help="a tag (repeatable)")
+    p.add_argument("--pin", action="store_true", help="pin it: always part of the memory block")
+    p.add_argument("--expires-days", type=float, help="forget it after this many days")
     for name, fn, text in (("get", cmd_get, "show one item"), ("pin", cmd_pin, "pin an item"),
                            ("archive", cmd_archive, "archive an item"), ("delete", cmd_delete, "delete an item"),
                            ("update", cmd_update, "change an item (re-embeds new text)")):
         p = command(name, fn, text)
         user_option(p)
-        p.add_argument("id", type=integer("id"))
+        p.add_argument("id", type=integer("id"), help="item id (see `list`)")
         if name in ("get", "update"):
             json_option(p)
     sub.choices["pin"].add_argument("--off", action="store_true", help="unpin")
     sub.choices["archive"].add_argument("--restore", action="store_true", help="make active again")
-    for flag in ("--content", "--title", "--theme"):
-        sub.choices["update"].add_argument(flag)
-    sub.choices["update"].add_argument("--type", choices=ITEM_TYPES)
+    for flag, text in (("--content", "new text (re-embedded)"), ("--title", "new title"), ("--theme", "new theme")):
+        sub.choices["update"].add_argument(flag, help=text)
+    sub.choices["update"].add_argument("--type", choices=ITEM_TYPES, help="new kind of item")
     p = command("list", cmd_list, "list items, newest first")
     user_option(p); json_option(p)
-    p.add_argument("--theme")
-    p.add_argument("--type", action="append", choices=ITEM_TYPES)
-    p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
-    p.add_argument("--limit", type=integer("limit"), default=50)
-    p.add_argument("--offset", type=integer("offset"), default=0)
+    p.add_argument("--theme", help="only this theme")
+    p.add_argument("--type", action="append", choices=ITEM_TYPES, help="only this kind (repeatable)")
+    p.add_argument("--status", default="active", choices=SEARCH_STATUSES, help="item status (default active)")
+    p.add_argument("--limit", type=integer("limit"), default=50, help="items listed (default 50)")
+    p.add_argument("--offset", type=integer("offset"), default=0, help="skip this many first (paging)")
     p = command("search", cmd_search, "hybrid search over a user's memory")
     user_option(p); json_option(p)
-    p.add_argument("query")
-    p.add_argument("--limit", type=integer("limit"), default=10)
-    p.add_argument("--theme")
-    p.add_argument("--type", action="append", choices=ITEM_TYPES)
-    p.add_argument("--status", default="active", choices=SEARCH_STATUSES)
-    p.add_argument("--recency-days", type=float)
-    p.add_argument("--fusion", choices=FUSIONS)
+    p.add_argument("query", help="what to look for, in plain words")
+    p.add_argument("--limit", type=integer("limit"), default=10, help="results at most (default 10)")
+    p.add_argument("--theme", help="only this theme")
+    p.add_argument("--type", action="append", choices=ITEM_TYPES, help="only this kind (repeatable)")
+    p.add_argument("--status", default="active", choices=SEARCH_STATUSES, help="item status (default active)")
+    p.add_argument("--recency-days", type=float, help="only items from the last N days")
+    p.add_argument("--fusion", choices=FUSIONS, help="how semantic and lexical scores combine (default: the store's)")
     p = command("themes", cmd_themes, "themes with active item counts")
     user_option(p); json_option(p)
 
     p = command("fact", cmd_fact, "structured facts: set, get, list, delete")
     facts = p.add_subparsers(dest="fact_command", required=True, metavar="ACTION")
-    f = facts.add_parser("set", help="insert or update a fact", parents=[shared])
-    f.add_argument("key"); f.add_argument("value")
-    f.add_argument("--category", required=True, choices=FACT_CATEGORIES)
-    f.add_argument("--source", default="user_explicit", choices=FACT_SOURCES)
-    f.add_argument("--confidence", type=integer("confidence"))
-    f.add_argument("--expires-days", type=float)
+    f = facts.add_parser("set", help="insert or update a fact", description="insert or update a fact",
+                         parents=[shared])
+    f.add_argument("key", help="short snake_case name, e.g. coffee_order")
+    f.add_argument("value", help="the value, e.g. 'flat white'")
+    f.add_argument("--category", required=True, choices=FACT_CATEGORIES, help="fact category")
+    f.add_argument("--source", default="user_explicit", choices=FACT_SOURCES,
+                   help="where it came from (default user_explicit)")
+    f.add_argument("--confidence", type=integer("confidence"), help="0-100 (default: by source)")
+    f.add_argument("--expires-days", type=float, help="forget it after this many days")
     f.add_argument("--context", help="where the fact came from")
-    f = facts.add_parser("get", help="show a fact and its history", parents=[shared])
-    f.add_argument("key"); f.add_argument("--category", choices=FACT_CATEGORIES)
-    f = facts.add_parser("list", help="list facts", parents=[shared])
-    f.add_argument("--category", choices=FACT_CATEGORIES)
-    f.add_argument("--search")
-    f.add_argument("--limit", type=integer("limit"))
-    f.add_argument("--offset", type=integer("offset"), default=0)
-    f.add_argument("--sort-by", default="category", choices=FACT_SORT_FIELDS)
-    f.add_argument("--order", default="desc", choices=("asc", "desc"))
-    f.add_argument("--history", action="store_true", help="include earlier values")
-    f = facts.add_parser("delete", help="delete a fact by key", parents=[shared])
-    f.add_argument("key"); f.add_argument("--category", choices=FACT_CATEGORIES)
+    f = facts.add_parser("get", help="show a fact and its history", description="show a fact and its history",
+                         parents=[shared])
+    f.add_argument("key", help="the fact's key")
+    f.add_argument("--category", choices=FACT_CATEGORIES, help="the fact's category (when the key is in several)")
+    f = facts.add_parser("list", help="list facts (also `navi-memory facts`)", description="list a user's facts",
+                         parents=[shared])
+    fact_list_options(f)
+    f = facts.add_parser("delete", help="delete a fact by key", description="delete a fact by key", parents=[shared])
+    f.add_argument("key", help="the fact's key")
+    f.add_argument("--category", choices=FACT_CATEGORIES, help="only in this category")
     for f in facts.choices.values():
         user_option(f); json_option(f)
+    p = command("facts", cmd_fact_list, "list a user's facts (the same as `fact list`)")
+    user_option(p); json_option(p)
+    fact_list_options(p)
 
     p = command("summary", cmd_summary, "show (or set) a user's narrative summary")
     user_option(p); json_option(p)
@@ -361,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     json_option(p)
     from .pipeline import add_commands
 
-    add_commands(command)  # ingest, extract, stats, facts, sessions
+    add_commands(command)  # ingest, extract, stats, sessions
     from . import io as cli_io
     from . import persons as cli_persons
     from . import web as cli_ui
@@ -372,8 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
                            ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
         p = command(name, fn, text)
-        user_option(p, required=False); json_option(p)
-        p.add_argument("--batch-size", type=integer("batch_size"), default=32)
+        user_option(p, required=False)
+        json_option(p)
+        p.add_argument("--batch-size", type=integer("batch_size"), default=32,
+                       help="texts per embedding call (default 32)")
         if name == "rebuild-embeddings":
             p.add_argument("--yes", action="store_true", help="confirm")
     p = command("doctor", cmd_doctor, "show what is configured and reachable")

@@ -83,8 +83,11 @@ def cmd_person(args: argparse.Namespace) -> None:
 
 
 def cmd_promote(args: argparse.Namespace) -> None:
-    with open_store(args) as store:
-        report = store.promote(user_id=args.user, all_users=args.user is None, max_items=args.max_items)
+    from ..progress import Progress
+
+    with open_store(args) as store, Progress("promote", unit="users") as bar:
+        report = store.promote(user_id=args.user, all_users=args.user is None, max_items=args.max_items,
+                               progress=bar)
     if args.json:
         print_json(report)
         return
@@ -114,9 +117,9 @@ def _globals(p: argparse.ArgumentParser) -> None:
 def _person_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alias", action="append", help="another name the person answers to (repeatable)")
     p.add_argument("--role", help=f"e.g. {', '.join(ROLES[:5])}, ...")
-    p.add_argument("--pronouns")
-    p.add_argument("--birth-date", metavar="YYYY-MM-DD")
-    p.add_argument("--notes")
+    p.add_argument("--pronouns", help="e.g. she/her")
+    p.add_argument("--birth-date", metavar="YYYY-MM-DD", help="date of birth")
+    p.add_argument("--notes", help="free text about the person")
 
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
@@ -136,7 +139,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a.add_argument("--multi", action="store_true", help="switch the household to multi mode first")
     action("list", "list the persons")
     a = action("resolve", "the person a name, alias or role refers to (null when unknown or ambiguous)")
-    a.add_argument("ref", metavar="REF")
+    a.add_argument("ref", metavar="REF", help="a name, alias or role, e.g. 'my wife'")
     a = action("update", "change a person")
     a.add_argument("ref", metavar="REF", help="id, name, alias or role")
     a.add_argument("--name", help="new display name")
@@ -144,9 +147,9 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a = action("remove", "remove a person (their items and facts keep the name)")
     a.add_argument("ref", metavar="REF", help="id, name, alias or role")
     a = action("mode", "show or switch the household mode (multi -> single needs one person at most)")
-    a.add_argument("mode", nargs="?", choices=HOUSEHOLD_MODES)
+    a.add_argument("mode", nargs="?", choices=HOUSEHOLD_MODES, help="the mode to switch to (omit to show it)")
     a = action("speaker", "who is speaking in a turn, and the person hints for search")
-    a.add_argument("text", metavar="TEXT")
+    a.add_argument("text", metavar="TEXT", help="what was said")
     a.add_argument("--hint", help="the person of the device or session (id, name or alias)")
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
     user_option(p, required=False); json_option(p)

@@ -1,4 +1,4 @@
-"""The conversation-memory commands of ``navi-memory``: ingest, extract, stats, facts, sessions.
+"""The conversation-memory commands of ``navi-memory``: ingest, extract, stats, sessions.
 
 They call the same store operations as applications do, always inline (a command's process ends
 when it is done, so nothing is left to a background worker).
@@ -13,15 +13,17 @@ from typing import Any, Callable
 
 from .. import validation as v
 from ..errors import ExtractionError, ValidationError
-from ..models import FACT_CATEGORIES, SESSION_STATES, ExtractionReport
+from ..models import SESSION_STATES, ExtractionReport
 from .common import integer, json_option, print_json, user_option
 
 
 def open_store(args: argparse.Namespace, chat: bool = False, read_only: bool = False) -> Any:
+    """The store; without an embedder for the read-only commands (they never embed, and resolving
+    one costs a model load or a warning)."""
     from ..store import MemoryStore
 
-    return MemoryStore.open(args.db, args.embeddings, chat_model=getattr(args, "chat_model", None) if chat else False,
-                            read_only=read_only)
+    return MemoryStore.open(args.db, False if read_only else args.embeddings,
+                            chat_model=getattr(args, "chat_model", None) if chat else False, read_only=read_only)
 
 
 def _read_messages(source: str) -> Any:
@@ -109,18 +111,6 @@ def cmd_stats(args: argparse.Namespace) -> None:
               f" {s['llm_calls']:>3} LLM calls {s['input_tokens']:>8} in {s['output_tokens']:>7} out")
 
 
-def cmd_facts(args: argparse.Namespace) -> None:
-    with open_store(args, read_only=True) as store:
-        facts = store.get_all_facts(user_id=args.user, category=args.category, include_history=args.history)
-    if args.json:
-        print_json(facts)
-        return
-    for fact in facts:
-        print(f"{fact.category:<12} {fact.key:<28} {fact.value}  ({fact.source}, {fact.confidence})")
-        for old in fact.history:
-            print(f"{'':<41} was {old.value!r} until {old.valid_to:%Y-%m-%d}")
-
-
 def cmd_sessions(args: argparse.Namespace) -> None:
     with open_store(args, read_only=True) as store:
         sessions = store.list_sessions(user_id=args.user, all_users=args.user is None, state=args.state,
@@ -152,11 +142,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p = command("stats", cmd_stats, "sessions, LLM calls and tokens (per purpose and per session)")
     user_option(p, required=False); json_option(p)
     p.add_argument("--limit", type=integer("limit"), default=20, help="sessions listed")
-    p = command("facts", cmd_facts, "a user's facts")
-    user_option(p); json_option(p)
-    p.add_argument("--category", choices=FACT_CATEGORIES)
-    p.add_argument("--history", action="store_true", help="include earlier values")
     p = command("sessions", cmd_sessions, "sessions, most recently active first")
     user_option(p, required=False); json_option(p)
-    p.add_argument("--state", choices=SESSION_STATES)
-    p.add_argument("--limit", type=integer("limit"), default=50)
+    p.add_argument("--state", choices=SESSION_STATES, help="only sessions in this extraction state")
+    p.add_argument("--limit", type=integer("limit"), default=50, help="sessions listed (default 50)")

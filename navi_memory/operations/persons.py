@@ -13,7 +13,7 @@ is the always-in-prompt set and ``memory_markdown`` renders it as a MEMORY.md.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import convert
 from .. import validation as v
@@ -228,9 +228,11 @@ class PersonOperations:
 
     @operation
     def promote(self, *, user_id: str | None = None, all_users: bool = False,
-                max_items: int = MAX_ITEMS) -> Op[PromotionReport]:
+                max_items: int = MAX_ITEMS,
+                progress: Callable[[int, int], None] | None = None) -> Op[PromotionReport]:
         """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
-        the items promoted; idempotent. Needs vectors of the store's embedding model."""
+        the items promoted; idempotent. Needs vectors of the store's embedding model.
+        ``progress(users_done, users)`` after each user."""
         if self._shared.model is None:
             raise ValidationError("promotion compares vectors: the store has no embedding model")
         if all_users and user_id is None:
@@ -238,8 +240,10 @@ class PersonOperations:
         else:
             users = [v.user_id(user_id)]
         report = PromotionReport()
-        for uid in users:
+        for done, uid in enumerate(users, 1):
             yield from self._promote_user(uid, v.limit(max_items, 1_000_000, "max_items"), report)
+            if progress is not None:
+                progress(done, len(users))
         return report
 
     def _promote_user(self, uid: str, max_items: int, report: PromotionReport) -> Op:

@@ -45,6 +45,7 @@ class _Options:
     embed: bool
     skip_unknown: bool
     id_map: IdMap | None
+    progress: Callable[[int, int], None] | None = None
 
 
 @dataclass
@@ -258,20 +259,23 @@ class TransferOperations:
 
     @operation
     def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None, batch_size: int = PAGE,
-                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
+                    embed: bool = True, skip_unknown: bool = False, id_map: IdMap | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> Op[TransferReport]:
         """Import an export file: every line is checked first (a bad line raises ``ValidationError``
         naming it, and nothing is written), then all records are written in one transaction, in
         steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users
         ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called for each item added, after
-        the commit. Returns a ``TransferReport``. The file is read with blocking I/O, also by
-        ``AsyncMemoryStore`` (an admin job, not a request path)."""
-        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        the commit; ``progress(embedded, to_embed)`` after each embedding batch. Returns a
+        ``TransferReport``. The file is read with blocking I/O, also by ``AsyncMemoryStore`` (an
+        admin job, not a request path)."""
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map, progress)
         return (yield from self._import(read_jsonl(path), options))
 
     @operation
     def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
                        user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
-                       skip_unknown: bool = False, id_map: IdMap | None = None) -> Op[TransferReport]:
+                       skip_unknown: bool = False, id_map: IdMap | None = None,
+                       progress: Callable[[int, int], None] | None = None) -> Op[TransferReport]:
         """Import records given as dicts (the header first): a list, any iterable (read into a list
         first), or a function returning a fresh iterable of (label, record) pairs. Every record is
         checked before anything is written (like ``import_file``)."""
@@ -280,7 +284,7 @@ class TransferOperations:
         else:
             rows = records if isinstance(records, (list, tuple)) else list(records)
             source = lambda: ((f"record {n}", r) for n, r in enumerate(rows, 1))  # noqa: E731
-        options = _Options(user_map, batch_size, embed, skip_unknown, id_map)
+        options = _Options(user_map, batch_size, embed, skip_unknown, id_map, progress)
         return (yield from self._import(source, options))
 
     def _checked(self, source: Lines, user_map: Mapping[str, str] | None, skip_unknown: bool,
@@ -346,6 +350,8 @@ class TransferOperations:
                 stored, failed = yield from self._memory.embed_rows(to_embed[start:start + EMBED_BATCH])
                 report.embedded += stored
                 report.embed_failed += failed
+                if options.progress is not None:
+                    options.progress(report.embedded + report.embed_failed, len(to_embed))
         log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
         return report
 

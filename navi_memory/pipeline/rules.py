@@ -49,6 +49,54 @@ def slug(text: str, words: int = 4) -> str:
     return "_".join(tokens[:words]) or "item"
 
 
+# Keys are short nouns a person would use for the topic ("editor_theme", "commute_train"): the
+# topics below first, else the noun phrase the statement is about.
+_EDITOR = re.compile(r"\b(?:editors?|ides?|vim|neovim|emacs|vs ?code|terminals?|ui)\b", re.I)
+_TOPICS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(?:dark|light)\s+(?:mode|theme)s?\b|\bcolou?r\s+(?:scheme|theme)\b", re.I), "theme"),
+    (re.compile(r"\b(?:take|takes|taking|catch|ride|commute|go|travel)\b.*?\b(?P<t>train|bus|tram|subway|metro|ferry)\b",
+                re.I), "commute_{t}"),
+    (re.compile(r"\b(?:tabs|spaces)\b", re.I), "indentation"),
+    (re.compile(r"\b(?:window|aisle)\s+seats?\b", re.I), "seat"),
+    (re.compile(r"\b(?:vegetarian|vegan|pescatarian|gluten[- ]free|halal|kosher)\b", re.I), "diet"),
+    (re.compile(r"\b(?:coffee|tea|espresso|latte|cappuccino|flat white|matcha|decaf)\b", re.I), "drink"),
+    (re.compile(r"\b(?:metric|imperial|celsius|fahrenheit)\b", re.I), "units"),
+    (re.compile(r"\ballergic\b|\ballerg(?:y|ies)\b", re.I), "allergies"),
+]
+_SUBJECT = re.compile(r"^(?:i|we)(?:['’](?:m|ve|re|d|ll)|\s+(?:am|are|have|do))?\s+"
+                      r"(?:(?:really|usually|always|often|generally|also|still|normally)\s+)*[a-z'’]+\s+", re.I)
+_PHRASE_END = re.compile(r"(?:^|\s)(?:in|on|at|for|with|from|to|into|over|than|instead|of|named|called|because|when|"
+                         r"while|since|every|each|and|but|or|that|which|who|by|during|after|before|is|are|was|"
+                         r"were|has|have|will|starts?|ends?|expires?)\b", re.I)
+_FILLER = _STOP | {"every", "each", "some", "any", "our", "we", "me", "always", "usually", "often", "just", "one",
+                   "mine", "your", "his", "her", "their", "its", "am", "pm", "m", "re", "ve", "ll", "d",
+                   # times say when, not what
+                   "january", "february", "march", "april", "may", "june", "july", "august", "september",
+                   "october", "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday",
+                   "saturday", "sunday", "today", "tomorrow", "tonight", "week", "month", "year", "next", "last"}
+
+
+def topic_key(text: str, words: int = 2) -> str:
+    """A short snake_case noun for what ``text`` is about: "dark mode in every editor" ->
+    ``editor_theme``, "I take the 8:15 train" -> ``commute_train``, "my passport" -> ``passport``."""
+    for pattern, key in _TOPICS:
+        found = pattern.search(text)
+        if found:
+            key = key.format(**found.groupdict())
+            return f"editor_{key}" if key == "theme" and _EDITOR.search(text) else key
+    whole = re.sub(r"['’]s\b", "", text.strip().lower())
+    owned = re.match(r"(?:my|our)\s+", whole)
+    phrase = whole[owned.end():] if owned else _SUBJECT.sub("", whole, count=1)
+    phrase = re.sub(r"^(?:in|on|at|for|with|to|of|by|about)\s+", "", phrase)  # "training for the marathon"
+    end = _PHRASE_END.search(phrase)
+    tokens = [t for t in re.findall(r"[a-z]+", phrase[:end.start()] if end else phrase) if t not in _FILLER]
+    # the head noun ends an object ("the early train"), a possessed thing starts the phrase
+    chosen = tokens[:words] if owned else tokens[-words:]
+    if not chosen:  # "we're moving in June": no object, the statement's own words
+        chosen = [t for t in re.findall(r"[a-z]+", whole) if t not in _FILLER][:words]
+    return "_".join(chosen) or "note"
+
+
 def clean_value(text: str, max_words: int) -> str:
     """The value up to the end of its clause, without quotes or trailing punctuation."""
     end = _CLAUSE_END.search(text)
@@ -76,7 +124,7 @@ def _simple(category: str, key: str, max_words: int, title: bool = False, capita
 
 def _preference(match: re.Match[str]) -> tuple[str, str, str] | None:
     value = clean_value(match.group("v"), 12)
-    return None if not value or _NEGATED.match(value) else ("preferences", f"prefers_{slug(value, 3)}", value)
+    return None if not value or _NEGATED.match(value) else ("preferences", topic_key(value), value)
 
 
 def _favorite(match: re.Match[str]) -> tuple[str, str, str] | None:
@@ -127,6 +175,20 @@ def _statement_facts(sentence: str) -> list[RuleFact]:
     return out
 
 
+_MY_THING = re.compile(r"^(?:my|our)\s+(?P<k>[a-z][\w'’ ]{0,40}?)\s+(?:is|are)\s+(?P<v>\S.*)$", re.I)
+
+
+def _remembered(text: str) -> tuple[str, str]:
+    """Key and value of a "remember that ..." statement: "my sister's birthday is June 5" ->
+    (``sister_birthday``, "June 5"); anything else keeps its words under a topic key."""
+    mine = _MY_THING.match(text)
+    if mine:
+        value = clean_value(mine.group("v"), 12)
+        if value:
+            return topic_key(mine.group("k"), 3), value
+    return topic_key(text), text
+
+
 def extract_text(text: str) -> list[RuleFact]:
     """Rule facts in one user message; a "remember that ..." with no other rule inside becomes a
     fact in category ``other``."""
@@ -139,7 +201,8 @@ def extract_text(text: str) -> list[RuleFact]:
         if remembered and not found:
             value = remembered.group("v").strip().rstrip(".!")
             if (_PERSONAL.search(value) or len(value.split()) >= 3) and not _NEGATED.match(value):
-                facts.append(RuleFact("other", slug(value, 5), value[:500],
+                key, value = _remembered(value)
+                facts.append(RuleFact("other", key, value[:500],
                                       source_context=f'user asked to remember: "{sentence[:200]}"'))
         facts.extend(found)
     return facts

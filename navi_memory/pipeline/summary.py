@@ -80,8 +80,15 @@ def tidy(text: str) -> str:
 
 
 def _phrase(fact: Mapping[str, Any]) -> str:
-    key = fact["key"].replace("_", " ")
-    return key if str(fact["value"]).casefold() in key.casefold() else f"{key}: {fact['value']}"
+    """"editor theme: dark mode", or the value alone when it says the key already (a remembered
+    sentence, "short answers" under ``short_answers``)."""
+    key, value = fact["key"].replace("_", " "), str(fact["value"])
+    if value.casefold() in key.casefold():
+        return key
+    sentence = re.match(r"(?:i|i'm|we|we're|my|our)\b", value, re.I)  # "I take the 8:15 train"
+    if sentence or all(w in value.casefold() for w in key.casefold().split()):
+        return value
+    return f"{key}: {value}"
 
 
 def compose(facts: Sequence[Mapping[str, Any]]) -> str:
