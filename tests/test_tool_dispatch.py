@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 
 from navi_memory import AsyncMemoryStore, NaviMemoryError, ValidationError
-from navi_memory.integrations._tools import MULTI_TOOLS, TOOLS, MemoryTools
+from navi_memory.integrations._tools import MULTI_TOOLS
+from navi_memory.integrations.tools import TOOLS, MemoryTools
 
 
 def _keys(node):
