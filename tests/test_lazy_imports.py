@@ -8,7 +8,8 @@ import sys
 import textwrap
 
 HEAVY = ["langchain_core", "langchain", "langchain_ollama", "llama_index", "torch", "sentence_transformers",
-         "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright"]
+         "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright", "mcp",
+         "mcp_types"]
 
 
 def run(code: str) -> dict:

@@ -422,10 +422,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(command)  # ingest, extract, stats, sessions
     from . import io as cli_io
+    from . import mcp as cli_mcp
     from . import persons as cli_persons
     from . import web as cli_ui
 
     cli_ui.add_commands(command)  # ui, serve
+    cli_mcp.add_commands(command)  # mcp
     cli_persons.add_commands(command)  # person, promote, memory-md
     cli_io.add_commands(command)  # export (JSON Lines, --format markdown), import (and --from-navi)
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),

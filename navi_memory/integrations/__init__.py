@@ -1,6 +1,7 @@
-"""Framework adapters: ``navi_memory.integrations.langchain`` and ``navi_memory.integrations.llamaindex``.
+"""Framework adapters: ``navi_memory.integrations.langchain`` and ``navi_memory.integrations.llamaindex``;
+the MCP server ``navi_memory.integrations.mcp``; plain-SDK tools ``navi_memory.integrations.tools``.
 
-Each needs its framework installed (the ``langchain`` / ``llamaindex`` extras); importing
-``navi_memory`` itself never loads them. The adapters only call store methods: searching,
+Each needs its framework installed (the ``langchain`` / ``llamaindex`` / ``mcp`` / ``tools`` extras);
+importing ``navi_memory`` itself never loads them. The adapters only call store methods: searching,
 ranking and storage stay in the store.
 """

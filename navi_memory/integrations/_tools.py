@@ -7,7 +7,8 @@ never an argument: a model can only read and write the memory of the user it was
 Expected failures (unknown id, invalid value, arguments outside the schema) come back as
 ``{"error": ...}`` so the model can correct itself; a database failure comes back as
 ``{"error": "memory unavailable: ..."}``.
-The LangChain and LlamaIndex adapters wrap these methods with the schemas below.
+The LangChain and LlamaIndex adapters and the MCP server wrap these methods with the schemas below;
+``openai_schemas``/``anthropic_schemas`` and ``dispatch`` serve a plain OpenAI or Anthropic SDK loop.
 """
 
 from __future__ import annotations
@@ -133,6 +134,35 @@ def tool_specs(household: str) -> dict[str, tuple[type[BaseModel], str]]:
     return MULTI_TOOLS if household == "multi" else TOOLS
 
 
+def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """A tool's argument schema as plain JSON schema: pydantic's, without its generated titles
+    (noise in a model's prompt); a field named ``title`` stays."""
+    def clean(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: ({name: clean(sub) for name, sub in val.items()} if k == "properties" else clean(val))
+                    for k, val in node.items() if k != "title"}
+        return [clean(x) for x in node] if isinstance(node, list) else node
+
+    out: dict[str, Any] = clean(schema.model_json_schema())
+    out.setdefault("properties", {})
+    return out
+
+
+def parse_arguments(arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as a dict: a mapping, a JSON object text (as OpenAI sends them) or None."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, (str, bytes, bytearray)):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:  # the text itself is not echoed: it may hold the user's data
+            raise ValidationError(f"invalid arguments: not JSON ({exc.__class__.__name__} at position "
+                                  f"{getattr(exc, 'pos', '?')})") from exc
+    if not isinstance(arguments, dict):
+        raise ValidationError(f"invalid arguments: a JSON object is expected, not {type(arguments).__name__}")
+    return arguments
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
@@ -208,20 +238,29 @@ class StoreCaller:
         return await asyncio.to_thread(getattr(self.sync_store, name), *args, **kwargs)
 
 
-class MemoryTools:
-    """The tool set for one user. ``memory_search(...)`` returns JSON text; ``amemory_search(...)``
-    is its coroutine (native with an ``AsyncMemoryStore``, else run in a worker thread)."""
+UNBOUND: Any = object()  # MemoryTools(store) without a user: every call passes user_id=
 
-    def __init__(self, store: Any, user_id: Any, *, async_store: Any = None, household: str | None = None) -> None:
-        self.user_id = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
+
+class MemoryTools:
+    """The tool set for one user (``MemoryTools(store, "u1")``), or for the user each call names
+    (``MemoryTools(store)``, then ``dispatch(..., user_id=...)``). ``run``/``dispatch`` return JSON
+    text; ``arun``/``adispatch`` are their coroutines (native with an ``AsyncMemoryStore``, else run
+    in a worker thread). ``openai_schemas()``/``anthropic_schemas()`` describe the tools for a
+    plain SDK tool loop; the LangChain, LlamaIndex and MCP tools use the same schemas."""
+
+    def __init__(self, store: Any, user_id: Any = UNBOUND, *, async_store: Any = None,
+                 household: str | None = None) -> None:
+        # exact or refused (ValidationError, a ValueError), never trimmed. Left out: each dispatch
+        # names its user; an explicit None stays an error (an unset variable, not a choice).
+        self.user_id = None if user_id is UNBOUND else v.user_id(user_id)
         self.caller = StoreCaller(store, async_store)
         self.household = household or self._household_mode()
         self.specs = tool_specs(self.household)
 
     def _household_mode(self) -> str:
-        """The user's household mode, read once (an async-only store cannot be asked here: single,
-        unless ``household="multi"`` is passed)."""
-        if self.caller.sync_store is None:
+        """The user's household mode, read once (an async-only store or an unbound user cannot be
+        asked here: single, unless ``household="multi"`` is passed)."""
+        if self.caller.sync_store is None or self.user_id is None:
             return "single"
         try:
             return self.caller.call("household_mode", user_id=self.user_id)
@@ -230,8 +269,8 @@ class MemoryTools:
             return "single"
 
     # (store operation, positional args, keyword args, formatter) per tool
-    def _plan(self, name: str, args: dict[str, Any]) -> tuple[str, tuple, dict[str, Any], Callable[[Any], Any]]:
-        uid = self.user_id
+    def _plan(self, name: str, args: dict[str, Any], uid: str) -> tuple[str, tuple, dict[str, Any],
+                                                                     Callable[[Any], Any]]:
         if name == "memory_search":
             return ("search", (args["query"],), {"user_id": uid, "limit": args["limit"], "theme": args["theme"],
                                                  "types": args["types"], "recency_days": args["recency_days"],
@@ -266,24 +305,82 @@ class MemoryTools:
         raise KeyError(name)
 
     def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if name not in self.specs:
+            raise ValidationError(f"unknown memory tool {name!r}; the tools are: {', '.join(self.specs)}")
         schema = self.specs[name][0]
         try:
             return schema(**kwargs).model_dump()
         except PydanticValidationError as exc:  # the model can correct itself from the message
             raise ValidationError(argument_error(exc)) from exc
 
+    def resolve_user(self, user_id: Any = None) -> str:
+        """The user a call acts for: ``user_id`` if given (it must match a bound one), else the bound one."""
+        if user_id is None:
+            if self.user_id is None:
+                raise ValidationError("no user: pass user_id= to the call or bind one with MemoryTools(store, "
+                                      "user_id)")
+            return self.user_id
+        uid = v.user_id(user_id)
+        if self.user_id is not None and uid != self.user_id:
+            raise ValidationError("user_id differs from the user these tools are bound to")
+        return uid
+
+    def execute(self, name: str, kwargs: dict[str, Any], user_id: Any = None) -> str:
+        """One tool call; raises ``NaviMemoryError`` (``ValidationError`` for an unknown tool or bad arguments)."""
+        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id))
+        return dumps(fmt(self.caller.call(op, *args, **kw)))
+
+    async def aexecute(self, name: str, kwargs: dict[str, Any], user_id: Any = None) -> str:
+        """Coroutine of ``execute``."""
+        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id))
+        return dumps(fmt(await self.caller.acall(op, *args, **kw)))
+
     def run(self, name: str, **kwargs: Any) -> str:
         try:
-            op, args, kw, fmt = self._plan(name, self._parse(name, kwargs))
-            return dumps(fmt(self.caller.call(op, *args, **kw)))
+            return self.execute(name, kwargs)
         except NaviMemoryError as exc:
             return error_json(exc)
 
     async def arun(self, name: str, **kwargs: Any) -> str:
         try:
-            op, args, kw, fmt = self._plan(name, self._parse(name, kwargs))
-            return dumps(fmt(await self.caller.acall(op, *args, **kw)))
+            return await self.aexecute(name, kwargs)
         except NaviMemoryError as exc:
+            return error_json(exc)
+
+    def openai_schemas(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function tools (Chat Completions ``tools=``): the names, descriptions
+        and argument schemas the LangChain and LlamaIndex tools have. No schema holds a user id."""
+        return [{"type": "function", "function": {"name": name, "description": description,
+                                                  "parameters": json_schema(schema)}}
+                for name, (schema, description) in self.specs.items()]
+
+    def anthropic_schemas(self) -> list[dict[str, Any]]:
+        """The tools as Anthropic Messages API tools (``name``, ``description``, ``input_schema``)."""
+        return [{"name": name, "description": description, "input_schema": json_schema(schema)}
+                for name, (schema, description) in self.specs.items()]
+
+    def dispatch(self, name: str, arguments: Any = None, *, user_id: Any = None, errors: str = "raise") -> str:
+        """Run the tool a model called: ``arguments`` as a dict or the JSON text the model produced.
+        Returns the JSON text the framework tools return. ``errors="raise"`` (default) raises
+        ``NaviMemoryError`` (``ValidationError`` for an unknown tool or bad arguments, naming the field);
+        ``errors="return"`` returns ``{"error": ...}`` text instead, for the model to correct itself."""
+        _check_errors_mode(errors)
+        try:
+            return self.execute(name, parse_arguments(arguments), user_id)
+        except NaviMemoryError as exc:
+            if errors == "raise":
+                raise
+            return error_json(exc)
+
+    async def adispatch(self, name: str, arguments: Any = None, *, user_id: Any = None,
+                        errors: str = "raise") -> str:
+        """Coroutine of ``dispatch``."""
+        _check_errors_mode(errors)
+        try:
+            return await self.aexecute(name, parse_arguments(arguments), user_id)
+        except NaviMemoryError as exc:
+            if errors == "raise":
+                raise
             return error_json(exc)
 
     def functions(self, name: str) -> tuple[Callable[..., str], Callable[..., Any]]:
@@ -297,3 +394,8 @@ class MemoryTools:
         sync.__name__ = name
         run_async.__name__ = f"a{name}"
         return sync, run_async
+
+
+def _check_errors_mode(errors: str) -> None:
+    if errors not in ("raise", "return"):
+        raise ValidationError(f"errors must be 'raise' or 'return', not {errors!r}")
