@@ -27,6 +27,7 @@ from ..config import parse_url
 from ..errors import ConfigurationError
 from .data import LAYOUTS, USER, VECTOR_KINDS, Corpus, Dataset, Vectors
 from .measure import ingest, load, open_store, search_series, timed_search
+from .scan import compare
 
 __all__ = ["USER", "Corpus", "add_arguments", "run", "main", "run_size", "format_table"]
 
@@ -103,9 +104,9 @@ def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any
         if store.list_users():
             raise ConfigurationError(f"{url} already holds data; the benchmark needs a fresh database")
         ingest_load = load()
-        ingest_s, _ = ingest(store, data, args.batch, f"{label} ingest")
+        ingest_s, ids = ingest(store, data, args.batch, f"{label} ingest")
         first_ms = timed_search(store, data.queries[0], data.query_user(0), data.query_vectors[0])
-        hybrid = search_series(store, f"{label} search", data, args.warmup)
+        scan = compare(store, data, ids, model, args.warmup, f"{label} search")
         lexical = open_store(url, None)
         plain = search_series(lexical, f"{label} lexical", data, args.warmup, vectors=False)
     finally:
@@ -114,7 +115,7 @@ def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any
             lexical.close()
     return {"backend": "sqlite", "n": data.n, "layout": data.layout, "users": len(data.users),
             "ingest_items_per_s": round(data.n / ingest_s, 1), "ingest_load": ingest_load,
-            "search_ms": hybrid, "lexical_search_ms": plain, "first_search_ms": round(first_ms, 3)}
+            "lexical_search_ms": plain, "first_search_ms": round(first_ms, 3), **scan}
 
 
 def _environment() -> dict[str, Any]:
@@ -122,9 +123,18 @@ def _environment() -> dict[str, Any]:
             "python": platform.python_version(), "numpy": np.__version__, "sqlite": sqlite3.sqlite_version}
 
 
+def _scan_columns(row: dict[str, Any]) -> str:
+    """Bare-scan p50, search/bare ratio, recall@10 of the vector index, its memory (SQLite rows)."""
+    if "bare_scan_ms" not in row:
+        return ""
+    mb = row.get("index_mb_per_100k")
+    return (f" {row['bare_scan_ms']['p50']:>8.2f} {row['ratio_p50']:>6.2f} {row['recall_at_10']:>6.3f}"
+            f" {'-' if mb is None else f'{mb:,.0f}':>8}{' int8' if row.get('quantised') else ''}")
+
+
 def format_table(report: dict[str, Any]) -> str:
     head = (f"{'backend':<10} {'layout':<7} {'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}"
-            f" {'lex p50':>8} {'lex p95':>8} {'load':>5}")
+            f" {'lex p50':>8} {'lex p95':>8} {'load':>5} {'bare p50':>8} {'ratio':>6} {'R@10':>6} {'MB/100k':>8}")
     title = (f"dim {report['dim']} ({report['vectors']}), {report['queries']} timed queries"
              f" after {report['warmup']} warm-up, add_many batches of {report['batch']}")
     lines = [title, head]
@@ -133,7 +143,7 @@ def format_table(report: dict[str, Any]) -> str:
             s, lx = row["search_ms"], row["lexical_search_ms"]
             lines.append(f"{row['backend']:<10} {row['layout']:<7} {row['n']:>9,} {row['ingest_items_per_s']:>10,.0f}"
                          f" {row['first_search_ms']:>9.1f} {s['p50']:>8.2f} {s['p95']:>8.2f} {lx['p50']:>8.2f}"
-                         f" {lx['p95']:>8.2f} {s['load']:>5.2f}")
+                         f" {lx['p95']:>8.2f} {s['load']:>5.2f}{_scan_columns(row)}")
     if any(r["backend"] == "postgresql" for r in report["results"]):
         from . import postgres
 

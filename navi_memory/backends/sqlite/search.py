@@ -14,7 +14,7 @@ import numpy as np
 
 from ...retrieval.query import fts5_or_expression, like_pattern
 from ...timeutil import to_db
-from ...vectors import VectorIndex, from_blob, top_k_order
+from ...vectors import VectorIndex, from_blob
 from ..base import Filters
 
 
@@ -130,16 +130,15 @@ class SQLiteSearch:
             index = self._index(conn, filters, model, int(query.size))
             if index is None or len(index) == 0:
                 return []
-            ids, sims = index.ranked(query)
-            wanted, out = max(4 * k, 256), []
+            wanted = max(4 * k, 256)
             while True:
-                order = top_k_order(sims, wanted)
-                chunk = [int(ids[j]) for j in order]
+                ids, sims = index.top(query, wanted)
+                chunk = ids.tolist()
                 allowed = {r[0] for r in conn.execute(
                     f"SELECT i.id FROM items i NOT INDEXED WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
                     [json.dumps(chunk), *params])}
-                out = [(int(ids[j]), float(sims[j])) for j in order if int(ids[j]) in allowed][:k]
-                if len(out) >= k or len(order) < wanted:
+                out = [(i, s) for i, s in zip(chunk, sims.tolist()) if i in allowed][:k]
+                if len(out) >= k or len(chunk) < wanted:
                     return out
                 wanted *= 8
 

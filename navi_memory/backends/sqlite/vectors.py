@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ... import vectors
 from ...vectors import VectorIndex, from_blob
 
 @dataclass
@@ -21,7 +22,7 @@ class _Entry:
     gen: int
 
     def nbytes(self) -> int:
-        return sum((len(ix) + ix.dead_rows) * ix.dimensions * 4 for ix in self.indexes.values())
+        return sum(ix.nbytes() for ix in self.indexes.values())
 
 
 class VectorCache:
@@ -45,6 +46,12 @@ class VectorCache:
             self._entries.move_to_end(key)
             self._evict()
             return entry.indexes.get(dimensions)
+
+    def memory(self) -> tuple[int, bool]:
+        """Bytes held by every cached index, and whether any of them scans int8 first."""
+        with self._lock:
+            indexes = [ix for e in self._entries.values() for ix in e.indexes.values()]
+        return sum(ix.nbytes() for ix in indexes), any(ix.quantised for ix in indexes)
 
     def drop_user(self, user_pk: int) -> None:
         with self._lock:
@@ -72,7 +79,8 @@ class VectorCache:
         for width, (ids, blobs) in batches.items():
             size = width // 4
             if size not in entry.indexes:
-                entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)))
+                entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)),
+                                                  quantise_from=vectors.QUANTISE_FROM)
             # one buffer for all rows instead of an array per row and a vstack
             entry.indexes[size].upsert_many(ids, from_blob(b"".join(blobs)).reshape(len(ids), size))
 
