@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these load on first use (below)
     from .config import Settings
     from .embeddings import HashingEmbeddings
-    from .persons import Person, SpeakerInference
+    from .core.persons import Person, SpeakerInference
     from .pipeline import PipelineOptions
     from .promotion import PromotionReport
     from .store import AsyncMemoryStore, MemoryStore
@@ -30,8 +30,8 @@ _LAZY = {
     "Settings": ("navi_memory.config", "Settings"),
     "HashingEmbeddings": ("navi_memory.embeddings", "HashingEmbeddings"),
     "PipelineOptions": ("navi_memory.pipeline", "PipelineOptions"),
-    "Person": ("navi_memory.persons", "Person"),
-    "SpeakerInference": ("navi_memory.persons", "SpeakerInference"),
+    "Person": ("navi_memory.core.persons", "Person"),
+    "SpeakerInference": ("navi_memory.core.persons", "SpeakerInference"),
     "PromotionReport": ("navi_memory.promotion", "PromotionReport"),
 }
 

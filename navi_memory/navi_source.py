@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from . import validation as v
+from .core import validation as v
 from .config import DatabaseURL, parse_url
 from .errors import ConfigurationError, StorageError, ValidationError
 from .models import FACT_CATEGORIES, FACT_SOURCES
-from .contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
+from .core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
 from .transfer_format import FORMAT, VERSION
 
 FACT_COLUMNS = ("id", "user_id", "category", "key", "value", "source", "confidence", "source_context",

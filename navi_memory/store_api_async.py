@@ -10,12 +10,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
+from .core.persons import Person, SpeakerInference
 from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, SearchResults,
                      Session, Summary, SummaryHistory, SummaryText, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
-from .persons import Person, SpeakerInference
 from .promotion import MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport
 from .retrieval import context
 from .sansio import Op, T

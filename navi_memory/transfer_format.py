@@ -15,11 +15,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import validation as v
+from .core import validation as v
 from .errors import ValidationError
 from .models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES,
                      LLM_PURPOSES, MESSAGE_ROLES, SESSION_STATES)
-from .persons import PERSON_FIELDS, clean_person_fields
+from .core.persons import PERSON_FIELDS, clean_person_fields
 
 FORMAT = "navi-memory-export"
 VERSION = 1

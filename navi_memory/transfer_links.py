@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .errors import ValidationError
-from .persons import Person, check_aliases, norm
+from .core.persons import Person, check_aliases, norm
 
 
 @dataclass

@@ -3,8 +3,8 @@
 ``check_vector`` rejects NaN/inf and applies the fixed-dimension rule of seed 002: a smaller
 vector is zero-padded, a larger one is an error. ``VectorIndex`` holds unit-normalised float32
 rows in a growable matrix so a brute-force search over 100k rows is one matrix-vector product.
-From ``QUANTISE_FROM`` rows on, and when the optional ``usearch`` package is installed (extra
-``fast``), an int8 copy is scanned first (a quarter of the memory traffic, SIMD) and only its
+From ``QUANTISE_FROM`` rows on (off by default), and when the optional ``usearch`` package is
+installed (extra ``fast``), an int8 copy is scanned first (a quarter of the memory traffic, SIMD) and only its
 best ``RESCORE_FACTOR * k`` rows are scored again in float32, so the returned similarities are exact.
 """
 
@@ -20,7 +20,9 @@ from .errors import EmbeddingError
 
 log = logging.getLogger(__name__)
 
-QUANTISE_FROM = 20_000  # below this an exact float32 scan takes about a millisecond
+# Off by default: at 100k x 384 on a 2-core machine the int8 path measured no faster than the
+# float32 scan (docs/benchmarks.md). Set a row count (e.g. 20_000) to turn it on.
+QUANTISE_FROM: int | None = None
 RESCORE_FACTOR = 2  # int8 candidates per wanted row, rescored in float32
 _INT8_MAX = 127
 _usearch: list[Callable[..., Any] | None] = []  # the loaded usearch.index.search, or [None]

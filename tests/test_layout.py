@@ -64,3 +64,18 @@ def test_no_import_circles_inside_the_package():
         if name not in state:
             visit(name, [name])
     assert circles == []
+
+
+def test_the_core_rules_are_pure():
+    """``core/`` holds rules shared by every part: it may read models and errors, nothing with I/O."""
+    modules = _modules()
+    allowed = {"navi_memory.models", "navi_memory.errors"}
+    for name, path in modules.items():
+        if name.startswith("navi_memory.core"):
+            outside = {m for m in _imports(name, path, modules) if not m.startswith("navi_memory.core")}
+            assert outside <= allowed, (name, outside - allowed)
+            tree = ast.parse(path.read_text())
+            imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
+                         if isinstance(n, ast.ImportFrom) and not n.level}
+            assert not imported & {"sqlite3", "psycopg", "numpy", "langchain_core", "httpx"}, (name, imported)

@@ -9,7 +9,7 @@ import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.errors import NotFoundError, ValidationError
-from navi_memory.persons import Person, infer_speaker
+from navi_memory.core.persons import Person, infer_speaker
 
 U = "family"
 

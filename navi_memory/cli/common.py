@@ -20,7 +20,7 @@ class BadArgument:
 
 def integer(field: str) -> Callable[[str], "int | BadArgument"]:
     """The argparse ``type`` of every integer argument: ``validation.integer_text``."""
-    from .. import validation
+    from ..core import validation
 
     def parse(raw: str) -> "int | BadArgument":
         try:

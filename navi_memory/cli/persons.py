@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import validation as v
+from ..core import validation as v
 from ..errors import NotFoundError, ValidationError
 from ..models import HOUSEHOLD_MODES
-from ..persons import ROLES, Person
+from ..core.persons import ROLES, Person
 from .common import integer, json_option, open_store, print_json, user_option
 
 

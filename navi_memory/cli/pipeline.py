@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import validation as v
+from ..core import validation as v
 from ..errors import ExtractionError, ValidationError
 from ..models import SESSION_STATES, ExtractionReport
 from .common import integer, json_option, print_json, user_option

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Sequence
 
 from .. import prompt
-from .. import validation as v
+from ..core import validation as v
 from ..errors import StorageError
 from ..models import SearchResult
 from ..promotion import prompt_facts_block

@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal, Optional
 from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from .. import validation as v
+from ..core import validation as v
 from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
 

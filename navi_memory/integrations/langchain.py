@@ -36,7 +36,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import NotRequired
 
 from .. import prompt
-from .. import validation as v
+from ..core import validation as v
 from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text

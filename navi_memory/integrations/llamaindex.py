@@ -25,7 +25,7 @@ from llama_index.core.tools.tool_spec.base import BaseToolSpec
 from pydantic import Field, PrivateAttr, model_validator
 
 from .. import prompt
-from .. import validation as v
+from ..core import validation as v
 from ..models import SearchResult
 from ._context import MemoryContextBuilder, last_user_text
 from ._tools import TOOLS, MemoryTools, StoreCaller

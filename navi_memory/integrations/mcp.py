@@ -29,7 +29,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from .. import validation as v
+from ..core import validation as v
 from ..errors import ConfigurationError, NaviMemoryError, ValidationError
 from ._tools import MemoryTools, StoreCaller, error_json, json_schema, parse_arguments
 

@@ -15,19 +15,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .. import convert
-from .. import validation as v
+from ..core import convert
+from ..core import validation as v
 from ..backends.base import Filters, NewItem
 from ..embeddings import Embedder
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
                      SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
                      SummaryHistory, SummaryText, Theme)
-from ..persons import canonical_name
+from ..core.persons import canonical_name
 from ..retrieval import context
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
-from ..contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
+from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
 from ..calls import EmbedDocuments, EmbedQuery, at_once, db
 from ..sansio import Op, operation
 from ..vectors import check_vector

@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence
 
-from .. import convert
-from .. import validation as v
+from ..core import convert
+from ..core import validation as v
 from ..calls import db
 from ..errors import NotFoundError, ValidationError
 from ..models import HOUSEHOLD_MODES, Fact
 from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
-from ..persons import (
+from ..core.persons import (
     Person,
     SpeakerInference,
     check_aliases,

@@ -19,11 +19,11 @@ import logging
 import uuid
 from typing import Any, Sequence
 
-from .. import convert
-from .. import validation as v
+from ..core import convert
+from ..core import validation as v
 from ..backends.base import Filters, NewItem
 from ..calls import EmbedDocuments, Spawn, db
-from ..contract import embedding_text, fact_item_content
+from ..core.contract import embedding_text, fact_item_content
 from ..errors import (
     EmbeddingError,
     ExtractionError,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable
 
-from .. import validation as v
+from ..core import validation as v
 from ..config import Settings
 from ..embeddings import Embedder
 from ..models import FUSIONS, utcnow

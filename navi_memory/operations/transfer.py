@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .. import transfer_format as fmt
-from .. import validation as v
+from ..core import validation as v
 from ..calls import db
-from ..contract import embedding_text, fact_item_content
+from ..core.contract import embedding_text, fact_item_content
 from ..errors import NotFoundError, ValidationError
 from ..models import _Record
 from .memory import MemoryOperations
 from .shared import EMBED_BATCH, Shared
-from ..persons import person
+from ..core.persons import person
 from ..sansio import Op, operation
 from ..transfer_links import FileLinks, Household, household_problem
 

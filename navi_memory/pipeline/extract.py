@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ExtractionError
 from ..models import FACT_CATEGORIES, FACT_SOURCES
-from ..contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
+from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
 from ..sansio import Op
 from . import prompts
 from .llm import LLMReply, ask

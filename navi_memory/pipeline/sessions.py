@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Iterable
 
-from .. import validation as v
+from ..core import validation as v
 from ..errors import ValidationError
 from ..models import Message, Session, ToolCall
 

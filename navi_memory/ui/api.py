@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import NaviMemoryError, ValidationError
-from ..validation import parse_json
+from ..core.validation import parse_json
 from . import pages
 from .pages import Params
 from .security import Guard, check_token

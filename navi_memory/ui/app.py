@@ -24,7 +24,7 @@ from starlette.templating import Jinja2Templates
 
 from ..errors import NaviMemoryError
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES
-from ..validation import user_id
+from ..core.validation import user_id
 from . import pages
 from .pages import Params
 from .security import Guard, check_token

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
-from ..validation import user_id
+from ..core.validation import user_id
 from .pages import jsonable
 
 log = logging.getLogger("navi_memory.ui")

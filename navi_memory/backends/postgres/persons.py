@@ -13,7 +13,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ...contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS
 from ...sansio import Op, operation
 from .sql import Q, row_times
 

@@ -16,11 +16,11 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
-from ...contract import FACT_SORT_FIELDS
+from ...core.contract import FACT_SORT_FIELDS
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation
-from ...timeutil import to_utc
+from ...core.timeutil import to_utc
 from ..base import Filters, NewItem
 from . import schema as schema
 from . import sql as q

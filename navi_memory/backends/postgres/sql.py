@@ -13,8 +13,8 @@ from typing import Any, NamedTuple, Sequence
 from psycopg import sql
 
 from ...retrieval.query import like_pattern
-from ...contract import embed_text_sql
-from ...timeutil import to_utc
+from ...core.contract import embed_text_sql
+from ...core.timeutil import to_utc
 from ..base import Filters
 
 

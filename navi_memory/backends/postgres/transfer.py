@@ -22,7 +22,7 @@ from ...calls import BackendCall
 from ...errors import StorageError
 from ...sansio import Op, advance, operation
 from ...transfer_format import EXPORT_TABLES, item_digest
-from ...contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS
 from .sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"

@@ -18,10 +18,10 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ...contract import FACT_SORT_FIELDS, embed_text_sql
+from ...core.contract import FACT_SORT_FIELDS, embed_text_sql
 from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
-from ...timeutil import from_db, to_db
+from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
 from ..base import Filters, NewItem
 from .schema import LATEST_VERSION, MIGRATIONS

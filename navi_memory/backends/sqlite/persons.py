@@ -11,8 +11,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
-from ...contract import PERSON_COLUMNS
-from ...timeutil import from_db, to_db
+from ...core.contract import PERSON_COLUMNS
+from ...core.timeutil import from_db, to_db
 from ...vectors import from_blob
 
 PERSON_TABLES = ("persons", "promotions")

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...retrieval.query import fts5_or_expression, like_pattern
-from ...timeutil import to_db
+from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
 from ..base import Filters
 

@@ -12,7 +12,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
-from ...timeutil import from_db, to_db
+from ...core.timeutil import from_db, to_db
 from ..base import NewItem
 
 SESSION_TABLES = ("messages", "llm_calls")

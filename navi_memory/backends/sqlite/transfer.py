@@ -18,10 +18,10 @@ import numpy as np
 from ...calls import BackendCall
 from ...errors import StorageError
 from ...sansio import Op, advance
-from ...timeutil import from_db, to_db
+from ...core.timeutil import from_db, to_db
 from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
-from ...contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS
 from .persons import person_from_row
 from .sessions import message_from_row, session_from_row
 

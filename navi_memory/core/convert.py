@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import EmbeddingInfo, Fact, FactVersion, Item, SearchResult
+from ..models import EmbeddingInfo, Fact, FactVersion, Item, SearchResult
 
 SNIPPET_CHARS = 300
 

@@ -9,7 +9,7 @@ import unicodedata
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from .errors import ValidationError
+from ..errors import ValidationError
 from .timeutil import EARLIEST, to_utc
 
 MAX_LIMIT = 50

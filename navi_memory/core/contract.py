@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from .models import FACT_SORT_FIELDS
+from ..models import FACT_SORT_FIELDS
 
 __all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
            "embedding_text", "fact_item_content"]

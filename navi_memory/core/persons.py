@@ -19,8 +19,8 @@ from datetime import date, datetime
 from typing import Any, Sequence
 
 from . import validation as v
-from .errors import ValidationError
-from .models import _Record
+from ..errors import ValidationError
+from ..models import _Record
 
 ROLES = ("primary", "spouse", "partner", "child", "parent", "sibling", "grandparent", "relative", "roommate",
          "guest", "other")
