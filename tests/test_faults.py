@@ -159,6 +159,14 @@ def own_postgres():
                         pgdata=handle.pgdata, user=handle.system_user)
 
     yield url, stop, start
+    # pgserver stops only the postmaster it started: after the test's restart it would delete the
+    # data directory under a running server (a flaky teardown), so the test's own server stops first.
+    import subprocess
+
+    try:
+        stop()
+    except subprocess.CalledProcessError:  # already stopped by the test
+        pass
     handle.cleanup()
 
 
