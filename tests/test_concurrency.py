@@ -171,3 +171,30 @@ async def test_postgres_sixteen_async_tasks_through_the_pool(pg_url):
         assert (await store.embedding_status())["ready"] == THREADS * PG_WRITES
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_racing_writers_of_one_fact_key_all_land(backend, pg_url, tmp_path: Path):
+    """Eight threads save the same new fact key at once (the read-then-insert race): on PostgreSQL
+    the losers hit the unique key, are run again and update the winner's fact; no caller sees an error."""
+    url = pg_url if backend == "postgres" else f"sqlite:///{tmp_path / 'race.db'}"
+    errors: list[str] = []
+    start = threading.Barrier(8)
+    with MemoryStore.open(url, embeddings="hashing") as store:
+        def work(worker: int) -> None:
+            start.wait()
+            try:
+                store.upsert_fact(user_id="alice", category="preferences", key="race_colour", value=f"c{worker}")
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        fact = store.get_fact("race_colour", user_id="alice")
+        assert fact.value in {f"c{w}" for w in range(8)}
+        # every value was saved once: the current one, the others in its history
+        assert {fact.value} | {h.value for h in fact.history} == {f"c{w}" for w in range(8)}

@@ -13,6 +13,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from navi_memory import AsyncMemoryStore, StorageError
 from navi_memory import prompt
+from navi_memory.integrations import acting_for
 from navi_memory.integrations.llamaindex import NaviMemoryBlock, NaviMemoryRetriever, NaviMemoryToolSpec
 
 from .chat_fakes import ScriptedChat
@@ -69,8 +70,13 @@ def test_tool_spec(remembered):
     assert found[0]["content_snippet"] == "Eugene takes the 8:15 train to work"
     got = json.loads(tools["memory_get"].call(item_id=found[0]["id"]).content)
     assert got["theme"] == "commute"
-    with pytest.raises(ValueError):
-        NaviMemoryToolSpec(remembered, user_id=None)
+    unbound = {t.metadata.name: t for t in NaviMemoryToolSpec(remembered).to_tool_list()}
+    with pytest.raises(ValueError, match="no user for this call to NaviMemoryToolSpec"):
+        unbound["memory_list_themes"].call()
+    with acting_for("u1"):
+        assert json.loads(unbound["memory_list_themes"].call().content)["themes"]
+    with acting_for("u2"), pytest.raises(ValueError, match="conflicting users"):
+        tools["memory_list_themes"].call()
 
 
 async def test_tool_spec_async(remembered):

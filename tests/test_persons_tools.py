@@ -98,12 +98,13 @@ def test_each_turn_boosts_the_inferred_speaker(store: MemoryStore) -> None:
     family(store)
     store.add(user_id="u1", content="Dinner plans: pasta on Friday", person="Sarah")
     tom = store.add(user_id="u1", content="Dinner plans: pasta on Friday", person="Tom")
-    plain = MemoryContextBuilder(StoreCaller(store), "u1", k=2).build("what are the dinner plans?")
+    plain = MemoryContextBuilder(StoreCaller(store), k=2).build("what are the dinner plans?", user_id="u1")
     assert plain.results[0].person == "Sarah"  # a tie, broken by id
-    by_text = MemoryContextBuilder(StoreCaller(store), "u1", k=2).build("my wife asks: what are the dinner plans?")
+    by_text = MemoryContextBuilder(StoreCaller(store), k=2).build("my wife asks: what are the dinner plans?",
+                                                                  user_id="u1")
     assert all(r.scores["person"] == pytest.approx(0.15) for r in by_text.results)  # Tom speaks, Sarah is named
-    hinted = MemoryContextBuilder(StoreCaller(store), "u1", k=2, search_kwargs={"speaker": "Tom"})
-    result = hinted.build("what are the dinner plans?")
+    hinted = MemoryContextBuilder(StoreCaller(store), k=2, search_kwargs={"speaker": "Tom"})
+    result = hinted.build("what are the dinner plans?", user_id="u1")
     assert result.results[0].id == tom and result.results[0].scores["person"] == pytest.approx(0.15)
-    unknown = MemoryContextBuilder(StoreCaller(store), "u1", k=2, search_kwargs={"speaker": "Nobody"})
-    assert unknown.build("what are the dinner plans?").results[0].person == "Sarah"
+    unknown = MemoryContextBuilder(StoreCaller(store), k=2, search_kwargs={"speaker": "Nobody"})
+    assert unknown.build("what are the dinner plans?", user_id="u1").results[0].person == "Sarah"

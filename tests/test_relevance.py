@@ -139,24 +139,24 @@ def relevant_block(context) -> str | None:
 
 
 def test_builder_injects_nothing_for_an_unrelated_message(store, pin_user):
-    builder = MemoryContextBuilder(StoreCaller(store), U)
+    builder = MemoryContextBuilder(StoreCaller(store))
     assert builder.min_similarity == 0.25  # the store's setting
-    context = builder.build(FRANCE)
+    context = builder.build(FRANCE, user_id=U)
     assert context.searched and context.results == [] and context.volatile is None
-    pin = builder.build(PIN_QUESTION)
+    pin = builder.build(PIN_QUESTION, user_id=U)
     assert [r.id for r in pin.results] == [pin_user["pin"]] and "4242" in pin.volatile
     # per adapter: 0 turns the floor off, a number overrides the store's
-    assert MemoryContextBuilder(StoreCaller(store), U, min_similarity=0).build(FRANCE).volatile is not None
-    strict = MemoryContextBuilder(StoreCaller(store), U, min_similarity=0.9)
-    assert strict.build(PIN_QUESTION).results == []  # hashing cosine 0.671, + 0.1 for the word match
+    assert MemoryContextBuilder(StoreCaller(store), min_similarity=0).build(FRANCE, user_id=U).volatile is not None
+    strict = MemoryContextBuilder(StoreCaller(store), min_similarity=0.9)
+    assert strict.build(PIN_QUESTION, user_id=U).results == []  # hashing cosine 0.671, + 0.1 for the word match
     with pytest.raises(ValueError, match="min_similarity"):
-        MemoryContextBuilder(StoreCaller(store), U, min_similarity=2)
+        MemoryContextBuilder(StoreCaller(store), min_similarity=2)
 
 
 def test_store_setting_reaches_the_adapters(db_url, fake_embeddings, clock, pin_user):
     settings = Settings(url=db_url, min_similarity=0.0)
     with MemoryStore.open(db_url, embeddings=fake_embeddings, clock=clock, settings=settings) as loose:
-        assert relevant_block(MemoryContextBuilder(StoreCaller(loose), U).build(FRANCE)) is not None
+        assert relevant_block(MemoryContextBuilder(StoreCaller(loose)).build(FRANCE, user_id=U)) is not None
 
 
 def test_langchain_runnable_and_middleware_inject_no_unrelated_memory(store, pin_user):

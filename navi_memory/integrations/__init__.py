@@ -5,3 +5,7 @@ Each needs its framework installed (the ``langchain`` / ``llamaindex`` / ``mcp``
 importing ``navi_memory`` itself never loads them. The adapters only call store methods: searching,
 ranking and storage stay in the store.
 """
+
+from ._identity import acting_for
+
+__all__ = ["acting_for"]

@@ -1,6 +1,6 @@
 """What memory a turn's prompt gets, once for every framework (the contract in ``navi_memory.prompt``).
 
-``MemoryContextBuilder.build(query, first_turn)`` (or ``await abuild(...)``) asks the store for
+``MemoryContextBuilder.build(query, first_turn, user_id=...)`` (or ``await abuild(...)``) asks the store for
 the summary and the top results (injection mode) or the theme counts (tool-driven mode) and
 returns a ``MemoryContext``: ``stable`` text for right after the main system message and
 ``volatile`` text for next to the current user message. A store failure yields the one-line
@@ -46,7 +46,7 @@ class MemoryContextBuilder:
     ``NAVI_MEMORY_INJECTION_TOKENS``) are injected, counted by ``token_counter`` (text -> tokens,
     e.g. a chat model's ``get_num_tokens``; default LangChain's approximate count)."""
 
-    def __init__(self, caller: StoreCaller, user_id: Any, *, mode: str = "injection", k: int = 8,
+    def __init__(self, caller: StoreCaller, *, mode: str = "injection", k: int = 8,
                  search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None,
                  max_tokens: int | None = None, token_counter: prompt.TokenCounter | None = None) -> None:
         if mode not in prompt.MODES:
@@ -54,7 +54,7 @@ class MemoryContextBuilder:
         if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(
                 min_similarity, (int, float)) or not 0 <= min_similarity <= 1):
             raise ValueError("min_similarity must be a number from 0 to 1 (or None for the store's setting)")
-        self.caller, self.user_id, self.mode, self.k = caller, v.user_id(user_id), mode, k
+        self.caller, self.mode, self.k = caller, mode, k
         store = caller.sync_store if caller.sync_store is not None else caller.async_store
         self.min_similarity = float(store.settings.min_similarity if min_similarity is None else min_similarity)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
@@ -65,8 +65,7 @@ class MemoryContextBuilder:
         # the person of the device or session, if the application knows it (seed 004's device hint)
         self.speaker = self.search_kwargs.pop("speaker", None)
 
-    def _plan(self, query: str | None, first_turn: bool) -> Plan:
-        uid = self.user_id
+    def _plan(self, query: str | None, first_turn: bool, uid: str) -> Plan:
         try:
             if self.mode == "tools":
                 try:
@@ -82,7 +81,7 @@ class MemoryContextBuilder:
             stable = [b for b in (prompt.summary_block(summary), prompt_facts_block(facts)) if b]
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
-                hints = yield from self._person_hints(query)
+                hints = yield from self._person_hints(query, uid)
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
                                                              "min_similarity": self.min_similarity,
                                                              **self.search_kwargs, "person_hints": hints})
@@ -93,11 +92,11 @@ class MemoryContextBuilder:
             log.warning("memory unavailable for this turn: %s", exc)
             return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
 
-    def _person_hints(self, query: str | None) -> Plan:
+    def _person_hints(self, query: str | None, uid: str) -> Plan:
         """The turn's speaker and the persons it mentions (household members), then the caller's hints."""
         given = list(self.search_kwargs.get("person_hints") or ())
         try:
-            inferred = yield ("infer_speaker", (query,), {"user_id": self.user_id, "hint": self.speaker})
+            inferred = yield ("infer_speaker", (query,), {"user_id": uid, "hint": self.speaker})
         except StorageError:
             raise
         except Exception as exc:  # a bad hint must not cost the turn its memory
@@ -105,10 +104,10 @@ class MemoryContextBuilder:
             return given
         return [*inferred.hints, *given]
 
-    def build(self, query: str | None, first_turn: bool = False) -> MemoryContext | None:
+    def build(self, query: str | None, first_turn: bool = False, *, user_id: str) -> MemoryContext | None:
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn)
+        gen = self._plan(query, first_turn, v.user_id(user_id))
         done, out = advance(gen, None)
         while not done:
             try:
@@ -118,10 +117,10 @@ class MemoryContextBuilder:
             done, out = advance(gen, value, error)
         return out
 
-    async def abuild(self, query: str | None, first_turn: bool = False) -> MemoryContext | None:
+    async def abuild(self, query: str | None, first_turn: bool = False, *, user_id: str) -> MemoryContext | None:
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn)
+        gen = self._plan(query, first_turn, v.user_id(user_id))
         done, out = advance(gen, None)
         while not done:
             try:

@@ -383,13 +383,16 @@ class MemoryTools:
                 raise
             return error_json(exc)
 
-    def functions(self, name: str) -> tuple[Callable[..., str], Callable[..., Any]]:
-        """(blocking function, coroutine function) of one tool, taking its arguments as keywords."""
+    def functions(self, name: str, user: Callable[[], str] | None = None) -> tuple[Callable[..., str],
+                                                                                 Callable[..., Any]]:
+        """(blocking function, coroutine function) of one tool, taking its arguments as keywords;
+        ``user()`` names the user of each call (default: the bound one). A failure to name one
+        raises: it is the application's mistake, not the model's."""
         def sync(**kwargs: Any) -> str:
-            return self.run(name, **kwargs)
+            return self.dispatch(name, kwargs, user_id=None if user is None else user(), errors="return")
 
         async def run_async(**kwargs: Any) -> str:
-            return await self.arun(name, **kwargs)
+            return await self.adispatch(name, kwargs, user_id=None if user is None else user(), errors="return")
 
         sync.__name__ = name
         run_async.__name__ = f"a{name}"

@@ -1,8 +1,12 @@
 """LangChain adapters: retriever, tools, chat history, a memory Runnable and agent middleware.
 
-- ``NaviMemoryRetriever``: a ``BaseRetriever`` over ``store.search`` for one user.
+One instance of each serves every user: the user of each call comes from the call itself
+(an argument, LangGraph's ``runtime.context``, ``config["configurable"]["user_id"]``), else from
+the ``user_id`` bound at construction (``navi_memory.integrations._identity`` has the rules).
+
+- ``NaviMemoryRetriever``: a ``BaseRetriever`` over ``store.search``.
 - ``NaviMemoryToolkit``: the memory tools (search, add note, save fact, get, archive, forget,
-  list themes) with the user bound at construction.
+  list themes); the user comes from the run (``ToolRuntime``), never from the model.
 - ``NaviChatMessageHistory``: a ``BaseChatMessageHistory`` kept as a session of the store, so
   every message feeds the extraction pipeline (``last_active``, every-N and "remember" triggers).
 - ``NaviMemoryRunnable``: ``prompt | NaviMemoryRunnable(store=..., user_id=...) | model`` adds the
@@ -29,8 +33,9 @@ from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.prompt_values import PromptValue
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from langchain_core.runnables import RunnableConfig, RunnableSerializable, ensure_config
 from langchain_core.tools import BaseTool, BaseToolkit, StructuredTool
+from langgraph.prebuilt import ToolRuntime
 from langgraph.channels.untracked_value import UntrackedValue
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import NotRequired
@@ -40,7 +45,8 @@ from ..core import validation as v
 from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
-from ._tools import MULTI_TOOLS, MemoryTools, StoreCaller, argument_error, dumps
+from ._identity import IdentityResolver
+from ._tools import MULTI_TOOLS, UNBOUND, MemoryTools, StoreCaller, argument_error, dumps
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
            "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
@@ -71,9 +77,12 @@ def result_to_document(result: SearchResult) -> Document:
 
 
 class NaviMemoryRetriever(BaseRetriever):
-    """Hybrid memory search for one user as a LangChain retriever.
+    """Hybrid memory search as a LangChain retriever.
 
-    ``NaviMemoryRetriever(store=store, user_id="u1", k=8)``; ``store`` is a ``MemoryStore`` or an
+    ``NaviMemoryRetriever(store=store, k=8)`` serves every user: each call names its user
+    (``invoke(q, config={"configurable": {"user_id": "u1"}})``, LangGraph's runtime context inside
+    a graph, or ``invoke(q, user_id="u1")``); ``user_id="u1"`` binds one (a call naming another
+    user is then refused). ``store`` is a ``MemoryStore`` or an
     ``AsyncMemoryStore`` (give both as ``store=`` and ``async_store=`` for native sync and async).
     The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...,
     ``min_similarity``: a relevance floor, off by default) are fields, and ``k`` and any filter can
@@ -85,7 +94,7 @@ class NaviMemoryRetriever(BaseRetriever):
 
     store: Any = Field(default=None, description="MemoryStore (or AsyncMemoryStore)")
     async_store: Any = Field(default=None, description="AsyncMemoryStore for native async calls")
-    user_id: str
+    user_id: Optional[str] = None
     k: int = Field(default=8, ge=1, le=50)
     theme: Optional[str] = None
     types: Optional[Sequence[str]] = None
@@ -99,73 +108,103 @@ class NaviMemoryRetriever(BaseRetriever):
     min_similarity: float = Field(default=0.0, ge=0, le=1)
 
     _caller: StoreCaller = PrivateAttr()
+    _identity: IdentityResolver = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRetriever":
-        v.user_id(self.user_id)  # exact or refused, never trimmed
+        self._identity = IdentityResolver("NaviMemoryRetriever", self.user_id)  # exact or refused
         self._caller = StoreCaller(self.store, self.async_store)
         return self
 
-    def _search_args(self, query: str, k: Optional[int], overrides: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        config = ensure_config(config)  # merged with the enclosing run's (a graph node's) config
+        kwargs["user_id"] = self._identity.user(user_id=kwargs.pop("user_id", None), config=config)
+        return super().invoke(input, config, **kwargs)
+
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        config = ensure_config(config)
+        kwargs["user_id"] = self._identity.user(user_id=kwargs.pop("user_id", None), config=config)
+        return await super().ainvoke(input, config, **kwargs)
+
+    def _search_args(self, query: str, k: Optional[int], user_id: Optional[str],
+                     overrides: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
         overrides.pop("verbose", None)
         unknown = set(overrides) - set(SEARCH_FILTERS)
         if unknown:
             raise TypeError(f"unknown search argument(s): {', '.join(sorted(unknown))}")
         kwargs = {name: getattr(self, name) for name in SEARCH_FILTERS}
         kwargs.update(overrides)
-        return (query,), {"user_id": self.user_id, "limit": self.k if k is None else k, **kwargs}
+        uid = user_id if user_id is not None else self._identity.user()
+        return (query,), {"user_id": uid, "limit": self.k if k is None else k, **kwargs}
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                k: Optional[int] = None, **filters: Any) -> list[Document]:
-        args, kwargs = self._search_args(query, k, filters)
+                                k: Optional[int] = None, user_id: Optional[str] = None,
+                                **filters: Any) -> list[Document]:
+        args, kwargs = self._search_args(query, k, user_id, filters)
         return [result_to_document(r) for r in self._caller.call("search", *args, **kwargs)]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: Optional[int] = None, **filters: Any) -> list[Document]:
-        args, kwargs = self._search_args(query, k, filters)
+                                       k: Optional[int] = None, user_id: Optional[str] = None,
+                                       **filters: Any) -> list[Document]:
+        args, kwargs = self._search_args(query, k, user_id, filters)
         return [result_to_document(r) for r in await self._caller.acall("search", *args, **kwargs)]
 
 
-def _make_tool(tools: MemoryTools, name: str) -> StructuredTool:
+def _make_tool(tools: MemoryTools, identity: IdentityResolver, name: str) -> StructuredTool:
+    """A memory tool whose user comes from the run: the ``ToolRuntime`` LangGraph injects (its
+    context and config), else the config of a direct ``tool.invoke``, else the bound user. The
+    model's arguments never carry it (the schema has no such field; LangChain drops extras)."""
     schema, description = tools.specs[name]
-    func, coroutine = tools.functions(name)
+
+    def func(runtime: ToolRuntime = None, **kwargs: Any) -> str:  # type: ignore[assignment]
+        return tools.dispatch(name, kwargs, user_id=identity.user(runtime=runtime), errors="return")
+
+    async def coroutine(runtime: ToolRuntime = None, **kwargs: Any) -> str:  # type: ignore[assignment]
+        return await tools.adispatch(name, kwargs, user_id=identity.user(runtime=runtime), errors="return")
+
     return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, description=description,
                                         args_schema=schema,
                                         handle_validation_error=lambda exc: dumps({"error": argument_error(exc)}))
 
 
 class NaviMemoryToolkit(BaseToolkit):
-    """The memory tools for one user: ``NaviMemoryToolkit(store=store, user_id="u1").get_tools()``.
+    """The memory tools: ``NaviMemoryToolkit(store=store).get_tools()``, for every user of the agent.
 
     Tools: ``memory_search``, ``memory_add_note``, ``memory_save_fact``, ``memory_get``,
     ``memory_archive``, ``memory_forget``, ``memory_list_themes`` (``include=`` picks a subset);
-    in a multi-person household (``household="multi"``, by default the user's mode in the store)
-    search, add note and save fact take a ``person`` and ``memory_find_person`` is added.
-    The user id is bound here; no tool takes it as an argument. Each tool returns JSON text;
-    failures come back as ``{"error": ...}`` instead of raising into the agent loop.
+    in a multi-person household (``household="multi"``; by default the bound user's mode in the
+    store, else single) search, add note and save fact take a ``person`` and ``memory_find_person``
+    is added. No tool takes a user id: each call acts for the run's user (``create_agent(...,
+    context_schema=...)`` with ``context=Ctx(user_id=...)``, or ``config={"configurable":
+    {"user_id": ...}}``), or for ``user_id`` bound here. A run without a user, or naming another
+    user than the bound one, raises ``ValidationError``. Each tool returns JSON text; the model's
+    mistakes come back as ``{"error": ...}`` instead of raising into the agent loop.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     store: Any = None
     async_store: Any = None
-    user_id: str
+    user_id: Optional[str] = None
     include: Optional[Sequence[str]] = None
     household: Optional[str] = None
 
     _tools: MemoryTools = PrivateAttr()
+    _identity: IdentityResolver = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryToolkit":
         unknown = set(self.include or ()) - set(MULTI_TOOLS)
         if unknown:
             raise ValueError(f"unknown memory tool(s): {', '.join(sorted(unknown))}")
-        self._tools = MemoryTools(self.store, self.user_id, async_store=self.async_store, household=self.household)
+        self._identity = IdentityResolver("NaviMemoryToolkit", self.user_id)
+        self._tools = MemoryTools(self.store, UNBOUND if self.user_id is None else self.user_id,
+                                  async_store=self.async_store, household=self.household)
         return self
 
     def get_tools(self) -> list[BaseTool]:
         names = [n for n in self._tools.specs if self.include is None or n in self.include]
-        return [_make_tool(self._tools, name) for name in names]
+        return [_make_tool(self._tools, self._identity, name) for name in names]
 
 
 # -- chat history ------------------------------------------------------------------------------
@@ -198,12 +237,15 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
     user when a new session starts). ``clear()`` keeps what was learned: it extracts the session
     now and continues in a new, empty session (``session_id`` changes); ``store.forget`` deletes
     a user's memory. Works with ``RunnableWithMessageHistory``:
-    ``lambda sid: NaviChatMessageHistory(store, sid, user_id="u1")``.
+    ``lambda sid: NaviChatMessageHistory(store, sid)`` with the user in each call's
+    ``config={"configurable": {"user_id": ...}}`` (or ``user_id="u1"`` bound here).
     """
 
     def __init__(self, store: Any = None, session_id: str | None = None, user_id: str | None = None, *,
                  async_store: Any = None, background: bool | None = None, triggers: bool = True) -> None:
-        self.user_id = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
+        # exact or refused (ValidationError, a ValueError), never trimmed
+        self._identity = IdentityResolver("NaviChatMessageHistory", user_id)
+        self.user_id = self._identity.user_id
         self._caller = StoreCaller(store, async_store)
         self.session_id = session_id or uuid.uuid4().hex
         self.background = background
@@ -212,36 +254,36 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         try:
-            session = self._caller.call("get_session", self.session_id, user_id=self.user_id)
+            session = self._caller.call("get_session", self.session_id, user_id=self._identity.user())
         except NotFoundError:
             return []
         return [to_langchain_message(m) for m in session.messages]
 
     async def aget_messages(self) -> list[BaseMessage]:
         try:
-            session = await self._caller.acall("get_session", self.session_id, user_id=self.user_id)
+            session = await self._caller.acall("get_session", self.session_id, user_id=self._identity.user())
         except NotFoundError:
             return []
         return [to_langchain_message(m) for m in session.messages]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        self._caller.call("add_messages", self.session_id, list(messages), user_id=self.user_id,
+        self._caller.call("add_messages", self.session_id, list(messages), user_id=self._identity.user(),
                           background=self.background, triggers=self.triggers)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        await self._caller.acall("add_messages", self.session_id, list(messages), user_id=self.user_id,
+        await self._caller.acall("add_messages", self.session_id, list(messages), user_id=self._identity.user(),
                                  background=self.background, triggers=self.triggers)
 
     def clear(self) -> None:
         try:
-            self._caller.call("extract_session", self.session_id, user_id=self.user_id)
+            self._caller.call("extract_session", self.session_id, user_id=self._identity.user())
         except NotFoundError:
             pass
         self.session_id = uuid.uuid4().hex
 
     async def aclear(self) -> None:
         try:
-            await self._caller.acall("extract_session", self.session_id, user_id=self.user_id)
+            await self._caller.acall("extract_session", self.session_id, user_id=self._identity.user())
         except NotFoundError:
             pass
         self.session_id = uuid.uuid4().hex
@@ -264,10 +306,10 @@ def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None
     return out
 
 
-def _builder(store: Any, async_store: Any, user_id: Any, mode: str, k: int,
+def _builder(store: Any, async_store: Any, mode: str, k: int,
              search_kwargs: dict[str, Any] | None, min_similarity: float | None, max_tokens: int | None,
              token_counter: Any) -> MemoryContextBuilder:
-    return MemoryContextBuilder(StoreCaller(store, async_store), user_id, mode=mode, k=k, search_kwargs=search_kwargs,
+    return MemoryContextBuilder(StoreCaller(store, async_store), mode=mode, k=k, search_kwargs=search_kwargs,
                                 min_similarity=min_similarity, max_tokens=max_tokens, token_counter=token_counter)
 
 
@@ -285,7 +327,9 @@ def _as_messages(value: Any) -> list[BaseMessage]:
 
 
 class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
-    """Adds the user's memory to a chat prompt: ``prompt | NaviMemoryRunnable(store=s, user_id="u1") | model``.
+    """Adds the user's memory to a chat prompt: ``prompt | NaviMemoryRunnable(store=s) | model``, the
+    user named by each call (``chain.invoke(x, config={"configurable": {"user_id": "u1"}})``, the
+    runtime context inside a LangGraph graph, ``invoke(x, user_id=...)``) or bound (``user_id="u1"``).
 
     Input: a prompt value, a list of messages or a string; output: the list of messages with the
     summary after the system message and the relevant memories before the last user message
@@ -301,7 +345,7 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
 
     store: Any = None
     async_store: Any = None
-    user_id: str
+    user_id: Optional[str] = None
     mode: str = "injection"
     k: int = Field(default=8, ge=1, le=50)
     search_kwargs: Optional[dict[str, Any]] = None
@@ -310,24 +354,32 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     token_counter: Optional[Callable[[str], int]] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
+    _identity: IdentityResolver = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRunnable":
-        self._builder = _builder(self.store, self.async_store, self.user_id, self.mode, self.k, self.search_kwargs,
+        self._identity = IdentityResolver("NaviMemoryRunnable", self.user_id)
+        self._builder = _builder(self.store, self.async_store, self.mode, self.k, self.search_kwargs,
                                  self.min_similarity, self.max_tokens, self.token_counter)
         return self
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        uid = self._identity.user(user_id=kwargs.get("user_id"), config=config)
+
         def run(value: Any) -> Any:
             messages = _as_messages(value)
-            context = self._builder.build(*last_user_text(messages))
+            context = self._builder.build(*last_user_text(messages), user_id=uid)
             return value if context is None else inject_memory(messages, context)
         return self._call_with_config(run, input, config, run_type="prompt")
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config = ensure_config(config)
+        uid = self._identity.user(user_id=kwargs.get("user_id"), config=config)
+
         async def run(value: Any) -> Any:
             messages = _as_messages(value)
-            context = await self._builder.abuild(*last_user_text(messages))
+            context = await self._builder.abuild(*last_user_text(messages), user_id=uid)
             return value if context is None else inject_memory(messages, context)
         return await self._acall_with_config(run, input, config, run_type="prompt")
 
@@ -340,16 +392,13 @@ class NaviMemoryState(AgentState):
     navi_memory: NotRequired[Annotated[dict[str, Any], UntrackedValue, PrivateStateAttr]]
 
 
-def _thread_id() -> str | None:
-    try:
-        from langgraph.config import get_config
-        return (get_config().get("configurable") or {}).get("thread_id")
-    except RuntimeError:  # outside a graph run
-        return None
-
-
 class NaviMemoryMiddleware(AgentMiddleware):
-    """Long-term memory for ``create_agent(model, tools, middleware=[NaviMemoryMiddleware(store=s, user_id="u1")])``.
+    """Long-term memory for ``create_agent(model, tools, middleware=[NaviMemoryMiddleware(store=s)])``.
+
+    One compiled agent serves every user: each run acts for the user of its runtime context
+    (``create_agent(..., context_schema=Ctx)`` and ``agent.invoke(..., context=Ctx(user_id="u1"))``)
+    or config (``config={"configurable": {"user_id": "u1"}}``), else for ``user_id`` bound here;
+    a run without a user, or naming another than the bound one, raises ``ValidationError``.
 
     Per agent run: once, before the first model call, the summary and the top ``k`` (8) memories
     for the user's message are fetched (no search for a greeting opening a conversation); every
@@ -357,8 +406,9 @@ class NaviMemoryMiddleware(AgentMiddleware):
     prompt (the stable part) and the memories as a ``## Relevant Memory`` system message right
     before the current user message (the volatile part). ``mode="tools"`` puts only the tool
     guidance and theme hints there. The memory tools are registered (``tools=False``: not).
-    After the run the run's messages are added to the session (``session_id``, else the thread
-    id, else one id per middleware), which fires the pipeline's triggers (every N user
+    After the run the run's messages are added to the session (the run's ``session_id`` from its
+    context or config, else ``session_id`` given here, else the thread id, else one id per
+    middleware), which fires the pipeline's triggers (every N user
     messages, "remember that ..."). A memory failure never fails the run: the prompt then says
     memory tools are unavailable. With the flag off or the kill switch on the middleware does
     nothing: the model gets exactly the request it would get without it (no memory tools either).
@@ -376,10 +426,11 @@ class NaviMemoryMiddleware(AgentMiddleware):
                  min_similarity: float | None = None, max_tokens: int | None = None,
                  token_counter: Callable[[str], int] | None = None) -> None:
         super().__init__()
-        self._builder = _builder(store, async_store, user_id, mode, k, search_kwargs, min_similarity, max_tokens,
+        self._identity = IdentityResolver("NaviMemoryMiddleware", user_id, session_id)
+        self._builder = _builder(store, async_store, mode, k, search_kwargs, min_similarity, max_tokens,
                                  token_counter)
         self._caller = self._builder.caller
-        self.user_id = user_id
+        self.user_id = self._identity.user_id
         self.session_id = session_id
         self._fallback_session = uuid.uuid4().hex
         self.record = record
@@ -393,17 +444,24 @@ class NaviMemoryMiddleware(AgentMiddleware):
         messages = state["messages"]
         return max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=len(messages))
 
+    def _run_identity(self, state: Any, runtime: Any) -> dict[str, Any]:
+        identity = self._identity.resolve(runtime=runtime)
+        return {"user_id": identity.user_id, "session_id": identity.session_id or self._fallback_session,
+                "start": self._start(state)}
+
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not prompt.injection_enabled():
             return {"navi_memory": {"off": True}}
-        context = self._builder.build(*last_user_text(state["messages"]))
-        return {"navi_memory": {"context": context, "start": self._start(state)}}
+        run = self._run_identity(state, runtime)
+        run["context"] = self._builder.build(*last_user_text(state["messages"]), user_id=run["user_id"])
+        return {"navi_memory": run}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not prompt.injection_enabled():
             return {"navi_memory": {"off": True}}
-        context = await self._builder.abuild(*last_user_text(state["messages"]))
-        return {"navi_memory": {"context": context, "start": self._start(state)}}
+        run = self._run_identity(state, runtime)
+        run["context"] = await self._builder.abuild(*last_user_text(state["messages"]), user_id=run["user_id"])
+        return {"navi_memory": run}
 
     # every model call: the memory messages
     def _request(self, request: ModelRequest) -> ModelRequest:
@@ -421,18 +479,19 @@ class NaviMemoryMiddleware(AgentMiddleware):
         return await handler(self._request(request))
 
     # after the run: record it (the pipeline's triggers decide about extraction)
-    def _recording(self, state: Any) -> tuple[str, list[BaseMessage]] | None:
+    def _recording(self, state: Any) -> tuple[str, list[BaseMessage], str] | None:
+        """(session, the run's messages, user), as resolved when the run started."""
         run = state.get("navi_memory") or {}
         if not self.record or run.get("off") or "start" not in run:
             return None
         messages = [m for m in state["messages"][run["start"]:] if isinstance(m, BaseMessage)]
-        return (self.session_id or _thread_id() or self._fallback_session), messages
+        return run["session_id"], messages, run["user_id"]
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                self._caller.call("add_messages", todo[0], todo[1], user_id=self.user_id)
+                self._caller.call("add_messages", todo[0], todo[1], user_id=todo[2])
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None
@@ -441,7 +500,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                await self._caller.acall("add_messages", todo[0], todo[1], user_id=self.user_id)
+                await self._caller.acall("add_messages", todo[0], todo[1], user_id=todo[2])
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None

@@ -5,7 +5,12 @@
   memories (or, ``mode="tools"``, the tool guidance) for ``Memory.from_defaults(memory_blocks=[...])``,
   and recording the conversation into a store session so the extraction pipeline runs on it.
 - ``NaviMemoryToolSpec``: the memory tools (search, add note, save fact, get, archive, forget,
-  list themes) for ``FunctionAgent(tools=spec.to_tool_list())``, the user bound at construction.
+  list themes) for ``FunctionAgent(tools=spec.to_tool_list())``.
+
+One instance of each serves every user: a call acts for the user named around it
+(``with acting_for(user_id="u1"): await agent.run(...)``; contextvars, so concurrent runs in
+other tasks or threads keep their own), else for ``user_id`` bound at construction. Both given
+and different is a ``ValidationError``; neither is one too.
 
 Everything here calls store methods only. Needs the ``llamaindex`` extra (``llama-index-core``).
 """
@@ -25,16 +30,17 @@ from llama_index.core.tools.tool_spec.base import BaseToolSpec
 from pydantic import Field, PrivateAttr, model_validator
 
 from .. import prompt
-from ..core import validation as v
 from ..models import SearchResult
 from ._context import MemoryContextBuilder, last_user_text
-from ._tools import TOOLS, MemoryTools, StoreCaller
+from ._identity import IdentityResolver
+from ._tools import TOOLS, UNBOUND, MemoryTools, StoreCaller
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryBlock", "NaviMemoryToolSpec", "result_to_node"]
 
 log = logging.getLogger("navi_memory.integrations")
 
 HIDDEN_FROM_MODEL = ["id", "score", "signals", "kind", "fact"]
+CONVERSATIONS_KEPT = 512
 ASSISTANT_ROLES = {"chatbot": "assistant", "model": "assistant"}
 
 
@@ -54,26 +60,28 @@ def result_to_node(result: SearchResult) -> NodeWithScore:
 
 
 class NaviMemoryRetriever(BaseRetriever):
-    """``NaviMemoryRetriever(store, user_id="u1", k=8, theme=..., ...)``: hybrid memory search for one
-    user. ``store`` is a ``MemoryStore`` or an ``AsyncMemoryStore`` (``aretrieve`` is native with
+    """``NaviMemoryRetriever(store, k=8, theme=..., ...)``: hybrid memory search for the user of the
+    call (``acting_for``) or the bound ``user_id="u1"``.
+    ``store`` is a ``MemoryStore`` or an ``AsyncMemoryStore`` (``aretrieve`` is native with
     the latter; with only a ``MemoryStore`` it runs in a worker thread). Extra keywords are search
     filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ..., ``min_similarity``)."""
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None, k: int = 8,
                  **search_kwargs: Any) -> None:
-        uid = v.user_id(user_id)  # exact or refused (ValidationError, a ValueError), never trimmed
+        # exact or refused (ValidationError, a ValueError), never trimmed
+        self._identity = IdentityResolver("NaviMemoryRetriever", user_id)
         super().__init__()
         self._caller = StoreCaller(store, async_store)
-        self.user_id, self.k, self.search_kwargs = uid, k, search_kwargs
+        self.user_id, self.k, self.search_kwargs = self._identity.user_id, k, search_kwargs
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = self._caller.call("search", query_bundle.query_str, user_id=self.user_id, limit=self.k,
+        results = self._caller.call("search", query_bundle.query_str, user_id=self._identity.user(), limit=self.k,
                                     **self.search_kwargs)
         return [result_to_node(r) for r in results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = await self._caller.acall("search", query_bundle.query_str, user_id=self.user_id, limit=self.k,
-                                           **self.search_kwargs)
+        results = await self._caller.acall("search", query_bundle.query_str, user_id=self._identity.user(),
+                                           limit=self.k, **self.search_kwargs)
         return [result_to_node(r) for r in results]
 
 
@@ -107,13 +115,16 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off) are left out of the block; the others go in as far as
     ``max_tokens`` allows (None: ``NAVI_MEMORY_INJECTION_TOKENS``), counted by ``token_counter``
     (text -> tokens; default: an approximate count).
+    One block serves every user: ``aget``/``aput`` act for the user of ``acting_for(...)`` around
+    the agent's run (or ``memory.aget(user_id=...)``), else for the bound ``user_id``; the session
+    is ``acting_for``'s ``session_id``, else ``session_id`` here.
     """
 
     name: str = "navi_memory"
     description: Optional[str] = "Long-term memory of the user (navi-memory)."
     store: Any = None
     async_store: Any = None
-    user_id: str
+    user_id: Optional[str] = None
     session_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     mode: str = "injection"
     k: int = Field(default=8, ge=1, le=50)
@@ -124,62 +135,81 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     token_counter: Optional[Callable[[str], int]] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
-    _seen: list = PrivateAttr(default_factory=list)
-    _cache: Optional[tuple] = PrivateAttr(default=None)
+    _identity: IdentityResolver = PrivateAttr()
+    # per (user, session): the messages recorded so far and the last search, for a few hundred
+    # conversations at a time (oldest forgotten first: at worst one search or message is repeated)
+    _seen: dict = PrivateAttr(default_factory=dict)
+    _cache: dict = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryBlock":
-        self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), self.user_id, mode=self.mode,
+        self._identity = IdentityResolver("NaviMemoryBlock", self.user_id, self.session_id)
+        self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), mode=self.mode,
                                              k=self.k, search_kwargs=self.search_kwargs,
                                              min_similarity=self.min_similarity, max_tokens=self.max_tokens,
                                              token_counter=self.token_counter)
         return self
 
+    def _who(self, block_kwargs: dict[str, Any]) -> tuple[str, str]:
+        identity = self._identity.resolve(user_id=block_kwargs.get("user_id"),
+                                          session_id=block_kwargs.get("session_id"))
+        return identity.user_id, identity.session_id or self.session_id
+
+    @staticmethod
+    def _keep(table: dict, who: tuple[str, str], value: Any) -> None:
+        table.pop(who, None)
+        table[who] = value
+        while len(table) > CONVERSATIONS_KEPT:
+            table.pop(next(iter(table)))
+
     async def _aget(self, messages: Optional[List[ChatMessage]] = None, **block_kwargs: Any) -> str:
         if not prompt.injection_enabled():
             return ""
+        who = self._who(block_kwargs)
         messages = list(messages or [])
         if len(messages) > 1 and _fingerprint(messages[-1]) == _fingerprint(messages[-2]) \
                 and _fingerprint(messages[-1])[0] == "user":
             messages.pop()  # Memory.aget(input=...) appends the user message the history already holds
         key = last_user_text(messages)
-        if self._cache is None or self._cache[0] != key:
-            context = await self._builder.abuild(*key)
-            text = "" if context is None else "\n\n".join(t for t in (context.stable, context.volatile) if t)
-            self._cache = (key, text)
-        await self._record(messages)  # after the search: this turn's extraction cannot race it
-        return self._cache[1]
+        cached = self._cache.get(who)
+        if cached is None or cached[0] != key:
+            context = await self._builder.abuild(*key, user_id=who[0])
+            cached = (key, "" if context is None else "\n\n".join(t for t in (context.stable, context.volatile) if t))
+            self._keep(self._cache, who, cached)
+        await self._record(who, messages)  # after the search: this turn's extraction cannot race it
+        return str(cached[1])
 
     async def _aput(self, messages: List[ChatMessage]) -> None:
-        await self._record(messages, ejected=True)
+        await self._record(self._who({}), messages, ejected=True)
 
-    async def arecord_memory(self, memory: Any) -> None:
+    async def arecord_memory(self, memory: Any, **block_kwargs: Any) -> None:
         """Record what ``memory`` holds now (e.g. the answer that ended the agent's run)."""
-        await self._record(await memory.aget_all())
+        await self._record(self._who(block_kwargs), await memory.aget_all())
 
-    async def _record(self, messages: List[ChatMessage], ejected: bool = False) -> None:
+    async def _record(self, who: tuple[str, str], messages: List[ChatMessage], ejected: bool = False) -> None:
         if not self.record or not prompt.injection_enabled():
             return
+        seen = self._seen.get(who, [])
         if ejected:  # leaving the window: record what was never shown to aget
-            seen = set(self._seen)
-            new = [m for m in messages if _fingerprint(m) not in seen]
+            shown = set(seen)
+            new = [m for m in messages if _fingerprint(m) not in shown]
         else:
             prints = [_fingerprint(m) for m in messages]
-            overlap = next((n for n in range(min(len(prints), len(self._seen)), 0, -1)
-                            if self._seen[-n:] == prints[:n]), 0)
+            overlap = next((n for n in range(min(len(prints), len(seen)), 0, -1) if seen[-n:] == prints[:n]), 0)
             new = messages[overlap:]
-            self._seen = prints
+            self._keep(self._seen, who, prints)
         rows = [to_store_message(m) for m in new]
         if not rows:
             return
         try:
-            await self._builder.caller.acall("add_messages", self.session_id, rows, user_id=self.user_id)
+            await self._builder.caller.acall("add_messages", who[1], rows, user_id=who[0])
         except Exception as exc:
             log.warning("the conversation could not be recorded: %s", exc)
 
 
 class NaviMemoryToolSpec(BaseToolSpec):
-    """The memory tools for one user: ``NaviMemoryToolSpec(store, user_id="u1").to_tool_list()``.
+    """The memory tools: ``NaviMemoryToolSpec(store).to_tool_list()``, acting for the user of
+    ``acting_for(...)`` around the agent's run, else the bound ``user_id="u1"``.
 
     Tools: ``memory_search``, ``memory_add_note``, ``memory_save_fact``, ``memory_get``,
     ``memory_archive``, ``memory_forget``, ``memory_list_themes``; each returns JSON text and has
@@ -191,10 +221,12 @@ class NaviMemoryToolSpec(BaseToolSpec):
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
                  household: str | None = None) -> None:
-        self._tools = MemoryTools(store, user_id, async_store=async_store, household=household)
+        self._identity = IdentityResolver("NaviMemoryToolSpec", user_id)
+        self._tools = MemoryTools(store, UNBOUND if user_id is None else user_id, async_store=async_store,
+                                  household=household)
         self.spec_functions = [(name, f"a{name}") for name in self._tools.specs]
         for name in self._tools.specs:
-            sync, run_async = self._tools.functions(name)
+            sync, run_async = self._tools.functions(name, self._identity.user)
             setattr(self, name, sync)
             setattr(self, f"a{name}", run_async)
 
