@@ -310,3 +310,16 @@ async def test_one_llamaindex_agent_serves_two_users(two_users):
         with acting_for(uid):
             assert HOME[uid] in (await retriever.aretrieve("train"))[0].node.get_content()
             assert HOME[uid] in retriever.retrieve("train")[0].node.get_content()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_runnable_with_message_history_records_under_the_configured_user(two_users):
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    chain = RunnableWithMessageHistory(RunnableLambda(lambda messages: AIMessage(f"{len(messages)} messages")),
+                                       lambda session_id: NaviChatMessageHistory(two_users, session_id))
+    for uid in ["alice", "bob", "alice"]:
+        chain.invoke(f"hi from {uid}", config={"configurable": {"session_id": "s", "user_id": uid}})
+    assert [m.content for m in two_users.get_session("s", user_id="alice").messages] == [
+        "hi from alice", "1 messages", "hi from alice", "3 messages"]
+    assert [m.content for m in two_users.get_session("s", user_id="bob").messages] == ["hi from bob", "1 messages"]
