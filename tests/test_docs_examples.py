@@ -1,0 +1,66 @@
+"""The examples marked ``<!-- example: name -->`` in docs/ run as written, with scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+DOCS = Path(__file__).parent.parent / "docs"
+EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\n```python\n(.*?)```", re.S)
+
+
+def examples(name: str) -> dict[str, str]:
+    return dict(EXAMPLE.findall((DOCS / name).read_text(encoding="utf-8")))
+
+
+class Model(GenericFakeChatModel):
+    """Answers with the system messages it was given, so the test sees the memory that reached it."""
+
+    messages: Any = iter(())
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> "Model":
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        seen = "\n".join(str(m.content) for m in messages if m.type == "system")
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(seen))])
+
+
+@pytest.fixture
+def namespace(store) -> dict[str, Any]:
+    for uid, place in (("alice", "Oslo"), ("bob", "Lima")):
+        store.add(user_id=uid, content=f"{uid.title()}'s train and bus leave from {place} at 8:15")
+        store.set_summary(f"{uid.title()} lives in {place}.", user_id=uid)
+    llm = MockFunctionCallingLLM(response_generator=lambda messages, **kw: ChatMessage(
+        role=MessageRole.ASSISTANT, content="\n".join(m.content or "" for m in messages)))
+    return {"store": store, "model": Model(), "llm": llm}
+
+
+def test_integrations_examples_exist():
+    assert set(examples("integrations.md")) >= {"create_agent", "lcel", "llamaindex"}
+
+
+async def test_one_agent_many_users_examples_run(namespace, store):
+    found = examples("integrations.md")
+    exec(compile(found["create_agent"], "integrations.md:create_agent", "exec"), namespace)
+    assert [m.role for m in store.get_session("alice-1", user_id="alice").messages] == ["user", "assistant"]
+    bob = store.get_session("bob-1", user_id="bob").messages
+    assert "Lima" in bob[-1].content and "Oslo" not in bob[-1].content
+
+    exec(compile(found["lcel"], "integrations.md:lcel", "exec"), namespace)
+    assert "Oslo" in namespace["docs"][0].page_content and len(namespace["tools"]) == 7
+
+    exec(compile(found["llamaindex"], "integrations.md:llamaindex", "exec"), namespace)
+    replies = await asyncio.wait_for(asyncio.gather(
+        namespace["answer"]("alice", "when is my train?"), namespace["answer"]("bob", "when is my bus?")), 60)
+    assert "Oslo" in replies[0] and "Lima" not in replies[0] and "Lima" in replies[1] and "Oslo" not in replies[1]
