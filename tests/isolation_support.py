@@ -124,14 +124,14 @@ def _body(path: str, method: str, key: str, name: str) -> Any:
 
 
 def http_requests(clients: HttpClients, user: str, item_id: int, key: str, name: str,
-                  query: str) -> list[tuple[tuple[str, str], str, dict]]:
+                  query: str, session_id: str = "") -> list[tuple[tuple[str, str], str, dict]]:
     """Every route of both apps as ``user`` (path), with another user's item id, fact key, person
-    name and words of their items in the ids, bodies and query parameters."""
+    name, session id and words of their items in the ids, bodies and query parameters."""
     from navi_memory.ui.web import path_part
 
     out = []
     for app, template, method in clients.routes():
         path = template.replace("{user:path}", path_part(user)).replace("{item_id:int}", str(item_id))
-        params = {"q": query, "key": key, "category": "profile", "person": name, "user": user}
+        params = {"q": query, "key": key, "category": "profile", "person": name, "user": user, "id": session_id}
         out.append(((app, path), method, {"params": params, "json": _body(path, method, key, name)}))
     return out

@@ -237,7 +237,8 @@ def op_http(world, data):
     target = data.draw(st.sampled_from(world.b_ids + [999_999]))
     key = data.draw(st.sampled_from(world.b_keys))
     name = data.draw(st.sampled_from(world.b_names))
-    for where, method, kwargs in http_requests(world.http, world.a, target, key, name, "repeated preference coffee"):
+    for where, method, kwargs in http_requests(world.http, world.a, target, key, name, "repeated preference coffee",
+                                              world.b_sid):
         response = world.http.request(where, method, **kwargs)
         assert response.status_code < 500, (where, method, response.text)
         world.clean(response.text)

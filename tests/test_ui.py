@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from navi_memory.ui.app import create_app
 
-from .ui_helpers import IMG, LOCAL, SCRIPT, fill
+from .ui_helpers import HOSTILE_SESSION, IMG, LOCAL, SCRIPT, fill, fill_activity
 
 
 @pytest.fixture
@@ -151,7 +151,7 @@ def test_summary_page_shows_current_and_earlier_versions(client):
     assert data["current"]["version"] == 2 and [s["version"] for s in data["earlier"]] == [1]
     page = client.get("/users/alice/summary").text
     assert "Version 2" in page and "Version 1" in page and "Alice likes tea." in page
-    assert client.get("/api/users/nobody/summary").json() == {"user": "nobody", "current": None, "earlier": []}
+    assert client.get("/api/users/bob/summary").json() == {"user": "bob", "current": None, "earlier": []}
 
 
 def test_search_shows_signals_and_score_breakdown(client, filled):
@@ -207,10 +207,18 @@ def test_user_ids_with_slashes_and_markup_round_trip(store, client):
     assert data["user"] == user and data["items"][0]["content"] == "slashes in user ids"
 
 
-def test_stored_markup_is_escaped_in_every_page(client, filled):
+ACTIVITY_PAGES = ("/users/alice/household", "/users/alice/sessions", "/users/alice/session?id=morning+chat",
+                  "/users/frank/sessions", "/users/frank/session?id=broken", "/users/alice/usage",
+                  "/users/alice/search?q=green+tea&all=1")
+
+
+def test_stored_markup_is_escaped_in_every_page(client, filled, store):
+    fill_activity(store)  # persons, sessions, messages and an extraction error with markup
     pages = [client.get(p).text for p in (
         "/", "/users/alice/items", f"/users/alice/items/{filled['script']}", f"/users/alice/items/{filled['img']}",
-        "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea")]
+        "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea", *ACTIVITY_PAGES)]
+    for page, hostile in zip(pages[-len(ACTIVITY_PAGES):], ACTIVITY_PAGES):
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page or "&lt;img src=x" in page, hostile
     joined = "".join(pages)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in joined and "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in joined
     for page in pages:
@@ -218,9 +226,11 @@ def test_stored_markup_is_escaped_in_every_page(client, filled):
         assert "onerror=alert" not in re.sub(r"&[#\w]+;[^<]*", "", page)  # only ever inside escaped text
 
 
-def test_stored_markup_is_escaped_in_json(client, filled):
+def test_stored_markup_is_escaped_in_json(client, filled, store):
+    fill_activity(store)
     for path in ("/api/users/alice/items", f"/api/users/alice/items/{filled['script']}", "/api/users/alice/facts",
-                 "/api/users/alice/summary", "/api/users/alice/search?q=tea"):
+                 "/api/users/alice/summary", "/api/users/alice/search?q=tea",
+                 *(f"/api{p}" for p in ACTIVITY_PAGES)):
         response = client.get(path)
         assert response.headers["content-type"] == "application/json"
         assert "<" not in response.text and ">" not in response.text
@@ -247,8 +257,8 @@ def test_embedding_states_pending_and_error_are_shown(store, fake_embeddings):
     assert "simulated outage" in client.get(f"/users/erin/items/{failed}").text
 
 
-def test_an_empty_user_has_no_pager(client):
-    page = client.get("/users/nobody/items").text
+def test_an_empty_page_has_no_pager(client):
+    page = client.get("/users/bob/items", params={"theme": "nothing-here"}).text
     assert "No items match these filters." in page and 'class="pager"' not in page
 
 
@@ -264,11 +274,12 @@ def test_users_are_paged(store, client):
 
 
 def test_every_route_answers(store, filled):
+    fill_activity(store)
     app = create_app(store)
     client = TestClient(app, base_url=LOCAL)
     paths = [r.path.replace("{user:path}", "alice").replace("{item_id:int}", str(filled["tea"]))
              for r in app.routes if isinstance(r, Route)]
     for path in paths:
-        response = client.get(path, params={"q": "tea", "user": "alice"})
+        response = client.get(path, params={"q": "tea", "user": "alice", "id": HOSTILE_SESSION})
         assert response.status_code == 200, (path, response.text[:200])
         assert ("json" in response.headers["content-type"]) == path.startswith("/api/")

@@ -97,5 +97,6 @@ def test_security_headers_on_pages_json_and_errors(store):
 
 def test_pages_carry_no_script(store):
     client = TestClient(create_app(store), base_url=LOCAL)
-    for path in ("/", "/users/alice/items", "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea"):
+    for path in ("/", "/users/alice/items", "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea",
+                 "/users/alice/household", "/users/alice/sessions", "/users/alice/usage"):
         assert "<script" not in client.get(path).text

@@ -23,9 +23,9 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from ..errors import NaviMemoryError
-from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES
+from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES, SESSION_STATES
 from ..core.validation import user_id
-from . import pages
+from . import activity, pages
 from .pages import Params
 from .security import Guard, check_token
 from .web import SafeJSONResponse, call, error_status, json_error, path_part, path_user, user_route
@@ -38,7 +38,20 @@ USER_PAGES: list[tuple[str, Builder, str]] = [
     ("facts", pages.facts_page, "facts.html"),
     ("summary", pages.summary_page, "summary.html"),
     ("search", pages.search_page, "search.html"),
+    ("household", activity.household_page, "household.html"),
+    ("sessions", activity.sessions_page, "sessions.html"),
+    ("session", activity.session_page, "session.html"),
+    ("usage", activity.usage_page, "usage.html"),
 ]
+
+
+def _known(builder: Builder) -> Builder:
+    """``builder`` run only for a user the store holds something for: an unknown user is a 404
+    ("no memory stored"), not a set of empty pages that look like a real user with nothing."""
+    def run(store: Any, user: str, *args: Any) -> dict:
+        activity.require_memory(store, user)
+        return builder(store, user, *args)
+    return run
 
 
 def _templates() -> Jinja2Templates:
@@ -47,9 +60,11 @@ def _templates() -> Jinja2Templates:
     env.filters["seg"] = path_part
     env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M") if isinstance(d, datetime) else ""
     env.filters["num"] = lambda x: "" if x is None else f"{x:.3f}"
+    env.filters["thousands"] = lambda x: f"{x:,}"
     env.filters["pretty"] = lambda x: json.dumps(pages.jsonable(x), ensure_ascii=False, indent=2, sort_keys=True)
     env.globals.update(item_types=ITEM_TYPES, item_statuses=ITEM_STATUSES, fact_categories=FACT_CATEGORIES,
-                       fact_sorts=FACT_SORT_FIELDS, with_query=_with_query, json_twin=_json_twin)
+                       fact_sorts=FACT_SORT_FIELDS, session_states=SESSION_STATES,
+                       with_query=_with_query, json_twin=_json_twin)
     return Jinja2Templates(env=env)
 
 
@@ -100,16 +115,16 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
 
     def user_page(builder: Builder, template: str | None) -> Callable:
         async def endpoint(request: Request) -> Response:
-            data = await call(builder, store, path_user(request), Params(request.query_params))
+            data = await call(_known(builder), store, path_user(request), Params(request.query_params))
             return SafeJSONResponse(data) if template is None else render(request, template, data)
         return endpoint
 
     async def item(request: Request) -> Response:
-        data = await call(pages.item_page, store, path_user(request), request.path_params["item_id"])
+        data = await call(_known(pages.item_page), store, path_user(request), request.path_params["item_id"])
         return render(request, "item.html", data)
 
     async def item_json(request: Request) -> Response:
-        data = await call(pages.item_page, store, path_user(request), request.path_params["item_id"])
+        data = await call(_known(pages.item_page), store, path_user(request), request.path_params["item_id"])
         return SafeJSONResponse(data)
 
     async def stylesheet(request: Request) -> Response:

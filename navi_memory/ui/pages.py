@@ -133,13 +133,29 @@ def summary_page(store: Any, user: str, params: Params) -> dict[str, Any]:
 
 
 def search_page(store: Any, user: str, params: Params) -> dict[str, Any]:
+    """Results at or above the store's relevance floor (``Settings.min_similarity``, the floor the
+    assistant's prompts use); ``?all=1`` lists the weaker ones too, marked. ``hidden`` counts the
+    weaker results among the top ``limit`` of the unfiltered search (a second search)."""
     filters = _item_filters(params)
     query = params.text("q")
     limit = params.integer("limit", SEARCH_SIZE, 1, v.MAX_LIMIT)
-    results = []
+    floor, show_all = float(store.settings.min_similarity), params.flag("all")
+    results, weak = [], []
     if query is not None:
-        results = store.search(query, user_id=user, limit=limit, theme=filters["theme"],
-                               types=[filters["type"]] if filters["type"] else None, status=_store_status(filters),
-                               include_expired=filters["expired"])
+        def run(min_similarity: float) -> Any:
+            return store.search(query, user_id=user, limit=limit, theme=filters["theme"],
+                                types=[filters["type"]] if filters["type"] else None,
+                                status=_store_status(filters), include_expired=filters["expired"],
+                                min_similarity=min_similarity)
+
+        results = run(floor)
+        if floor > 0 and query not in ("*",):  # "*" (the newest items) has no floor to apply
+            everything = run(0.0)
+            kept = {(r.kind, r.id) for r in results}
+            weak = [r for r in everything if (r.kind, r.id) not in kept]
+            if show_all:
+                results = everything
     return {"user": user, "q": query, "filters": filters, "limit": limit, "results": results,
-            "signals": SIGNALS}
+            "signals": SIGNALS,
+            "relevance": {"floor": floor, "show_all": show_all, "weaker": len(weak),
+                          "hidden": 0 if show_all else len(weak), "below_floor": [r.id for r in weak]}}
