@@ -59,3 +59,29 @@ def test_an_unrelated_question_injects_nothing_and_a_related_one_the_right_note(
     context = builder.build("what's my PIN?")
     assert context.results[0].id == pin and "my bank PIN is 4242" in context.volatile
     assert builder.build("when do I see the dentist?").results[0].content.startswith("Dentist appointment")
+
+
+def test_the_demo_tells_its_story_with_the_right_answers_first(tmp_path):
+    """`navi-memory demo` with the local model (what the README's first command installs): facts
+    from the conversation and the tool, the summary, each search's best answer first, the block."""
+    import io
+
+    from navi_memory.demo import load_sample, run_demo
+
+    expected = {"what do I drink in the morning?": "oat milk latte",
+                "where am I travelling next spring?": "japan",
+                "is there food I must avoid?": "peanuts",
+                "what editor do I use?": "neovim"}
+    assert list(expected) == load_sample()["queries"]
+    out = io.StringIO()
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'demo.db'}", embeddings="local", chat_model=False) as store:
+        run_demo(store, out, db="sqlite:///demo.db")
+        for query, answer in expected.items():
+            assert answer in store.search(query, user_id="demo-user", limit=1)[0].content.lower(), query
+    text = out.getvalue()
+    assert "built-in rules" in text and "profile/name: Maya" in text and "profile/location: Lisbon" in text
+    assert text.count("profile/location") == 1  # the rule's fact and the tool's are one fact
+    assert "hybrid: keywords + meaning (sentence-transformers:all-MiniLM-L6-v2)" in text
+    block = text.split("5. What the assistant's prompt gets")[1]
+    assert "## What I remember about the user" in block and "oat milk latte" in block.split("## Relevant Memory")[1]
+    assert "navi-memory --db sqlite:///demo.db search --user demo-user" in text

@@ -302,7 +302,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
     db = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='navi-memory-demo-')}/demo.db"
     with MemoryStore.open(db, args.embeddings) as store:
         print(f"navi-memory demo — database {parse_url(db)}")
-        run_demo(store, sys.stdout)
+        run_demo(store, sys.stdout, db=str(parse_url(db)))
 
 
 def cmd_bench(args: argparse.Namespace) -> None:

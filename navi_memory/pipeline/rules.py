@@ -122,6 +122,31 @@ def _simple(category: str, key: str, max_words: int, title: bool = False, capita
     return build
 
 
+# a place ends where the sentence goes on about why or with whom: "Lisbon for a new job"
+_PLACE_END = re.compile(r"\s(?:for|to|with|from|after|before|near|in order|because|since|until|last|next)\b.*$", re.I)
+
+
+def _place(match: re.Match[str]) -> tuple[str, str, str] | None:
+    value = _PLACE_END.sub("", clean_value(match.group("v"), 12))
+    words = value.split()
+    if not words or _NEGATED.match(value) or len(words) > 4:
+        return None
+    return "profile", "location", value
+
+
+# "I'm Maya": a capitalised single word is a name, unless it is a common word that starts a sentence
+_NOT_NAMES = frozenset("""sorry sure fine good great ok okay not just so very really back here there done glad
+happy sad tired busy ready new home still also always never currently actually afraid aware excited interested
+home single married vegan vegetarian allergic pregnant retired from in at on off out up down the a an""".split())
+
+
+def _introduction(match: re.Match[str]) -> tuple[str, str, str] | None:
+    name = match.group("v")
+    if name.lower() in _NOT_NAMES or re.search(r"(?:ing|ed|ly|ish|ful|ous)$", name.lower()):
+        return None
+    return "profile", "name", name
+
+
 def _preference(match: re.Match[str]) -> tuple[str, str, str] | None:
     value = clean_value(match.group("v"), 12)
     return None if not value or _NEGATED.match(value) else ("preferences", topic_key(value), value)
@@ -144,9 +169,10 @@ RULES: list[Rule] = [
     (re.compile(r"\bmy name is\s+" + _NAME, re.I), _simple("profile", "name", 4, title=True)),
     (re.compile(r"\b(?:i am|i'm) called\s+" + _NAME, re.I), _simple("profile", "name", 4, title=True)),
     (re.compile(r"\bcall me\s+" + _NAME, re.I), _simple("profile", "name", 3, capital=True)),
-    (re.compile(r"\b(?:i live|i'm living|i am living|i reside|i'm based|i am based) in\s+(?P<v>.+)", re.I),
-     _simple("profile", "location", 6)),
-    (re.compile(r"\bi (?:just |recently )?moved to\s+(?P<v>.+)", re.I), _simple("profile", "location", 6)),
+    (re.compile(r"(?:^|[.!?]\s+|\b(?:hi|hello|hey)[!,.]?\s+)(?:I am|I'm|I’m)\s+(?P<v>[A-Z][a-z]+)(?=\s*(?:[.!,;]|$))"),
+     _introduction),
+    (re.compile(r"\b(?:i live|i'm living|i am living|i reside|i'm based|i am based) in\s+(?P<v>.+)", re.I), _place),
+    (re.compile(r"\bi (?:just |recently )?moved to\s+(?P<v>.+)", re.I), _place),
     (re.compile(r"\bi work as\s+(?:an?\s+)?(?P<v>.+)", re.I), _simple("profile", "occupation", 8)),
     (re.compile(r"\bi work (?:at|for)\s+(?P<v>.+)", re.I), _simple("profile", "employer", 6)),
     (re.compile(r"\b(?:i am|i'm) (?P<v>\d{1,3}) years old\b", re.I), _simple("profile", "age", 1)),
