@@ -80,3 +80,11 @@ def test_readme_postgresql_quickstart_runs():
         assert store.embedding_model == "sentence-transformers:all-MiniLM-L6-v2"
     finally:
         store.close()
+
+
+def test_every_environment_variable_is_documented():
+    """docs/configuration.md names every NAVI_MEMORY_* variable the package reads, and only those."""
+    read = {name for path in (ROOT / "navi_memory").rglob("*.py")
+            for name in re.findall(r"NAVI_MEMORY_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8"))}
+    documented = set(re.findall(r"NAVI_MEMORY_[A-Z_]+[A-Z]", (DOCS / "configuration.md").read_text(encoding="utf-8")))
+    assert read - documented == set() and documented - read == set()
