@@ -16,7 +16,8 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 def test_notebooks_exist():
     assert [p.name for p in NOTEBOOKS] == ["01_quickstart_sqlite.ipynb", "02_langchain_agent.ipynb",
-                                          "03_llamaindex_agent.ipynb", "04_postgresql.ipynb"]
+                                          "03_llamaindex_agent.ipynb", "04_postgresql.ipynb",
+                                          "05_one_agent_many_users.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
