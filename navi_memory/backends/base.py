@@ -50,6 +50,10 @@ class NewItem:
     metadata: dict[str, Any] | None = None
     context: str | None = None  # text that situates the item (e.g. the previous turn); indexed, not shown
     vector: np.ndarray | None = None  # precomputed embedding of the active model
+    agent_id: str | None = None
+    run_id: str | None = None
+    namespace: str | None = None  # keyed items: the labels joined by '.'
+    key: str | None = None  # keyed items: stored as items.ext_key
 
 
 class Backend(Protocol):

@@ -58,7 +58,7 @@ class MemoryOperations:
     def new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
         unknown = set(fields) - {"content", "type", "theme", "title", "tags", "pinned", "source", "source_ref",
                                  "person", "confidence", "observed_at", "expires_at", "expires_days",
-                                 "metadata", "embedding", "status", "context"}
+                                 "metadata", "embedding", "status", "context", "agent_id", "run_id"}
         if unknown:
             raise ValidationError(f"unknown item field(s): {', '.join(sorted(unknown))}")
         now = self._shared.now()
@@ -81,6 +81,8 @@ class MemoryOperations:
             metadata=v.nested_mapping(fields.get("metadata"), "metadata", self._shared.max_content_bytes),
             context=v.optional_text(fields.get("context"), "context", self._shared.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
+            agent_id=v.scope_id(fields.get("agent_id"), "agent_id"),
+            run_id=v.scope_id(fields.get("run_id"), "run_id"),
         )
 
     def _filters(self, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,

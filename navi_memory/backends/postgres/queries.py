@@ -199,11 +199,13 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
         ids = yield from self._item_ids({(it.user_id, it.theme) for it in items}, len(items), now)
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-                " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
+                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s, %s, %s)",
                 [(it.user_id, i, it.theme, it.type, it.title, it.content, Jsonb(list(it.tags)), it.status, it.pinned,
                   it.source, None if it.source_ref is None else Jsonb(it.source_ref), it.person, it.confidence,
-                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, now, now)
+                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, it.agent_id, it.run_id,
+                  it.namespace, it.key, now, now)
                  for i, it in zip(ids, items)],
                 many=True)
         if model is not None and self.has_vector:

@@ -224,11 +224,12 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
         before = max(before, conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0])
         conn.executemany(
             "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-            " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(it.user_id, it.theme, it.type, it.title, it.content, _json(list(it.tags)), it.status, int(it.pinned),
               it.source, _json(it.source_ref), it.person, it.confidence, to_db(it.observed_at),
-              to_db(it.expires_at), _json(it.metadata or {}), it.context, now, now) for it in items],
+              to_db(it.expires_at), _json(it.metadata or {}), it.context, it.agent_id, it.run_id, it.namespace,
+              it.key, now, now) for it in items],
         )
         ids = list(range(before + 1, before + 1 + len(items)))
         last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
