@@ -202,6 +202,12 @@ class SearchResult(_Record):
     observed_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     fact: dict[str, Any] | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    namespace: tuple[str, ...] | None = None  # keyed items (put_keyed)
+    key: str | None = None
 
     @property
     def content_snippet(self) -> str:

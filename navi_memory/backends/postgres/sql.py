@@ -14,6 +14,7 @@ from psycopg import sql
 
 from ...retrieval.query import like_pattern
 from ...core.contract import embed_text_sql
+from ...core.keyed import like_prefix
 from ...core.timeutil import to_utc
 from ..base import Filters
 
@@ -81,6 +82,12 @@ def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
         add("i.person = %s", f.person)
     if not f.include_expired:
         add("(i.expires_at IS NULL OR i.expires_at > %s)", f.now)
+    if f.namespace_prefix is not None:
+        add("(i.namespace = %s OR i.namespace LIKE %s)", f.namespace_prefix, like_prefix(f.namespace_prefix))
+    if f.agent_id is not None:
+        add("i.agent_id = %s", f.agent_id)
+    if f.run_id is not None:
+        add("i.run_id = %s", f.run_id)
     return sql.SQL(" AND ").join(parts), params
 
 
