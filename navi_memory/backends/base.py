@@ -14,6 +14,8 @@ from typing import Any, Callable, Generator, Protocol, Sequence
 
 import numpy as np
 
+from ..core.filters import Condition
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -27,7 +29,14 @@ class Filters:
     since: datetime | None = None  # created_at >= since (recency_days)
     person: str | None = None
     include_expired: bool = False
+    namespace_prefix: str | None = None  # keyed items whose namespace (stored form) equals or is below it
+    agent_id: str | None = None
+    run_id: str | None = None
+    metadata: tuple[Condition, ...] = ()  # checked metadata conditions (core.filters); facts never pass
 
+
+# list_items orders, newest first: by creation or by last update
+ORDER_COLUMNS = {"created": "created_at", "updated": "updated_at"}
 
 @dataclass(frozen=True)
 class NewItem:
@@ -50,6 +59,10 @@ class NewItem:
     metadata: dict[str, Any] | None = None
     context: str | None = None  # text that situates the item (e.g. the previous turn); indexed, not shown
     vector: np.ndarray | None = None  # precomputed embedding of the active model
+    agent_id: str | None = None
+    run_id: str | None = None
+    namespace: str | None = None  # keyed items: the labels joined by '.'
+    key: str | None = None  # keyed items: stored as items.ext_key
 
 
 class Backend(Protocol):
@@ -70,10 +83,17 @@ class Backend(Protocol):
     def get_item(self, user_id: str, item_id: int) -> dict | None: ...
     def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> dict | None: ...
     def delete_item(self, user_id: str, item_id: int) -> bool: ...
-    def list_items(self, filters: Filters, limit: int, offset: int) -> list[dict]: ...
+    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[dict]: ...
     def count_items(self, filters: Filters) -> int: ...
     def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[dict]: ...
     def list_themes(self, user_id: str, now: datetime) -> list[dict]: ...
+
+    # keyed items (namespace + key)
+    def put_keyed(self, item: NewItem, model: str | None, embed: bool, now: datetime) -> tuple[dict, bool]: ...
+    def get_keyed(self, user_id: str, namespace: str, key: str, now: datetime) -> dict | None: ...
+    def delete_keyed(self, user_id: str, namespace: str, key: str) -> bool: ...
+    def touch_items(self, user_id: str, ids: Sequence[int], expires_at: datetime | None, now: datetime) -> int: ...
+    def list_namespaces(self, user_id: str, prefix: str | None, now: datetime) -> list[str]: ...
 
     # facts
     def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, dict, str | None]: ...

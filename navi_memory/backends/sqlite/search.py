@@ -16,6 +16,7 @@ from ...retrieval.query import fts5_or_expression, like_pattern
 from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
 from ..base import Filters
+from .metadata import metadata_sql
 
 
 def filter_sql(f: Filters) -> tuple[str, list[Any]]:
@@ -42,6 +43,16 @@ def filter_sql(f: Filters) -> tuple[str, list[Any]]:
     if not f.include_expired:
         clauses.append("(i.expires_at IS NULL OR i.expires_at > ?)")
         params.append(to_db(f.now))
+    if f.namespace_prefix is not None:  # substr, not LIKE: SQLite's LIKE ignores ASCII case
+        clauses.append("(i.namespace = ? OR substr(i.namespace, 1, ?) = ?)")
+        params += [f.namespace_prefix, len(f.namespace_prefix) + 1, f.namespace_prefix + "."]
+    for column in ("agent_id", "run_id"):
+        if getattr(f, column) is not None:
+            clauses.append(f"i.{column} = ?")  # one of two known column names
+            params.append(getattr(f, column))
+    extra, extra_params = metadata_sql(f.metadata)
+    clauses += extra
+    params += extra_params
     return " AND ".join(clauses), params
 
 
