@@ -116,6 +116,10 @@ class Item(_Record):
     fact_id: int | None = None
     embedding: EmbeddingInfo | None = None
     context: str | None = None
+    agent_id: str | None = None  # the agent that wrote it (None: shared by every agent)
+    run_id: str | None = None  # the run (conversation, job) it belongs to
+    namespace: tuple[str, ...] | None = None  # keyed items (put_keyed): the namespace's labels
+    key: str | None = None  # keyed items: the key within the namespace
 
 
 @dataclass
@@ -149,6 +153,8 @@ class Fact(_Record):
     updated_at: datetime | None = None
     item_id: int | None = None
     history: list[FactVersion] = field(default_factory=list)
+    agent_id: str | None = None  # None: a fact shared by every agent of the user
+    run_id: str | None = None
 
 
 @dataclass
@@ -196,6 +202,12 @@ class SearchResult(_Record):
     observed_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     fact: dict[str, Any] | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    namespace: tuple[str, ...] | None = None  # keyed items (put_keyed)
+    key: str | None = None
 
     @property
     def content_snippet(self) -> str:

@@ -61,17 +61,27 @@ class MemoryStoreAPI:
 
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                    types: Sequence[str] | None = None, status: str = 'active', limit: int = 50, offset: int = 0,
-                   include_expired: bool = False) -> list[Item]:
-        """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
+                   include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
+                   order: str = 'created', agent_id: str | None = None, run_id: str | None = None) -> list[Item]:
+        """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
+        filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
+        keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
+        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match)."""
         return self._run(self._ops.memory.list_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
                                                      status=status, limit=limit, offset=offset,
-                                                     include_expired=include_expired))
+                                                     include_expired=include_expired,
+                                                     namespace_prefix=namespace_prefix, order=order,
+                                                     agent_id=agent_id, run_id=run_id))
 
     def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
-                    types: Sequence[str] | None = None, status: str = 'active', include_expired: bool = False) -> int:
+                    types: Sequence[str] | None = None, status: str = 'active', include_expired: bool = False,
+                    namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
+                    run_id: str | None = None) -> int:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         return self._run(self._ops.memory.count_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
-                                                      status=status, include_expired=include_expired))
+                                                      status=status, include_expired=include_expired,
+                                                      namespace_prefix=namespace_prefix, agent_id=agent_id,
+                                                      run_id=run_id))
 
     def list_themes(self, *, user_id: str) -> list[Theme]:
         """Themes with their active-item counts, largest first."""
@@ -114,8 +124,13 @@ class MemoryStoreAPI:
                status: str = 'active', person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = 'decay', query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None, min_similarity: float = 0.0) -> SearchResults:
+               semantic_weight: float | None = None, min_similarity: float = 0.0,
+               namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
+               run_id: str | None = None) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
+        with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
 
         ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
         similarity to the query reaches it are kept, a full-text match of a query word that is not
@@ -134,7 +149,8 @@ class MemoryStoreAPI:
                                                  person=person, person_hints=person_hints, fusion=fusion,
                                                  recency=recency, query_embedding=query_embedding,
                                                  include_expired=include_expired, context_weight=context_weight,
-                                                 semantic_weight=semantic_weight, min_similarity=min_similarity))
+                                                 semantic_weight=semantic_weight, min_similarity=min_similarity,
+                                                 namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id))
 
     def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None."""
@@ -335,3 +351,45 @@ class MemoryStoreAPI:
         return self._run(self._ops.transfer.import_records(records, user_map=user_map, batch_size=batch_size,
                                                            embed=embed, skip_unknown=skip_unknown, id_map=id_map,
                                                            progress=progress))
+
+    def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
+                  metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
+                  agent_id: str | None = None, run_id: str | None = None) -> Item:
+        """Store ``content`` under (``namespace``, ``key``): a new item, or the replacement of the
+        one already there, in one transaction. A replacement keeps its id and ``created_at``, takes
+        everything else from this call (``updated_at`` = now) and is re-embedded when its text
+        changed. ``embed=False`` keeps no vector: the item is found by full-text search and by
+        filters, never by similarity, and backfill leaves it alone. ``namespace``: a non-empty
+        tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly)."""
+        return self._run(self._ops.keyed.put_keyed(user_id=user_id, namespace=namespace, key=key, content=content,
+                                                   metadata=metadata, expires_at=expires_at, embed=embed,
+                                                   agent_id=agent_id, run_id=run_id))
+
+    def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str) -> Item | None:
+        """The item stored under (``namespace``, ``key``), or None (also when it has expired)."""
+        return self._run(self._ops.keyed.get_keyed(user_id=user_id, namespace=namespace, key=key))
+
+    def delete_keyed(self, *, user_id: str, namespace: Sequence[str], key: str) -> bool:
+        """Delete the item under (``namespace``, ``key``); False when there was none."""
+        return self._run(self._ops.keyed.delete_keyed(user_id=user_id, namespace=namespace, key=key))
+
+    def touch_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, expires_at: Any) -> bool:
+        """Move the expiry of the (unexpired) item under (``namespace``, ``key``) to ``expires_at``
+        (None: never expires): a TTL refresh. ``updated_at`` does not change. False: no such item."""
+        return self._run(self._ops.keyed.touch_keyed(user_id=user_id, namespace=namespace, key=key,
+                                                     expires_at=expires_at))
+
+    def touch_items(self, ids: Sequence[int], *, user_id: str, expires_at: Any) -> int:
+        """Move the expiry of the user's unexpired items ``ids`` to ``expires_at`` (None: never):
+        the TTL refresh of search results. Returns how many items were moved."""
+        return self._run(self._ops.keyed.touch_items(ids, user_id=user_id, expires_at=expires_at))
+
+    def list_namespaces(self, *, user_id: str, prefix: Sequence[str] | None = None,
+                        suffix: Sequence[str] | None = None, max_depth: int | None = None, limit: int = 100,
+                        offset: int = 0) -> list[tuple[str, ...]]:
+        """The namespaces of the user's unexpired keyed items, like LangGraph's
+        ``BaseStore.list_namespaces``: those starting with ``prefix`` and ending with ``suffix``
+        (labels of either may be ``'*'``: any one label), cut to their first ``max_depth``
+        labels, distinct, sorted, then ``offset`` / ``limit`` applied."""
+        return self._run(self._ops.keyed.list_namespaces(user_id=user_id, prefix=prefix, suffix=suffix,
+                                                         max_depth=max_depth, limit=limit, offset=offset))

@@ -252,7 +252,23 @@ def _item_fields(record: Mapping[str, Any], out: dict[str, Any]) -> dict[str, An
     out["metadata"] = _field(record, "metadata", _json_map) or {}
     _times(record, out, ("created_at", "updated_at"), ("observed_at", "expires_at"))
     out["embedding"] = _field(record, "embedding", _embedding)
+    _scopes(record, out)
+    out["namespace"] = _field(record, "namespace", _namespace)
+    out["key"] = _field(record, "key", _key)
+    if (out["namespace"] is None) != (out["key"] is None):
+        raise ValidationError("namespace and key go together: both or neither")
     return out
+
+
+def _scopes(record: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """agent_id and run_id (absent in files written before scopes: None)."""
+    for name in ("agent_id", "run_id"):
+        out[name] = _field(record, name, lambda value, field: v.scope_id(value, field))
+
+
+def _namespace(value: Any, name: str) -> str:
+    """A keyed item's namespace as stored: the labels joined by '.'."""
+    return ".".join(v.namespace(value.split(".") if isinstance(value, str) else value, name))
 
 
 def check_item(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,6 +306,7 @@ def check_fact(record: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = _field(record, name, _key)
     _times(record, out, ("created_at", "updated_at"), ("expires_at", "last_verified_at"))
     out["history"] = _field(record, "history", _history) or []
+    _scopes(record, out)
     # absent: derive the searchable item as upsert_fact would; null: the fact has none; object: as stored
     if "item" not in record:
         out["item"] = "derive"
@@ -305,8 +322,12 @@ def check_fact(record: Mapping[str, Any]) -> dict[str, Any]:
 def _fact_ref(value: Any, name: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ValidationError(f"{name} must be an object with category and key, or null")
-    return {"category": _field(value, "category", _enum(FACT_CATEGORIES), required=True),
-            "key": _field(value, "key", _key, required=True)}
+    out = {"category": _field(value, "category", _enum(FACT_CATEGORIES), required=True),
+           "key": _field(value, "key", _key, required=True)}
+    agent = _field(value, "agent_id", lambda x, field: v.scope_id(x, field))
+    if agent is not None:  # absent: the shared fact
+        out["agent_id"] = agent
+    return out
 
 
 def check_promotion(record: Mapping[str, Any]) -> dict[str, Any]:

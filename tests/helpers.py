@@ -47,3 +47,18 @@ def fts_integrity_ok(path: Path | str) -> None:
         conn.execute("INSERT INTO items_fts (items_fts, rank) VALUES ('integrity-check', 1)")
     finally:
         conn.close()
+
+
+def sqlite_at_version(path: Path | str, version: int) -> sqlite3.Connection:
+    """A new SQLite file with the schema as migration ``version`` left it (autocommit, foreign
+    keys on, like the store's connections)."""
+    from navi_memory.backends.sqlite.schema import MIGRATIONS
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for number, statements in MIGRATIONS[:version]:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (number,))
+    return conn

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import psycopg
 import pytest
 
 from navi_memory import MemoryStore
-from navi_memory.backends.sqlite.schema import LATEST_VERSION, MIGRATIONS
+from navi_memory.backends.sqlite.schema import LATEST_VERSION
+
+from .helpers import sqlite_at_version
 
 
 def test_a_version_3_sqlite_database_gets_the_household(tmp_path):
     path = tmp_path / "v3.db"
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for version, statements in MIGRATIONS[:3]:
-        for statement in statements:
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+    conn = sqlite_at_version(path, 3)
     conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
-    conn.commit()
     conn.close()
     with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
-        assert LATEST_VERSION == 4 and store.migrate() == 4
+        assert LATEST_VERSION == 5 and store.migrate() == 5
         assert store.household_mode(user_id="alice") == "single"
         store.add_person("Alice", user_id="alice", aliases=["me"])
         assert store.resolve_person_ref("me", user_id="alice").display_name == "Alice"
@@ -41,14 +34,14 @@ def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
             conn.execute("DROP TABLE promotions")
             conn.execute("DROP TABLE persons")
             conn.execute("ALTER TABLE users DROP COLUMN household_mode")
-            conn.execute("DELETE FROM navi_schema_migrations WHERE version = 4")
+            conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 4")
         with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == 4
+            assert store.backend.schema_version() == 5
             assert store.household_mode(user_id="alice") == "single"
             store.add_person("Alice", user_id="alice")
             store.set_household_mode("multi", user_id="alice")
             assert store.get_person("Alice", user_id="alice").role == "primary"
-            assert store.migrate() == 4  # idempotent
+            assert store.migrate() == 5  # idempotent
     finally:
         postgres_server.drop_schema(url)
 
@@ -67,10 +60,10 @@ def test_a_version_2_postgres_schema_gets_the_context_column_and_its_full_text(p
             conn.execute(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED")
             conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 3")
         with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == 4
+            assert store.backend.schema_version() == 5
             store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
             assert [r["content"] for r in store.search("fjords", user_id="alice")] == ["the ferry to Bergen"]
             assert store.search("before", user_id="alice")[0]["content"] == "an item from before"
-            assert store.migrate() == 4  # idempotent
+            assert store.migrate() == 5  # idempotent
     finally:
         postgres_server.drop_schema(url)

@@ -26,8 +26,14 @@ def item(row: dict[str, Any]) -> Item:
         person=row.get("person"), confidence=row.get("confidence"), observed_at=row.get("observed_at"),
         expires_at=row.get("expires_at"), created_at=row.get("created_at"), updated_at=row.get("updated_at"),
         metadata=dict(row.get("metadata") or {}), fact_id=row.get("fact_id"), embedding=embedding,
-        context=row.get("context"),
+        context=row.get("context"), agent_id=row.get("agent_id"), run_id=row.get("run_id"),
+        namespace=namespace_labels(row.get("namespace")), key=row.get("ext_key"),
     )
+
+
+def namespace_labels(stored: str | None) -> tuple[str, ...] | None:
+    """A stored namespace (labels joined by '.') as its tuple of labels."""
+    return None if stored is None else tuple(stored.split("."))
 
 
 def fact(row: dict[str, Any], history: dict[int, list[dict]] | None = None) -> Fact:
@@ -51,7 +57,9 @@ def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], s
         type=row["type"], created_at=row["created_at"], score=score, signals=signals, scores=scores,
         kind="fact" if fact_ref else "item", title=row.get("title"), status=row["status"],
         pinned=bool(row.get("pinned")), person=row.get("person"), tags=list(row.get("tags") or []),
-        observed_at=row.get("observed_at"), metadata=metadata, fact=fact_ref,
+        observed_at=row.get("observed_at"), metadata=metadata, fact=fact_ref, updated_at=row.get("updated_at"),
+        expires_at=row.get("expires_at"), agent_id=row.get("agent_id"), run_id=row.get("run_id"),
+        namespace=namespace_labels(row.get("namespace")), key=row.get("ext_key"),
     )
 
 

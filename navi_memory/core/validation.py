@@ -62,18 +62,45 @@ def user_id(value: Any) -> str:
     tab, newline, NUL ...) and invisible format characters (Cf: U+200B, U+FEFF, bidi marks ...)."""
     if value is None:
         raise ValidationError("user_id is required (pass all_users=True for an admin read across users)")
+    return _exact_id(value, "user_id")
+
+
+def _exact_id(value: Any, field: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    uid = text(value, "user_id", MAX_USER_ID, strip=False)
+    uid = text(value, field, MAX_USER_ID, strip=False)
     if not uid.strip():
-        raise ValidationError("user_id is empty")
+        raise ValidationError(f"{field} is empty")
     if uid != uid.strip():
-        raise ValidationError(f"user_id {uid!r} has leading or trailing whitespace")
+        raise ValidationError(f"{field} {uid!r} has leading or trailing whitespace")
     odd = next((ch for ch in uid if unicodedata.category(ch) in ("Cc", "Cf")), None)
     if odd is not None:
         kind = "control" if unicodedata.category(odd) == "Cc" else "invisible format"
-        raise ValidationError(f"user_id {uid!r} contains the {kind} character U+{ord(odd):04X}")
+        raise ValidationError(f"{field} {uid!r} contains the {kind} character U+{ord(odd):04X}")
     return uid
+
+
+def scope_id(value: Any, field: str) -> str | None:
+    """An ``agent_id`` or ``run_id``: None (no scope), or kept exactly like a user id (1-256
+    UTF-8 bytes, no outer whitespace, no control or invisible format characters)."""
+    return None if value is None else _exact_id(value, field)
+
+
+def namespace(value: Any, field: str = "namespace") -> tuple[str, ...]:
+    """A keyed item's namespace: a non-empty tuple (or list) of labels, each a non-empty string
+    without '.' (the labels are stored joined by '.'), at most 256 bytes in all."""
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not value:
+        raise ValidationError(f"{field} must be a non-empty tuple of strings")
+    labels = []
+    for label in value:
+        if not isinstance(label, str):
+            raise ValidationError(f"{field} labels must be strings, got {type(label).__name__}")
+        if not label or "." in label:
+            raise ValidationError(f"{field} label {label!r} is empty or contains '.'")
+        labels.append(text(label, field, MAX_KEY, strip=False))
+    if len(".".join(labels).encode("utf-8")) > MAX_KEY:
+        raise ValidationError(f"{field} is longer than {MAX_KEY} bytes")
+    return tuple(labels)
 
 
 def choice(value: Any, field: str, allowed: Iterable[str]) -> str:

@@ -7,7 +7,8 @@ blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public metho
 
 One object per concern, all reading one ``Shared``: ``memory`` (items, facts, search, summary,
 embeddings), ``sessions`` (conversations and extraction), ``persons`` (household and promotion)
-and ``transfer`` (export and import). The last three write memory through ``memory``.
+``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
+model). The last four write memory through ``memory``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..config import Settings
 from ..embeddings import Embedder
 from ..pipeline import PipelineOptions
 from ..pipeline.llm import ChatClient
+from .keyed import KeyedOperations
 from .memory import MemoryOperations
 from .persons import PersonOperations
 from .sessions import SessionOperations
@@ -39,3 +41,4 @@ class StoreOperations:
         self.sessions = SessionOperations(self.shared, self.memory)
         self.persons = PersonOperations(self.shared, self.memory)
         self.transfer = TransferOperations(self.shared, self.memory)
+        self.keyed = KeyedOperations(self.shared, self.memory)

@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..core import convert
+from ..core import convert, keyed
 from ..core import validation as v
-from ..backends.base import Filters, NewItem
+from ..backends.base import ORDER_COLUMNS, Filters, NewItem
 from ..embeddings import Embedder
 from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
@@ -58,7 +58,7 @@ class MemoryOperations:
     def new_item(self, user_id: Any, fields: Mapping[str, Any]) -> NewItem:
         unknown = set(fields) - {"content", "type", "theme", "title", "tags", "pinned", "source", "source_ref",
                                  "person", "confidence", "observed_at", "expires_at", "expires_days",
-                                 "metadata", "embedding", "status", "context"}
+                                 "metadata", "embedding", "status", "context", "agent_id", "run_id"}
         if unknown:
             raise ValidationError(f"unknown item field(s): {', '.join(sorted(unknown))}")
         now = self._shared.now()
@@ -81,11 +81,14 @@ class MemoryOperations:
             metadata=v.nested_mapping(fields.get("metadata"), "metadata", self._shared.max_content_bytes),
             context=v.optional_text(fields.get("context"), "context", self._shared.max_content_bytes),
             vector=None if fields.get("embedding") is None else self._vector(fields["embedding"]),
+            agent_id=v.scope_id(fields.get("agent_id"), "agent_id"),
+            run_id=v.scope_id(fields.get("run_id"), "run_id"),
         )
 
     def _filters(self, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
                  types: Any = None, recency_days: Any = None, person: Any = None,
-                 include_expired: bool = False) -> Filters:
+                 include_expired: bool = False, namespace_prefix: Any = None, agent_id: Any = None,
+                 run_id: Any = None) -> Filters:
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         now = self._shared.now()
         return Filters(
@@ -96,6 +99,9 @@ class MemoryOperations:
             since=v.days_from(now, recency_days, "recency_days", back=True),
             person=v.optional_text(person, "person", v.MAX_KEY),
             include_expired=bool(include_expired),
+            namespace_prefix=keyed.prefix_filter(namespace_prefix),
+            agent_id=v.scope_id(agent_id, "agent_id"),
+            run_id=v.scope_id(run_id, "run_id"),
         )
 
     def embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
@@ -238,10 +244,17 @@ class MemoryOperations:
     @operation
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                    types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
-                   include_expired: bool = False) -> Op[list[Item]]:
-        """Items newest first, filtered by theme, types and status (``any`` includes archived)."""
-        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
-        rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset))
+                   include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
+                   order: str = "created", agent_id: str | None = None,
+                   run_id: str | None = None) -> Op[list[Item]]:
+        """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
+        filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
+        keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
+        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match)."""
+        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired,
+                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id)
+        rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset),
+                                   order=v.choice(order, "order", tuple(ORDER_COLUMNS)))
         return [self._item(r) for r in rows]
 
     @operation
@@ -254,9 +267,13 @@ class MemoryOperations:
         types: Sequence[str] | None = None,
         status: str = "active",
         include_expired: bool = False,
+        namespace_prefix: Sequence[str] | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
     ) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
-        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired)
+        f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired,
+                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id)
         return (yield db.count_items(filters=f))
 
     @operation
@@ -359,8 +376,13 @@ class MemoryOperations:
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None, min_similarity: float = 0.0) -> Op[SearchResults]:
+               semantic_weight: float | None = None, min_similarity: float = 0.0,
+               namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
+               run_id: str | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
+        with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
 
         ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
         similarity to the query reaches it are kept, a full-text match of a query word that is not
@@ -374,7 +396,8 @@ class MemoryOperations:
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
-        f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired)
+        f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
+                          namespace_prefix, agent_id, run_id)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
             f = replace(f, person=(yield from self._person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)

@@ -99,7 +99,8 @@ def _item_record(row: dict, with_vectors: bool, nested: bool = False) -> dict[st
                 "content": row["content"], "context": row.get("context"), "tags": list(row["tags"] or []),
                 "status": row["status"], "pinned": bool(row["pinned"]), "source": row["source"],
                 "source_ref": row["source_ref"], "person": row["person"], "confidence": row["confidence"],
-                "metadata": row["metadata"] or {}})
+                "metadata": row["metadata"] or {}, "agent_id": row.get("agent_id"), "run_id": row.get("run_id"),
+                "namespace": row.get("namespace"), "key": row.get("key")})
     for name in ("observed_at", "expires_at", "created_at", "updated_at"):
         out[name] = _iso(row[name])
     out["embedding"] = None
@@ -232,7 +233,8 @@ class TransferOperations:
         yield from self._stream("llm_calls", uid, page, emit, "llm_call", ("id",))
 
     def _fact_records(self, uid: str, rows: list[dict], with_vectors: bool, keys: dict[int, dict[str, str]]) -> Op:
-        keys.update((r["id"], {"category": r["category"], "key": r["key"]}) for r in rows)
+        keys.update((r["id"], {"category": r["category"], "key": r["key"],
+                               **({"agent_id": r["agent_id"]} if r.get("agent_id") else {})}) for r in rows)
         if not rows:
             return []
         history = yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])
@@ -423,7 +425,7 @@ class TransferOperations:
                 "person": fact["person"], "confidence": fact["confidence"], "observed_at": None,
                 "expires_at": fact["expires_at"], "created_at": fact["created_at"], "updated_at": fact["updated_at"],
                 "metadata": {"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}},
-                "embedding": None}
+                "embedding": None, "agent_id": fact.get("agent_id"), "run_id": fact.get("run_id")}
 
     def _needs_embedding(self, item: dict) -> bool:
         """True unless the item brings a vector of the store's own model (and size)."""

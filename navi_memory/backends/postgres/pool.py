@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from ...config import DatabaseURL
 from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
+from .keyed import PostgresKeyedQueries
 from .persons import PostgresPersonQueries
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
@@ -245,6 +246,6 @@ def iter_once(query: Q) -> Op:
 
 
 for _queries in (PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 PostgresQueries):
+                 PostgresKeyedQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -16,14 +16,15 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
-from ...core.contract import FACT_SORT_FIELDS
+from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation
 from ...core.timeutil import to_utc
-from ..base import Filters, NewItem
+from ..base import ORDER_COLUMNS, Filters, NewItem
 from . import schema as schema
 from . import sql as q
+from .keyed import PostgresKeyedQueries
 from .persons import PERSON_TABLES, PostgresPersonQueries
 from .search import PostgresSearchQueries
 from .sessions import SESSION_TABLES, PostgresSessionQueries
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries):
+class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
+                      PostgresKeyedQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -199,11 +201,13 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
         ids = yield from self._item_ids({(it.user_id, it.theme) for it in items}, len(items), now)
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-                " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
+                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s, %s, %s)",
                 [(it.user_id, i, it.theme, it.type, it.title, it.content, Jsonb(list(it.tags)), it.status, it.pinned,
                   it.source, None if it.source_ref is None else Jsonb(it.source_ref), it.person, it.confidence,
-                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, now, now)
+                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, it.agent_id, it.run_id,
+                  it.namespace, it.key, now, now)
                  for i, it in zip(ids, items)],
                 many=True)
         if model is not None and self.has_vector:
@@ -259,12 +263,13 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return (yield Q("DELETE FROM items WHERE user_id = %s AND id = %s", [user_id, item_id])) > 0
 
     @operation
-    def list_items(self, filters: Filters, limit: int, offset: int) -> Op:
+    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> Op:
         cond, params = q.where(filters)
         # The page's ids first, then their columns: a deep OFFSET skips bare rows, not joined ones.
-        order = sql.SQL("ORDER BY i.created_at DESC, i.id DESC")
+        column = sql.Identifier(ORDER_COLUMNS[order])
+        order_by = sql.SQL("ORDER BY i.{} DESC, i.id DESC").format(column)
         rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE (i.user_id, i.id) IN (SELECT i.user_id, i.id FROM items i WHERE {}"
-                                               " {} LIMIT %s OFFSET %s) {}").format(cond, order, order),
+                                               " {} LIMIT %s OFFSET %s) {}").format(cond, order_by, order_by),
                        [*params, limit, offset])
         return [_row_times(r) for r in rows]
 
@@ -467,9 +472,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         user = sql.SQL("") if user_id is None else sql.SQL(" AND i.user_id = %s")
         rows = yield Q(sql.SQL("SELECT i.id, i.user_id, {t} AS text FROM items i LEFT JOIN embeddings e"
                                " ON e.user_id = i.user_id AND e.item_id = i.id WHERE i.id > %s"
-                               " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready'){u}"
+                               " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready')"
+                               " AND (e.error IS NULL OR e.error <> %s){u}"
                                " ORDER BY i.id LIMIT %s").format(t=q.EMBED_TEXT, u=user),
-                       [after_id, model, *([] if user_id is None else [user_id]), limit])
+                       [after_id, model, NOT_INDEXED, *([] if user_id is None else [user_id]), limit])
         return [(r["id"], r["user_id"], r["text"]) for r in rows]
 
     @operation
@@ -494,9 +500,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def reset_embeddings(self, user_id: str | None, now: datetime) -> Op:
-        user = sql.SQL("") if user_id is None else sql.SQL(" WHERE user_id = %s")
+        user = sql.SQL("") if user_id is None else sql.SQL(" AND user_id = %s")
         return (yield Q(sql.SQL("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL,"
-                                " updated_at = %s") + user, [now] + ([] if user_id is None else [user_id])))
+                                " updated_at = %s WHERE (error IS NULL OR error <> %s)") + user,
+                        [now, NOT_INDEXED] + ([] if user_id is None else [user_id])))
 
     @operation
     def embedding_stats(self, model: str | None) -> Op:

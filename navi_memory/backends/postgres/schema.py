@@ -245,11 +245,40 @@ HOUSEHOLD = [
     "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
 ]
 
+# version 5: scopes (agent_id, run_id) on items and facts, keyed items (namespace, ext_key: the
+# LangGraph store's namespace and key), a GIN index for metadata filters (jsonb_ops: containment
+# and key existence). A fact's identity gains agent_id: a fact without one is shared by every agent.
+SCOPES = [
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS agent_id text",
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS run_id text",
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS namespace text",
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS ext_key text",
+    "ALTER TABLE facts ADD COLUMN IF NOT EXISTS agent_id text",
+    "ALTER TABLE facts ADD COLUMN IF NOT EXISTS run_id text",
+    "CREATE INDEX IF NOT EXISTS items_user_agent ON items (user_id, agent_id) WHERE agent_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS items_user_run ON items (user_id, run_id) WHERE run_id IS NOT NULL",
+    "CREATE UNIQUE INDEX IF NOT EXISTS items_user_namespace_key ON items (user_id, namespace, ext_key)"
+    " WHERE ext_key IS NOT NULL",
+    """DO $$ BEGIN
+        IF (SELECT data_type FROM information_schema.columns WHERE table_schema = current_schema()
+            AND table_name = 'items' AND column_name = 'metadata') <> 'jsonb' THEN
+          ALTER TABLE items ALTER COLUMN metadata DROP DEFAULT;
+          ALTER TABLE items ALTER COLUMN metadata TYPE jsonb USING metadata::jsonb;
+          ALTER TABLE items ALTER COLUMN metadata SET DEFAULT '{}';
+        END IF;
+    END $$""",
+    "CREATE INDEX IF NOT EXISTS items_metadata_gin ON items USING gin (metadata)",
+    "ALTER TABLE facts DROP CONSTRAINT IF EXISTS facts_user_id_category_key_key",
+    "CREATE UNIQUE INDEX IF NOT EXISTS facts_identity ON facts (user_id, (coalesce(agent_id, '')), category, key)",
+    "CREATE INDEX IF NOT EXISTS facts_user_agent ON facts (user_id, agent_id) WHERE agent_id IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
     (3, RETRIEVAL),
     (4, HOUSEHOLD),
+    (5, SCOPES),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

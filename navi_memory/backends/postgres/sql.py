@@ -14,6 +14,7 @@ from psycopg import sql
 
 from ...retrieval.query import like_pattern
 from ...core.contract import embed_text_sql
+from ...core.keyed import like_prefix
 from ...core.timeutil import to_utc
 from ..base import Filters
 
@@ -49,7 +50,7 @@ def row_times(row: dict[str, Any]) -> dict[str, Any]:
 ITEM_SELECT = sql.SQL(
     "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
     " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.context, i.fact_id, i.created_at,"
-    " i.updated_at, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
+    " i.updated_at, i.agent_id, i.run_id, i.namespace, i.ext_key, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
     " e.updated_at AS emb_updated FROM items i"
     " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
 )
@@ -81,6 +82,12 @@ def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
         add("i.person = %s", f.person)
     if not f.include_expired:
         add("(i.expires_at IS NULL OR i.expires_at > %s)", f.now)
+    if f.namespace_prefix is not None:
+        add("(i.namespace = %s OR i.namespace LIKE %s)", f.namespace_prefix, like_prefix(f.namespace_prefix))
+    if f.agent_id is not None:
+        add("i.agent_id = %s", f.agent_id)
+    if f.run_id is not None:
+        add("i.run_id = %s", f.run_id)
     return sql.SQL(" AND ").join(parts), params
 
 

@@ -26,7 +26,8 @@ from ...core.contract import PERSON_COLUMNS
 from .sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
-                 " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at")
+                 " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at, agent_id, run_id,"
+                 " namespace, ext_key")
 
 
 def _parse_vector(text: str | None) -> np.ndarray | None:
@@ -97,6 +98,7 @@ class PostgresTransferQueries:
         for row in rows:
             d = row_times(dict(row))
             d["emb_vector"] = _parse_vector(d.get("emb_vector"))
+            d["key"] = d.pop("ext_key", None)
             out.append(d)
         return out
 
@@ -177,8 +179,9 @@ class PostgresTransferQueries:
             return False
         fact_id = None
         if r["fact"] is not None:
-            rows = yield Q("SELECT id FROM facts WHERE user_id = %s AND category = %s AND key = %s",
-                           [r["user_id"], r["fact"]["category"], r["fact"]["key"]])
+            rows = yield Q("SELECT id FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s"
+                           " AND category = %s AND key = %s",
+                           [r["user_id"], r["fact"].get("agent_id"), r["fact"]["category"], r["fact"]["key"]])
             if not rows:
                 raise StorageError(f"the promotion of item {r['item']} comes before its fact record")
             fact_id = rows[0]["id"]
@@ -196,12 +199,14 @@ class PostgresTransferQueries:
     def _insert_items(self, items: list[dict], fact_ids: list[int | None], model: str | None, now: datetime) -> Op:
         ids = yield from self._item_ids({(r["user_id"], r["theme"]) for r in items}, len(items), now)
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-                " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at,"
+                " agent_id, run_id, namespace, ext_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(r["user_id"], i, r["theme"], r["item_type"], r["title"], r["content"], Jsonb(r["tags"]), r["status"],
                   r["pinned"], r["source"], None if r["source_ref"] is None else Jsonb(r["source_ref"]), r["person"],
                   r["confidence"], r["observed_at"], r["expires_at"], Jsonb(r["metadata"] or {}), r["context"], f,
-                  r["created_at"], r["updated_at"]) for i, r, f in zip(ids, items, fact_ids)], many=True)
+                  r["created_at"], r["updated_at"], r.get("agent_id"), r.get("run_id"), r.get("namespace"),
+                  r.get("key")) for i, r, f in zip(ids, items, fact_ids)], many=True)
         if not self.has_vector:  # without pgvector no vector is stored (the store runs lexical-only)
             return ids
         ready, pending = [], []
@@ -223,11 +228,11 @@ class PostgresTransferQueries:
         yield from self._user(uid, now)
         rows = yield Q("INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                        " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                       " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                       " ON CONFLICT (user_id, category, key) DO NOTHING RETURNING id",
+                       " updated_at, agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                       " %s, %s) ON CONFLICT (user_id, (coalesce(agent_id, '')), category, key) DO NOTHING RETURNING id",
                        [uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
                         r["source_session_id"], r["source_message_id"], r["person"], r["expires_at"],
-                        r["last_verified_at"], r["created_at"], r["updated_at"]])
+                        r["last_verified_at"], r["created_at"], r["updated_at"], r.get("agent_id"), r.get("run_id")])
         if not rows:
             return False
         fact_id = rows[0]["id"]

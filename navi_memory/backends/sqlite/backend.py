@@ -18,29 +18,21 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ...core.contract import FACT_SORT_FIELDS, embed_text_sql
+from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
-from ..base import Filters, NewItem
+from ..base import ORDER_COLUMNS, Filters, NewItem
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
 from .search import SQLiteSearch, filter_sql
 from .sessions import SESSION_TABLES, SQLiteSessions
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
-
-_ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
-    e.error AS emb_error, e.updated_at AS emb_updated
-    FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"""
-# Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
-# scan every row of the user and test each against the list: O(items of the user) per search.
-_ITEM_SELECT_BY_IDS = _ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
-EMBED_TEXT = embed_text_sql("char(10)")  # the text an item is embedded from (contract)
-_ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
-                 "person", "confidence", "observed_at", "expires_at", "metadata", "context")
-
+from .keyed import SQLiteKeyed
+from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
+from .rows import fact_from_row as _fact_from_row, item_from_row, to_json as _json
 
 def _translate_errors(cls: type) -> type:
     """Wrap every public method so sqlite3 errors leave as StorageError (original chained)."""
@@ -67,31 +59,8 @@ def _translate_errors(cls: type) -> type:
     return cls
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
-    d = dict(row)
-    for key in ("created_at", "updated_at", "observed_at", "expires_at", "emb_updated"):
-        d[key] = from_db(d.get(key))
-    d["tags"] = json.loads(d["tags"] or "[]")
-    d["metadata"] = json.loads(d["metadata"] or "{}")
-    d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
-    d["pinned"] = bool(d["pinned"])
-    return d
-
-
-def _fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
-    d = dict(row)
-    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to"):
-        if key in d:
-            d[key] = from_db(d[key])
-    return d
-
-
 @_translate_errors
-class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch):
+class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteKeyed):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
 
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30,
@@ -224,11 +193,12 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
         before = max(before, conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0])
         conn.executemany(
             "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-            " person, confidence, observed_at, expires_at, metadata, context, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(it.user_id, it.theme, it.type, it.title, it.content, _json(list(it.tags)), it.status, int(it.pinned),
               it.source, _json(it.source_ref), it.person, it.confidence, to_db(it.observed_at),
-              to_db(it.expires_at), _json(it.metadata or {}), it.context, now, now) for it in items],
+              to_db(it.expires_at), _json(it.metadata or {}), it.context, it.agent_id, it.run_id, it.namespace,
+              it.key, now, now) for it in items],
         )
         ids = list(range(before + 1, before + 1 + len(items)))
         last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
@@ -297,11 +267,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
         with self._transaction(write=True) as conn:
             return conn.execute("DELETE FROM items WHERE id = ? AND user_id = ?", (item_id, user_id)).rowcount > 0
 
-    def list_items(self, filters: Filters, limit: int, offset: int) -> list[dict]:
+    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[dict]:
         where, params = filter_sql(filters)
         # The page's ids first, then their columns: OFFSET then skips bare index entries instead of
         # joined rows (a deep page of a 100k-item user is about 4x faster).
-        order = "ORDER BY i.created_at DESC, i.id DESC"
+        order = f"ORDER BY i.{ORDER_COLUMNS[order]} DESC, i.id DESC"
         with self._transaction(write=False) as conn:
             rows = conn.execute(f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT i.id FROM items i WHERE {where} {order}"
                                 f" LIMIT ? OFFSET ?) {order}", [*params, limit, offset]).fetchall()
@@ -508,8 +478,9 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
     def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str, str]]:
         """(item_id, user_id, text) of rows without a ready vector of ``model``, by id after ``after_id``."""
         sql = (f"SELECT i.id, i.user_id, {EMBED_TEXT} AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
-               " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')")
-        params: list[Any] = [after_id, model]
+               " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')"
+               " AND (e.error IS NULL OR e.error != ?)")
+        params: list[Any] = [after_id, model, NOT_INDEXED]
         if user_id is not None:
             sql += " AND i.user_id = ?"
             params.append(user_id)
@@ -544,7 +515,8 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch)
             for uid in users:
                 gen = self._bump_gen(conn, uid)
                 count += conn.execute("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = ?,"
-                                      " updated_at = ? WHERE user_id = ?", (gen, stamp, uid)).rowcount
+                                      " updated_at = ? WHERE user_id = ? AND (error IS NULL OR error != ?)",
+                                      (gen, stamp, uid, NOT_INDEXED)).rowcount
         return count
 
     def embedding_stats(self, model: str | None) -> dict[str, int]:

@@ -10,6 +10,71 @@ def _in(values: tuple[str, ...]) -> str:
     return "(" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
+def facts_table(name: str, last: str) -> str:
+    """The facts table as version 1 made it, ending with ``last`` (v1: its natural key; v5: the
+    scope columns, the key becoming a unique index)."""
+    return f"""CREATE TABLE IF NOT EXISTS {name} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    category TEXT NOT NULL CHECK (category IN {_in(FACT_CATEGORIES)}),
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    source TEXT NOT NULL CHECK (source IN {_in(FACT_SOURCES)}),
+    confidence INTEGER NOT NULL CHECK (confidence BETWEEN 0 AND 100),
+    source_context TEXT,
+    source_session_id TEXT,
+    source_message_id TEXT,
+    person TEXT,
+    expires_at TEXT,
+    last_verified_at TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    item_id INTEGER REFERENCES items(id) ON DELETE SET NULL,
+    {last}
+)"""
+
+
+_FACT_COLUMNS = ("id, user_id, category, key, value, source, confidence, source_context, source_session_id,"
+                 " source_message_id, person, expires_at, last_verified_at, created_at, updated_at, item_id")
+
+# Version 5: scopes (agent_id, run_id) on items and facts, keyed items (namespace, ext_key: the
+# LangGraph store's namespace and key). A fact's identity gains agent_id, so the table-level
+# UNIQUE (user_id, category, key) must go: SQLite cannot drop it, the table is rebuilt. DROP TABLE
+# runs the foreign keys' ON DELETE actions (the migration's transaction cannot turn them off), so
+# fact_history and the promotions' fact ids are kept aside and put back; ids do not change.
+SCOPES = [
+    "ALTER TABLE items ADD COLUMN agent_id TEXT",
+    "ALTER TABLE items ADD COLUMN run_id TEXT",
+    "ALTER TABLE items ADD COLUMN namespace TEXT",
+    "ALTER TABLE items ADD COLUMN ext_key TEXT",
+    "CREATE INDEX IF NOT EXISTS items_user_agent ON items (user_id, agent_id) WHERE agent_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS items_user_run ON items (user_id, run_id) WHERE run_id IS NOT NULL",
+    "CREATE UNIQUE INDEX IF NOT EXISTS items_user_namespace_key ON items (user_id, namespace, ext_key)"
+    " WHERE ext_key IS NOT NULL",
+    facts_table("facts_v5", "agent_id TEXT,\n    run_id TEXT"),
+    f"INSERT INTO facts_v5 ({_FACT_COLUMNS}) SELECT {_FACT_COLUMNS} FROM facts",
+    "CREATE TEMP TABLE facts_v5_history AS SELECT * FROM fact_history",
+    "CREATE TEMP TABLE facts_v5_promotions AS SELECT item_id, fact_id FROM promotions WHERE fact_id IS NOT NULL",
+    "CREATE TEMP TABLE facts_v5_seq AS SELECT seq FROM sqlite_sequence WHERE name = 'facts'",
+    "DROP TABLE facts",
+    "ALTER TABLE facts_v5 RENAME TO facts",
+    "INSERT INTO fact_history SELECT * FROM temp.facts_v5_history",
+    "UPDATE promotions SET fact_id = (SELECT p.fact_id FROM temp.facts_v5_promotions p"
+    " WHERE p.item_id = promotions.item_id) WHERE item_id IN (SELECT item_id FROM temp.facts_v5_promotions)",
+    # AUTOINCREMENT never hands out an id again, even one of a fact deleted before the rebuild
+    "UPDATE sqlite_sequence SET seq = max(seq, coalesce((SELECT max(seq) FROM temp.facts_v5_seq), 0))"
+    " WHERE name = 'facts'",
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'facts', seq FROM temp.facts_v5_seq"
+    " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'facts')",
+    "DROP TABLE temp.facts_v5_history",
+    "DROP TABLE temp.facts_v5_promotions",
+    "DROP TABLE temp.facts_v5_seq",
+    "CREATE INDEX IF NOT EXISTS facts_user_updated ON facts (user_id, updated_at DESC)",
+    # a fact without agent_id is shared by every agent; '' is never an agent id
+    "CREATE UNIQUE INDEX IF NOT EXISTS facts_identity ON facts (user_id, coalesce(agent_id, ''), category, key)",
+    "CREATE INDEX IF NOT EXISTS facts_user_agent ON facts (user_id, agent_id) WHERE agent_id IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -87,25 +152,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 updated_at TEXT NOT NULL
             )""",
             "CREATE INDEX IF NOT EXISTS embeddings_user_gen ON embeddings (user_id, gen)",
-            f"""CREATE TABLE IF NOT EXISTS facts (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
-                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-                category TEXT NOT NULL CHECK (category IN {_in(FACT_CATEGORIES)}),
-                key TEXT NOT NULL,
-                value TEXT NOT NULL,
-                source TEXT NOT NULL CHECK (source IN {_in(FACT_SOURCES)}),
-                confidence INTEGER NOT NULL CHECK (confidence BETWEEN 0 AND 100),
-                source_context TEXT,
-                source_session_id TEXT,
-                source_message_id TEXT,
-                person TEXT,
-                expires_at TEXT,
-                last_verified_at TEXT,
-                created_at TEXT NOT NULL,
-                updated_at TEXT NOT NULL,
-                item_id INTEGER REFERENCES items(id) ON DELETE SET NULL,
-                UNIQUE (user_id, category, key)
-            )""",
+            facts_table("facts", "UNIQUE (user_id, category, key)"),
             "CREATE INDEX IF NOT EXISTS facts_user_updated ON facts (user_id, updated_at DESC)",
             """CREATE TABLE IF NOT EXISTS fact_history (
                 id INTEGER PRIMARY KEY,
@@ -243,6 +290,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS promotions_user_fact ON promotions (user_id, fact_id)",
         ],
     ),
+    (5, SCOPES),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -42,6 +42,13 @@ def filter_sql(f: Filters) -> tuple[str, list[Any]]:
     if not f.include_expired:
         clauses.append("(i.expires_at IS NULL OR i.expires_at > ?)")
         params.append(to_db(f.now))
+    if f.namespace_prefix is not None:  # substr, not LIKE: SQLite's LIKE ignores ASCII case
+        clauses.append("(i.namespace = ? OR substr(i.namespace, 1, ?) = ?)")
+        params += [f.namespace_prefix, len(f.namespace_prefix) + 1, f.namespace_prefix + "."]
+    for column in ("agent_id", "run_id"):
+        if getattr(f, column) is not None:
+            clauses.append(f"i.{column} = ?")  # one of two known column names
+            params.append(getattr(f, column))
     return " AND ".join(clauses), params
 
 

@@ -101,6 +101,7 @@ class SQLiteTransfer:
             d["metadata"] = json.loads(d["metadata"] or "{}")
             d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
             d["pinned"] = bool(d["pinned"])
+            d["key"] = d.pop("ext_key", None)
             blob = d.pop("emb_vector", None)
             d["emb_vector"] = None if blob is None else from_blob(blob)
             out.append(d)
@@ -164,8 +165,9 @@ class SQLiteTransfer:
             return False
         fact_id = None
         if r["fact"] is not None:
-            row = conn.execute("SELECT id FROM facts WHERE user_id = ? AND category = ? AND key = ?",
-                               (r["user_id"], r["fact"]["category"], r["fact"]["key"])).fetchone()
+            row = conn.execute("SELECT id FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
+                               (r["user_id"], r["fact"].get("agent_id"), r["fact"]["category"],
+                                r["fact"]["key"])).fetchone()
             if row is None:
                 raise StorageError(f"the promotion of item {r['item']} comes before its fact record")
             fact_id = row[0]
@@ -190,12 +192,14 @@ class SQLiteTransfer:
         self._ensure_theme(conn, r["user_id"], r["theme"], stamp)
         cur = conn.execute(
             "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-            " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at,"
+            " agent_id, run_id, namespace, ext_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, ?)",
             (r["user_id"], r["theme"], r["item_type"], r["title"], r["content"], _json(r["tags"]), r["status"],
              int(r["pinned"]), r["source"], _json(r["source_ref"]), r["person"], r["confidence"],
              to_db(r["observed_at"]), to_db(r["expires_at"]), _json(r["metadata"] or {}), r["context"], fact_id,
-             to_db(r["created_at"]), to_db(r["updated_at"])))
+             to_db(r["created_at"]), to_db(r["updated_at"]), r.get("agent_id"), r.get("run_id"),
+             r.get("namespace"), r.get("key")))
         item_id = cur.lastrowid
         emb = r.get("embedding")
         vector: np.ndarray | None = emb["vector"] if emb else None
@@ -212,16 +216,17 @@ class SQLiteTransfer:
     def _restore_fact(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> int | bool:
         uid = r["user_id"]
         self._ensure_user(conn, uid, stamp)
-        if conn.execute("SELECT 1 FROM facts WHERE user_id = ? AND category = ? AND key = ?",
-                        (uid, r["category"], r["key"])).fetchone():
+        if conn.execute("SELECT 1 FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
+                        (uid, r.get("agent_id"), r["category"], r["key"])).fetchone():
             return False
         cur = conn.execute(
             "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context, source_session_id,"
-            " source_message_id, person, expires_at, last_verified_at, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " source_message_id, person, expires_at, last_verified_at, created_at, updated_at, agent_id, run_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
              r["source_session_id"], r["source_message_id"], r["person"], to_db(r["expires_at"]),
-             to_db(r["last_verified_at"]), to_db(r["created_at"]), to_db(r["updated_at"])))
+             to_db(r["last_verified_at"]), to_db(r["created_at"]), to_db(r["updated_at"]), r.get("agent_id"),
+             r.get("run_id")))
         fact_id = cur.lastrowid
         conn.executemany(
             "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context, valid_from,"

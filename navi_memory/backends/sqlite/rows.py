@@ -1,0 +1,43 @@
+"""SQLite rows: the item SELECT (with its embedding state) and rows to plain dicts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ...core.contract import embed_text_sql
+from ...core.timeutil import from_db
+
+ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
+    e.error AS emb_error, e.updated_at AS emb_updated
+    FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"""
+# Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
+# scan every row of the user and test each against the list: O(items of the user) per search.
+ITEM_SELECT_BY_IDS = ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
+EMBED_TEXT = embed_text_sql("char(10)")  # the text an item is embedded from (contract)
+ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
+                "person", "confidence", "observed_at", "expires_at", "metadata", "context")
+
+
+def to_json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    for key in ("created_at", "updated_at", "observed_at", "expires_at", "emb_updated"):
+        d[key] = from_db(d.get(key))
+    d["tags"] = json.loads(d["tags"] or "[]")
+    d["metadata"] = json.loads(d["metadata"] or "{}")
+    d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
+    d["pinned"] = bool(d["pinned"])
+    return d
+
+
+def fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
+    d = dict(row)
+    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to"):
+        if key in d:
+            d[key] = from_db(d[key])
+    return d
