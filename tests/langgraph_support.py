@@ -93,9 +93,29 @@ def postgres_case(url: str, *, index: bool | list[str] = False, ttl: dict | None
     return StoreCase("postgres", "postgres", store, advance, store.sweep_ttl, cleanup=stack)
 
 
+def navi_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = None) -> StoreCase:
+    """``NaviStore`` over a ``MemoryStore`` at ``url`` (its own fake clock; the user bound is ``u1``,
+    a LangGraph run's own user id wins)."""
+    from navi_memory import MemoryStore
+    from navi_memory.integrations.langgraph import NaviStore
+
+    from .fakes import FakeClock
+
+    clock = FakeClock()
+    memory = MemoryStore.open(url, embeddings=FakeEmbeddings(dimensions=DIMS), clock=clock)
+    fields = None if index is False else {"fields": index if isinstance(index, list) else INDEX["fields"]}
+    store = NaviStore(memory, user_id="u1", index=fields, ttl=ttl)  # type: ignore[arg-type]
+    stack = ExitStack()
+    stack.callback(memory.close)
+    return StoreCase("navi", "navi", store, lambda minutes: clock.advance(minutes=minutes), store.sweep_ttl,
+                     tick=lambda: clock.advance(seconds=1), cleanup=stack)
+
+
 IMPLEMENTATIONS = [
     pytest.param("inmemory", id="inmemory"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+    pytest.param("navi-sqlite", id="navi-sqlite"),
+    pytest.param("navi-postgres", id="navi-postgres", marks=pytest.mark.postgres),
 ]
 
 
@@ -111,8 +131,13 @@ def make(request: pytest.FixtureRequest) -> Iterator[Make]:
             server = request.getfixturevalue("postgres_server")
             urls.append(server.fresh_schema_url())
             new = postgres_case(urls[-1], **kwargs)  # type: ignore[arg-type]
+        elif request.param == "navi-postgres":
+            urls.append(request.getfixturevalue("postgres_server").fresh_schema_url())
+            new = navi_case(urls[-1], **kwargs)  # type: ignore[arg-type]
         else:
-            new = request.getfixturevalue("navi_case_factory")(request.param, **kwargs)
+            folder = request.getfixturevalue("tmp_path") / f"db{len(made)}"
+            folder.mkdir()
+            new = navi_case(f"sqlite:///{folder}/memory.db", **kwargs)  # type: ignore[arg-type]
         made.append(new)
         return new
 
