@@ -5,6 +5,7 @@ The BaseStore behaviour shared with LangGraph's own stores is in test_langgraph_
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
@@ -15,7 +16,7 @@ from navi_memory.errors import ValidationError
 from navi_memory.integrations.langgraph import NaviStore
 
 from .fakes import FakeEmbeddings
-from .langgraph_support import ToolChat
+from .langgraph_support import ToolChat, call
 from .test_langgraph_agents import check_langmem_runs, langmem_script, langmem_tools, user
 
 
@@ -119,3 +120,16 @@ def test_langmem_with_user_label(memory: MemoryStore) -> None:
                         agent.invoke(ask, user("alice", "2")), agent.invoke(ask, user("bob", "3"))])
     [item] = memory.list_items(user_id="alice", namespace_prefix=("memories",))
     assert item.content == "Prefers window seats on trains" and item.namespace == ("memories", "alice")
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = doc.split("## LangGraph store", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NAVI_MEMORY_EMBEDDINGS", "hashing")
+    model = ToolChat(script=[call("manage_memory", {"content": "Prefers window seats"}), "Noted."])
+    namespace: dict = {"model": model}
+    exec(compile(code, "docs/integrations.md", "exec"), namespace)
+    namespace["memory"].close()
+    assert capsys.readouterr().out == "Prefers window seats\n" and model.script == []
