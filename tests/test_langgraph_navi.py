@@ -49,7 +49,7 @@ def test_bound_user_label_user_and_isolation(memory: MemoryStore) -> None:
         labelled.put(("prefs", "carol"), "seat", {"text": "window"})
         assert labelled.get(("prefs", "carol"), "seat").value == {"text": "window"}
         assert memory.get_keyed(user_id="carol", namespace=("prefs", "carol"), key="seat") is not None
-        assert labelled.list_namespaces(prefix=("prefs", "carol")) == [("prefs", "carol")]
+        assert [i.key for i in labelled.search(("prefs", "carol"))] == ["seat"]
     with pytest.raises(ValidationError, match="no label 3"):
         NaviStore(memory, user_label=3).put(("prefs", "carol"), "seat", {"text": "x"})
 
@@ -133,3 +133,16 @@ def test_the_docs_example_runs(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys
     exec(compile(code, "docs/integrations.md", "exec"), namespace)
     namespace["memory"].close()
     assert capsys.readouterr().out == "Prefers window seats\n" and model.script == []
+
+
+def test_user_label_prefixes(memory: MemoryStore) -> None:
+    first, last = NaviStore(memory, user_label=1, user_id="bound"), NaviStore(memory, user_label=-1)
+    first.put(("memories", "alice"), "k", {"text": "a"})
+    first.put(("memories", "bob", "work"), "k", {"text": "b"})
+    assert [i.value for i in first.search(("memories", "alice"))] == [{"text": "a"}]
+    assert [i.value for i in last.search(("memories", "alice"))] == [{"text": "a"}]
+    assert first.search(("memories",)) == []  # too short: the bound user, who has nothing
+    assert first.list_namespaces(prefix=("memories", "bob")) == [("memories", "bob", "work")]
+    assert first.list_namespaces(prefix=("memories",)) == []
+    with pytest.raises(ValidationError, match="user"):
+        last.list_namespaces(prefix=("memories", "bob"))  # a negative label cannot be read from a prefix

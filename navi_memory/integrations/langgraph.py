@@ -94,7 +94,11 @@ class NaviStore(BaseStore):
 
     # -- identity --------------------------------------------------------------------------------
 
-    def _user(self, namespace: tuple[str, ...]) -> str:
+    def _user(self, namespace: tuple[str, ...], prefix: bool = False) -> str:
+        """The user of a call on ``namespace``; a search ``prefix`` too short to hold the user
+        label falls back to the run's or the bound user (a negative label counts from its end)."""
+        if prefix and self.user_label is not None and not -len(namespace) <= self.user_label < len(namespace):
+            return self._identity()
         if self.user_label is not None:
             try:
                 return v.user_id(namespace[self.user_label])
@@ -201,15 +205,16 @@ class NaviStore(BaseStore):
         return None
 
     def _search(self, op: SearchOp) -> Steps:
-        uid = self._user(op.namespace_prefix)
+        uid = self._user(op.namespace_prefix, prefix=True)
         prefix = op.namespace_prefix or None
         scope: dict[str, Any] = {"user_id": uid, "namespace_prefix": prefix}
         if op.filter:
             scope["filters"] = op.filter
         if op.query and self.index_config is not None:
-            wanted = min(op.offset + op.limit, MAX_SEARCH)
-            found = yield ("search", {"query": op.query, "limit": MAX_SEARCH if wanted else 1, **scope})
-            hits = [r for r in found if r.key is not None and _private(r).get("index", True)][op.offset:wanted]
+            # the most the store gives, then without the unindexed items (found by their key's text)
+            found = yield ("search", {"query": op.query, "limit": MAX_SEARCH, **scope})
+            hits = [r for r in found if r.key is not None and _private(r).get("index", True)]
+            hits = hits[op.offset:op.offset + op.limit]
             yield from self._refresh(uid, hits, op.refresh_ttl)
             return [_to_search_item(r, float(r.score)) for r in hits]
         items = yield ("list_items", {"limit": op.limit, "offset": op.offset, "order": "updated", **scope})
@@ -219,8 +224,8 @@ class NaviStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Steps:
         prefix, suffix = _conditions(op.match_conditions)
-        reaches = self.user_label is not None and -len(prefix) <= self.user_label < len(prefix) \
-            and prefix[self.user_label] != "*"
+        # a listing prefix is open-ended: only a label counted from its start can name the user
+        reaches = self.user_label is not None and 0 <= self.user_label < len(prefix) and prefix[self.user_label] != "*"
         uid = self._user(prefix) if reaches else self._identity()
         found = yield ("list_namespaces", {"user_id": uid, "prefix": prefix or None, "suffix": suffix or None,
                                            "max_depth": op.max_depth, "limit": op.limit, "offset": op.offset})
