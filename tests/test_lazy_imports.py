@@ -7,9 +7,9 @@ import subprocess
 import sys
 import textwrap
 
-HEAVY = ["langchain_core", "langchain", "langchain_ollama", "llama_index", "torch", "sentence_transformers",
-         "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright", "mcp",
-         "mcp_types"]
+HEAVY = ["langchain_core", "langchain", "langgraph", "langmem", "langchain_ollama", "llama_index", "torch",
+         "sentence_transformers", "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright",
+         "mcp", "mcp_types"]
 
 
 def run(code: str) -> dict:

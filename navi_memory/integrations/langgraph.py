@@ -1,0 +1,297 @@
+"""A LangGraph ``BaseStore`` kept in navi-memory: ``NaviStore(store)``.
+
+``create_agent(model, tools, store=NaviStore(store))``, ``graph.compile(store=...)``, LangMem's
+memory tools and ``get_store()`` then read and write navi-memory items: a LangGraph namespace and
+key are the item's namespace and external key, the value dict is its metadata (returned exactly
+as put), and the text at the index fields is its content, so ``search(query=...)`` is the store's
+hybrid search. The user an item belongs to is the run's identity (``configurable.user_id`` or
+``configurable.langgraph_user_id``), else the bound ``user_id``, or with ``user_label=i`` the
+namespace's label ``i``. Needs the ``langchain`` extra (LangGraph).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Generator, Iterable
+from datetime import datetime, timedelta
+from typing import Any, Optional
+
+from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
+                                  SearchItem, SearchOp, TTLConfig, get_text_at_path, tokenize_path)
+
+from ..core import validation as v
+from ..errors import ValidationError
+from ._tools import StoreCaller
+
+__all__ = ["NaviStore"]
+
+log = logging.getLogger("navi_memory.integrations")
+
+PRIVATE = "_langgraph"  # NaviStore's own metadata (ttl minutes, index=False), never shown in a value
+MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
+
+# a call of the MemoryStore API: (method, keyword arguments); the op generators yield them
+Call = tuple[str, dict[str, Any]]
+Steps = Generator[Call, Any, Any]
+
+
+def _config_user() -> Optional[str]:
+    """The user of the LangGraph run this call is part of, if any."""
+    from langgraph.config import get_config
+
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a runnable
+        return None
+    for name in ("user_id", "langgraph_user_id"):
+        if configurable.get(name) is not None:
+            return str(configurable[name])
+    return None
+
+
+class NaviStore(BaseStore):
+    """LangGraph's ``BaseStore`` over a ``MemoryStore`` or an ``AsyncMemoryStore``.
+
+    ``NaviStore(store, user_id=None, user_label=None, index=None, ttl=None)``:
+
+    - the user of each call: with ``user_label=i``, label ``i`` of the namespace (``1`` or ``-1``
+      for LangMem's ``("memories", "{langgraph_user_id}")``); else the LangGraph run's
+      ``configurable.user_id`` / ``configurable.langgraph_user_id``; else ``user_id``.
+    - ``index={"fields": ["text", ...]}``: the value's text at these paths (LangGraph's path syntax,
+      ``"$"`` the whole value) is the item's content, searched by ``search(query=...)``; a put's
+      own ``index=[...]`` or ``index=False`` overrides it. Without ``index`` nothing is indexed and
+      a query is ignored, as in LangGraph's stores. The store's embedder embeds (``embed`` and
+      ``dims`` are LangGraph's own stores' settings and are refused).
+    - ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``); an expired
+      item is never returned, and ``sweep_ttl()`` deletes expired items.
+
+    ``batch`` and ``abatch`` run the same steps: ``abatch`` natively with an ``AsyncMemoryStore``,
+    in a worker thread with a ``MemoryStore``; ``batch`` needs a ``MemoryStore``.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(self, store: Any, *, user_id: Optional[str] = None, user_label: Optional[int] = None,
+                 index: Optional[dict[str, Any]] = None, ttl: Optional[TTLConfig] = None) -> None:
+        self._caller = StoreCaller(store)
+        self.user_id = None if user_id is None else v.user_id(user_id)
+        if user_label is not None and (isinstance(user_label, bool) or not isinstance(user_label, int)):
+            raise ValidationError(f"user_label must be an int (a namespace position), got {user_label!r}")
+        self.user_label = user_label
+        self.index_config = self._index(index)
+        self.ttl_config = ttl
+
+    @staticmethod
+    def _index(index: Optional[dict[str, Any]]) -> Optional[list[tuple[str, Any]]]:
+        if index is None:
+            return None
+        unknown = set(index) - {"fields"}
+        if unknown:
+            raise ValidationError(f"NaviStore index takes only 'fields' (the store's embedder embeds); "
+                                  f"got {', '.join(sorted(unknown))}")
+        return _paths(index.get("fields") or ["$"])
+
+    # -- identity --------------------------------------------------------------------------------
+
+    def _user(self, namespace: tuple[str, ...], prefix: bool = False) -> str:
+        """The user of a call on ``namespace``; a search ``prefix`` too short to hold the user
+        label falls back to the run's or the bound user (a negative label counts from its end)."""
+        if prefix and self.user_label is not None and not -len(namespace) <= self.user_label < len(namespace):
+            return self._identity()
+        if self.user_label is not None:
+            try:
+                return v.user_id(namespace[self.user_label])
+            except IndexError:
+                raise ValidationError(f"namespace {namespace!r} has no label {self.user_label} "
+                                      f"(NaviStore(user_label={self.user_label}) reads the user there)") from None
+        return self._identity()
+
+    def _identity(self) -> str:
+        user = _config_user() or self.user_id
+        if user is None:
+            raise ValidationError("NaviStore does not know the user: run it inside a LangGraph run whose config "
+                                  "has configurable.user_id (or langgraph_user_id), or bind one with "
+                                  "NaviStore(store, user_id=...)")
+        return v.user_id(user)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return list(self._drive_sync(self._steps(list(ops))))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return list(await self._drive_async(self._steps(list(ops))))
+
+    def _drive_sync(self, steps: Steps) -> Any:
+        result: Any = None
+        try:
+            while True:
+                name, kwargs = steps.send(result)
+                result = self._caller.call(name, **kwargs)
+        except StopIteration as done:
+            return done.value
+
+    async def _drive_async(self, steps: Steps) -> Any:
+        result: Any = None
+        try:
+            while True:
+                name, kwargs = steps.send(result)
+                result = await self._caller.acall(name, **kwargs)
+        except StopIteration as done:
+            return done.value
+
+    def _steps(self, ops: list[Op]) -> Steps:
+        # reads first, then the puts (the last put of a key wins), as LangGraph's own stores do
+        results: list[Result] = [None] * len(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results[i] = yield from self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = yield from self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = yield from self._list_namespaces(op)
+            elif isinstance(op, PutOp):
+                puts[(op.namespace, op.key)] = op
+            else:
+                raise ValidationError(f"unknown LangGraph store operation {type(op).__name__}")
+        for op in puts.values():
+            yield from self._put(op)
+        return results
+
+    def _now(self) -> datetime:
+        # the store's own clock, so TTLs agree with the expiry the store checks
+        store = self._caller.sync_store or self._caller.async_store
+        return store._ops.shared.now()  # type: ignore[no-any-return]
+
+    def _get(self, op: GetOp) -> Steps:
+        uid = self._user(op.namespace)
+        item = yield ("get_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key})
+        if item is None:
+            return None
+        yield from self._refresh(uid, [item], op.refresh_ttl)
+        return _to_item(item)
+
+    def _refresh(self, uid: str, found: list[Any], refresh: bool) -> Steps:
+        """LangGraph's refresh on read: each item with a TTL expires its TTL from now."""
+        by_ttl: dict[float, list[int]] = {}
+        for item in found:
+            ttl = _private(item).get("ttl")
+            if ttl is not None and refresh:
+                by_ttl.setdefault(float(ttl), []).append(item.id)
+        for ttl, ids in by_ttl.items():
+            yield ("touch_items", {"ids": ids, "user_id": uid, "expires_at": self._now() + timedelta(minutes=ttl)})
+
+    def _put(self, op: PutOp) -> Steps:
+        uid = self._user(op.namespace)
+        if op.value is None:
+            yield ("delete_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key})
+            return None
+        value = dict(op.value)
+        if PRIVATE in value:
+            raise ValidationError(f"{PRIVATE!r} is NaviStore's own key: a value cannot use it")
+        paths = self.index_config if op.index is None else None if op.index is False else _paths(op.index)
+        text = _indexed_text(value, paths) if paths else ""
+        private: dict[str, Any] = {}
+        if not text:
+            private["index"] = False  # the content below is a stand-in, never searched
+        if op.ttl is not None:
+            private["ttl"] = float(op.ttl)
+        metadata = {**value, PRIVATE: private} if private else value
+        expires = None if op.ttl is None else self._now() + timedelta(minutes=float(op.ttl))
+        yield ("put_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key, "content": text or op.key,
+                             "metadata": metadata, "expires_at": expires, "embed": bool(text)})
+        return None
+
+    def _search(self, op: SearchOp) -> Steps:
+        uid = self._user(op.namespace_prefix, prefix=True)
+        prefix = op.namespace_prefix or None
+        scope: dict[str, Any] = {"user_id": uid, "namespace_prefix": prefix}
+        if op.filter:
+            scope["filters"] = op.filter
+        if op.query and self.index_config is not None:
+            # the most the store gives, then without the unindexed items (found by their key's text)
+            found = yield ("search", {"query": op.query, "limit": MAX_SEARCH, **scope})
+            hits = [r for r in found if r.key is not None and _private(r).get("index", True)]
+            hits = hits[op.offset:op.offset + op.limit]
+            yield from self._refresh(uid, hits, op.refresh_ttl)
+            return [_to_search_item(r, float(r.score)) for r in hits]
+        items = yield ("list_items", {"limit": op.limit, "offset": op.offset, "order": "updated", **scope})
+        items = [i for i in items if i.key is not None]
+        yield from self._refresh(uid, items, op.refresh_ttl)
+        return [_to_search_item(i) for i in items]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Steps:
+        prefix, suffix = _conditions(op.match_conditions)
+        # a listing prefix is open-ended: only a label counted from its start can name the user
+        reaches = self.user_label is not None and 0 <= self.user_label < len(prefix) and prefix[self.user_label] != "*"
+        uid = self._user(prefix) if reaches else self._identity()
+        found = yield ("list_namespaces", {"user_id": uid, "prefix": prefix or None, "suffix": suffix or None,
+                                           "max_depth": op.max_depth, "limit": op.limit, "offset": op.offset})
+        return [tuple(ns) for ns in found]
+
+    def sweep_ttl(self) -> int:
+        """Delete the expired keyed items of every user; returns how many. Expired items are never
+        returned in any case: sweeping only frees their space."""
+        return int(self._drive_sync(self._sweep()))
+
+    async def asweep_ttl(self) -> int:
+        return int(await self._drive_async(self._sweep()))
+
+    def _sweep(self) -> Steps:
+        now, expired, offset = self._now(), [], 0
+        while True:
+            page = yield ("list_items", {"all_users": True, "include_expired": True, "status": "any",
+                                         "limit": 1000, "offset": offset})
+            expired += [i for i in page if i.key is not None and i.expires_at is not None and i.expires_at <= now]
+            if len(page) < 1000:
+                break
+            offset += len(page)
+        for item in expired:
+            yield ("delete_keyed", {"user_id": item.user_id, "namespace": item.namespace, "key": item.key})
+        return len(expired)
+
+
+def _paths(fields: Iterable[str]) -> list[tuple[str, Any]]:
+    return [(field, "$" if field == "$" else tokenize_path(field)) for field in fields]
+
+
+def _indexed_text(value: dict[str, Any], paths: list[tuple[str, Any]]) -> str:
+    """The text LangGraph would embed for ``value`` at ``paths``, joined into one content."""
+    texts: list[str] = []
+    for _, tokens in paths:
+        texts.extend(get_text_at_path(value, tokens))
+    return "\n".join(t for t in texts if t)
+
+
+def _conditions(conditions: Optional[tuple[MatchCondition, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    prefix: tuple[str, ...] = ()
+    suffix: tuple[str, ...] = ()
+    for condition in conditions or ():
+        if condition.match_type == "prefix":
+            prefix = tuple(condition.path)
+        elif condition.match_type == "suffix":
+            suffix = tuple(condition.path)
+        else:
+            raise ValidationError(f"unknown namespace match type {condition.match_type!r}")
+    return prefix, suffix
+
+
+def _private(item: Any) -> dict[str, Any]:
+    return dict(item.metadata.get(PRIVATE) or {})
+
+
+def _value(item: Any) -> dict[str, Any]:
+    return {k: val for k, val in item.metadata.items() if k != PRIVATE}
+
+
+def _to_item(item: Any) -> Item:
+    return Item(value=_value(item), key=item.key, namespace=tuple(item.namespace),
+                created_at=item.created_at, updated_at=item.updated_at or item.created_at)
+
+
+def _to_search_item(found: Any, score: Optional[float] = None) -> SearchItem:
+    return SearchItem(namespace=tuple(found.namespace), key=found.key, value=_value(found),
+                      created_at=found.created_at, updated_at=found.updated_at or found.created_at,
+                      score=score)
