@@ -63,27 +63,29 @@ class AsyncMemoryStoreAPI:
                          types: Sequence[str] | None = None, status: str = 'active', limit: int = 50,
                          offset: int = 0, include_expired: bool = False,
                          namespace_prefix: Sequence[str] | None = None, order: str = 'created',
-                         agent_id: str | None = None, run_id: str | None = None) -> list[Item]:
+                         agent_id: str | None = None, run_id: str | None = None,
+                         filters: Mapping[str, Any] | None = None) -> list[Item]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
-        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match)."""
+        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match).
+        ``filters``: conditions on ``metadata``, as in ``search``."""
         return await self._run(self._ops.memory.list_items(user_id=user_id, all_users=all_users, theme=theme,
                                                            types=types, status=status, limit=limit, offset=offset,
                                                            include_expired=include_expired,
                                                            namespace_prefix=namespace_prefix, order=order,
-                                                           agent_id=agent_id, run_id=run_id))
+                                                           agent_id=agent_id, run_id=run_id, filters=filters))
 
     async def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                           types: Sequence[str] | None = None, status: str = 'active', include_expired: bool = False,
                           namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-                          run_id: str | None = None) -> int:
+                          run_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         return await self._run(self._ops.memory.count_items(user_id=user_id, all_users=all_users, theme=theme,
                                                             types=types, status=status,
                                                             include_expired=include_expired,
                                                             namespace_prefix=namespace_prefix, agent_id=agent_id,
-                                                            run_id=run_id))
+                                                            run_id=run_id, filters=filters))
 
     async def list_themes(self, *, user_id: str) -> list[Theme]:
         """Themes with their active-item counts, largest first."""
@@ -128,11 +130,16 @@ class AsyncMemoryStoreAPI:
                      query_embedding: Any = None, include_expired: bool = False,
                      context_weight: float = context.NEIGHBOUR_WEIGHT, semantic_weight: float | None = None,
                      min_similarity: float = 0.0, namespace_prefix: Sequence[str] | None = None,
-                     agent_id: str | None = None, run_id: str | None = None) -> SearchResults:
+                     agent_id: str | None = None, run_id: str | None = None,
+                     filters: Mapping[str, Any] | None = None) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
         with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
+        ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
+        ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
+        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        their own: with a metadata filter, no fact is returned.
 
         ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
         similarity to the query reaches it are kept, a full-text match of a query word that is not
@@ -156,7 +163,7 @@ class AsyncMemoryStoreAPI:
                                                        semantic_weight=semantic_weight,
                                                        min_similarity=min_similarity,
                                                        namespace_prefix=namespace_prefix, agent_id=agent_id,
-                                                       run_id=run_id))
+                                                       run_id=run_id, filters=filters))
 
     async def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None."""

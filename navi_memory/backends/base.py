@@ -14,6 +14,8 @@ from typing import Any, Callable, Generator, Protocol, Sequence
 
 import numpy as np
 
+from ..core.filters import Condition
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -30,6 +32,7 @@ class Filters:
     namespace_prefix: str | None = None  # keyed items whose namespace (stored form) equals or is below it
     agent_id: str | None = None
     run_id: str | None = None
+    metadata: tuple[Condition, ...] = ()  # checked metadata conditions (core.filters); facts never pass
 
 
 # list_items orders, newest first: by creation or by last update

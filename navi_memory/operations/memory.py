@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..core import convert, keyed
+from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
 from ..embeddings import Embedder
@@ -88,7 +89,7 @@ class MemoryOperations:
     def _filters(self, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
                  types: Any = None, recency_days: Any = None, person: Any = None,
                  include_expired: bool = False, namespace_prefix: Any = None, agent_id: Any = None,
-                 run_id: Any = None) -> Filters:
+                 run_id: Any = None, metadata: Any = None) -> Filters:
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         now = self._shared.now()
         return Filters(
@@ -102,6 +103,7 @@ class MemoryOperations:
             namespace_prefix=keyed.prefix_filter(namespace_prefix),
             agent_id=v.scope_id(agent_id, "agent_id"),
             run_id=v.scope_id(run_id, "run_id"),
+            metadata=conditions(metadata),
         )
 
     def embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
@@ -245,14 +247,15 @@ class MemoryOperations:
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                    types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
                    include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
-                   order: str = "created", agent_id: str | None = None,
-                   run_id: str | None = None) -> Op[list[Item]]:
+                   order: str = "created", agent_id: str | None = None, run_id: str | None = None,
+                   filters: Mapping[str, Any] | None = None) -> Op[list[Item]]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
-        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match)."""
+        ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match).
+        ``filters``: conditions on ``metadata``, as in ``search``."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired,
-                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id)
+                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id, metadata=filters)
         rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset),
                                    order=v.choice(order, "order", tuple(ORDER_COLUMNS)))
         return [self._item(r) for r in rows]
@@ -270,10 +273,11 @@ class MemoryOperations:
         namespace_prefix: Sequence[str] | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
     ) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         f = self._filters(user_id, all_users, status, theme, types, include_expired=include_expired,
-                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id)
+                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id, metadata=filters)
         return (yield db.count_items(filters=f))
 
     @operation
@@ -378,11 +382,15 @@ class MemoryOperations:
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
                semantic_weight: float | None = None, min_similarity: float = 0.0,
                namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-               run_id: str | None = None) -> Op[SearchResults]:
+               run_id: str | None = None, filters: Mapping[str, Any] | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
         with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
+        ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
+        ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
+        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        their own: with a metadata filter, no fact is returned.
 
         ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
         similarity to the query reaches it are kept, a full-text match of a query word that is not
@@ -397,7 +405,7 @@ class MemoryOperations:
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
-                          namespace_prefix, agent_id, run_id)
+                          namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
             f = replace(f, person=(yield from self._person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)

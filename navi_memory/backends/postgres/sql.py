@@ -17,6 +17,7 @@ from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
 from ...core.timeutil import to_utc
 from ..base import Filters
+from .metadata import metadata_sql
 
 
 class Q(NamedTuple):
@@ -88,6 +89,9 @@ def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
         add("i.agent_id = %s", f.agent_id)
     if f.run_id is not None:
         add("i.run_id = %s", f.run_id)
+    extra, extra_params = metadata_sql(f.metadata)
+    parts += extra
+    params += extra_params
     return sql.SQL(" AND ").join(parts), params
 
 

@@ -16,6 +16,7 @@ from ...retrieval.query import fts5_or_expression, like_pattern
 from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
 from ..base import Filters
+from .metadata import metadata_sql
 
 
 def filter_sql(f: Filters) -> tuple[str, list[Any]]:
@@ -49,6 +50,9 @@ def filter_sql(f: Filters) -> tuple[str, list[Any]]:
         if getattr(f, column) is not None:
             clauses.append(f"i.{column} = ?")  # one of two known column names
             params.append(getattr(f, column))
+    extra, extra_params = metadata_sql(f.metadata)
+    clauses += extra
+    params += extra_params
     return " AND ".join(clauses), params
 
 

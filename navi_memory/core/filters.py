@@ -1,0 +1,139 @@
+"""Metadata filters, pure: validation into conditions, and their meaning as a Python function.
+
+A filter is a mapping over item ``metadata``: ``{"k": value}`` (equality) or ``{"k": {"$op":
+value, ...}}`` with the operators below, written with or without the leading ``$`` (LangGraph
+writes ``$eq``, mem0 ``eq``). Several keys, and several operators of one key, must all hold.
+A dotted key ``a.b`` reaches ``metadata["a"]["b"]`` (through objects only, never into lists).
+
+Meaning (``evaluate``; both backends compile the same, ``tests/test_metadata_filters.py``):
+``eq`` holds when the value is there and equal, of the same JSON type (numbers compare as
+numbers, so 1 equals 1.0, but never ``true``); ``in`` when it equals one of the list;
+``ne`` / ``nin`` are their negations (a missing value is ``ne`` anything); ``gt`` / ``gte`` / ``lt`` /
+``lte`` compare a number with a number or a string with a string (code point order), anything else
+does not match; ``exists: true`` holds when the key is there (even with a JSON null).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import ValidationError
+
+OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists")
+MAX_CONDITIONS = 64
+MAX_LIST = 256
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One checked condition: the path of object keys, the operator (no ``$``), its operand."""
+
+    path: tuple[str, ...]
+    op: str
+    value: Any
+
+
+INT64 = 2**63 - 1
+
+
+def _scalar(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -INT64 <= value <= INT64  # what both databases hold
+    return isinstance(value, (str, bool))
+
+
+def _path(key: Any) -> tuple[str, ...]:
+    if not isinstance(key, str) or not key:
+        raise ValidationError(f"metadata filter key {key!r} must be a non-empty string")
+    parts = tuple(key.split("."))
+    if not all(parts) or any(ch in '"\\' or ord(ch) < 32 for ch in key):
+        raise ValidationError(f"metadata filter key {key!r}: empty part, quote, backslash or control character")
+    return parts
+
+
+def _operand(key: str, op: str, value: Any) -> Any:
+    wrong = f"metadata filter {key!r} ${op}"
+    if op == "exists":
+        if not isinstance(value, bool):
+            raise ValidationError(f"{wrong} takes true or false, got {value!r}")
+    elif op in ("in", "nin"):
+        if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= MAX_LIST or not all(map(_scalar, value)):
+            raise ValidationError(f"{wrong} takes a list of 1 to {MAX_LIST} strings, numbers or booleans")
+        value = tuple(value)
+    elif op in ("gt", "gte", "lt", "lte"):
+        if isinstance(value, bool) or not _scalar(value):
+            raise ValidationError(f"{wrong} takes a number or a string, got {value!r}")
+    elif not _scalar(value):
+        raise ValidationError(f"{wrong} takes a string, a number or a boolean, got {value!r}")
+    return value
+
+
+def conditions(filters: Any) -> tuple[Condition, ...]:
+    """The conditions of a filter mapping (None or empty: none); ``ValidationError`` names the
+    key and the operator of the first bad one."""
+    if filters is None:
+        return ()
+    if not isinstance(filters, Mapping):
+        raise ValidationError(f"filters must be a mapping of metadata keys, got {type(filters).__name__}")
+    out: list[Condition] = []
+    for key, spec in filters.items():
+        path = _path(key)
+        ops = spec if isinstance(spec, Mapping) else {"eq": spec}
+        if not ops:
+            raise ValidationError(f"metadata filter {key!r} has no operator")
+        for raw, operand in ops.items():
+            op = raw[1:] if isinstance(raw, str) and raw.startswith("$") else raw
+            if op not in OPERATORS:
+                raise ValidationError(f"metadata filter {key!r}: unknown operator {raw!r}"
+                                      f" (known: {', '.join(OPERATORS)}, with or without '$')")
+            out.append(Condition(path, op, _operand(key, op, operand)))
+    if len(out) > MAX_CONDITIONS:
+        raise ValidationError(f"at most {MAX_CONDITIONS} metadata conditions")
+    return tuple(out)
+
+
+def lookup(metadata: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` through objects, or ``_MISSING``."""
+    value = metadata
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def json_type(value: Any) -> str:
+    """``number``, ``string``, ``boolean`` or ``other`` (null, list, object)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else "other"
+
+
+def _equal(found: Any, wanted: Any) -> bool:
+    return found is not _MISSING and json_type(found) == json_type(wanted) and found == wanted
+
+
+def holds(condition: Condition, metadata: Any) -> bool:
+    found = lookup(metadata, condition.path)
+    op, wanted = condition.op, condition.value
+    if op == "exists":
+        return (found is not _MISSING) is wanted
+    if op in ("eq", "ne"):
+        return _equal(found, wanted) is (op == "eq")
+    if op in ("in", "nin"):
+        return any(_equal(found, w) for w in wanted) is (op == "in")
+    if found is _MISSING or json_type(found) != json_type(wanted):
+        return False
+    return {"gt": found > wanted, "gte": found >= wanted, "lt": found < wanted, "lte": found <= wanted}[op]
+
+
+def evaluate(conds: tuple[Condition, ...], metadata: Any) -> bool:
+    """Whether ``metadata`` passes every condition: the reference both SQL compilations follow."""
+    return all(holds(c, metadata) for c in conds)
