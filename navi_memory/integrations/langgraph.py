@@ -30,6 +30,7 @@ log = logging.getLogger("navi_memory.integrations")
 
 PRIVATE = "_langgraph"  # NaviStore's own metadata (ttl minutes, index=False), never shown in a value
 MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
+LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
 
 # a call of the MemoryStore API: (method, keyword arguments); the op generators yield them
 Call = tuple[str, dict[str, Any]]
@@ -206,21 +207,24 @@ class NaviStore(BaseStore):
 
     def _search(self, op: SearchOp) -> Steps:
         uid = self._user(op.namespace_prefix, prefix=True)
-        prefix = op.namespace_prefix or None
-        scope: dict[str, Any] = {"user_id": uid, "namespace_prefix": prefix}
-        if op.filter:
-            scope["filters"] = op.filter
-        if op.query and self.index_config is not None:
+        native, local = _filters(op.filter or {})
+        scope: dict[str, Any] = {"user_id": uid, "namespace_prefix": op.namespace_prefix or None}
+        if native:
+            scope["filters"] = native
+        query = bool(op.query) and self.index_config is not None
+        if query:
             # the most the store gives, then without the unindexed items (found by their key's text)
             found = yield ("search", {"query": op.query, "limit": MAX_SEARCH, **scope})
-            hits = [r for r in found if r.key is not None and _private(r).get("index", True)]
+        elif local:  # list equality is checked here: on the first LOCAL_SCAN items
+            found = yield ("list_items", {"limit": LOCAL_SCAN, "order": "updated", **scope})
+        else:
+            found = yield ("list_items", {"limit": op.limit, "offset": op.offset, "order": "updated", **scope})
+        hits = [r for r in found if r.key is not None and (not query or _private(r).get("index", True))
+                and all(_lookup(_value(r), path) == wanted for path, wanted in local)]
+        if query or local:
             hits = hits[op.offset:op.offset + op.limit]
-            yield from self._refresh(uid, hits, op.refresh_ttl)
-            return [_to_search_item(r, float(r.score)) for r in hits]
-        items = yield ("list_items", {"limit": op.limit, "offset": op.offset, "order": "updated", **scope})
-        items = [i for i in items if i.key is not None]
-        yield from self._refresh(uid, items, op.refresh_ttl)
-        return [_to_search_item(i) for i in items]
+        yield from self._refresh(uid, hits, op.refresh_ttl)
+        return [_to_search_item(r, float(r.score) if query else None) for r in hits]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Steps:
         prefix, suffix = _conditions(op.match_conditions)
@@ -276,6 +280,35 @@ def _conditions(conditions: Optional[tuple[MatchCondition, ...]]) -> tuple[tuple
         else:
             raise ValidationError(f"unknown namespace match type {condition.match_type!r}")
     return prefix, suffix
+
+
+def _filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], Any]]]:
+    """A LangGraph filter as the store's metadata filters, plus the conditions the store cannot
+    express (equality with a list or an object), checked on the items it returns.
+
+    LangGraph: ``{"k": {"$op": v}}`` is an operator (kept), ``{"k": {"a": v}}`` matches a stored
+    object containing it (a dotted path ``k.a`` for the store), ``{"k": [..]}`` list equality."""
+    native: dict[str, Any] = {}
+    local: list[tuple[tuple[str, ...], Any]] = []
+    for key, wanted in flt.items():
+        at = path + (str(key),)
+        if isinstance(wanted, dict) and wanted and not any(str(k).startswith("$") for k in wanted):
+            inner, more = _filters(wanted, at)
+            native.update(inner)
+            local += more
+        elif isinstance(wanted, (list, tuple)):
+            local.append((at, list(wanted)))
+        else:
+            native[".".join(at)] = wanted
+    return native, local
+
+
+def _lookup(value: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
 
 
 def _private(item: Any) -> dict[str, Any]:
