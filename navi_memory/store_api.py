@@ -32,7 +32,8 @@ class MemoryStoreAPI:
     def add(self, *, user_id: str, content: str, **fields: Any) -> int:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
-        embedding (a precomputed vector)."""
+        embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
+        no control characters; search, list_items and count_items filter by them)."""
         return self._run(self._ops.memory.add(user_id=user_id, content=content, **fields))
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -92,34 +93,46 @@ class MemoryStoreAPI:
     def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
                     confidence: int | None = None, source_context: str | None = None,
                     source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> FactChange:
-        """Insert or update the fact (user, category, key). A changed value moves the old one to
-        history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
+                    agent_id: str | None = None, run_id: str | None = None) -> FactChange:
+        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
+        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
+        facts, and a fact saved without an agent is one shared fact (every agent sees all three
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
         return self._run(self._ops.memory.upsert_fact(user_id=user_id, category=category, key=key, value=value,
                                                       source=source, confidence=confidence,
                                                       source_context=source_context,
                                                       source_session_id=source_session_id,
                                                       source_message_id=source_message_id, person=person,
-                                                      expires_at=expires_at, expires_days=expires_days))
+                                                      expires_at=expires_at, expires_days=expires_days,
+                                                      agent_id=agent_id, run_id=run_id))
 
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Fact:
-        """The fact with this key (and category, when given), with its history."""
-        return self._run(self._ops.memory.get_fact(key, user_id=user_id, category=category))
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> Fact:
+        """The fact with this key (and category, and agent, when given; else the newest such), with
+        its history."""
+        return self._run(self._ops.memory.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
 
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> int:
-        """Delete the fact(s) with this key (optionally only in one category), history included."""
-        return self._run(self._ops.memory.delete_fact(key, user_id=user_id, category=category))
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> int:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
+        history included."""
+        return self._run(self._ops.memory.delete_fact(key, user_id=user_id, category=category, agent_id=agent_id))
 
     def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                       offset: int = 0, search: str | None = None, sort_by: str = 'category',
                       sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False) -> FactList:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
+                      include_expired: bool = False, agent_id: str | None = None,
+                      run_id: str | None = None) -> FactList:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
+        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
+        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
         return self._run(self._ops.memory.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
                                                         offset=offset, search=search, sort_by=sort_by,
                                                         sort_order=sort_order, category=category,
                                                         include_history=include_history,
-                                                        include_expired=include_expired))
+                                                        include_expired=include_expired, agent_id=agent_id,
+                                                        run_id=run_id))
 
     def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False, limit: int = 10,
                theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
@@ -210,13 +223,16 @@ class MemoryStoreAPI:
                                                           background=background))
 
     def add_messages(self, session_id: str, messages: Any, *, user_id: str | None, background: bool | None = None,
-                     triggers: bool = True) -> AddResult:
+                     triggers: bool = True, agent_id: str | None = None, run_id: str | None = None) -> AddResult:
         """Append messages (OpenAI or LangChain format) to a session, creating it if needed. A new
         session first processes the user's stale ones; every ``extract_every`` user messages and on
         "remember that ..." an extraction runs (background by default). ``triggers=False`` only
-        stores. A user without an id is skipped."""
+        stores. A user without an id is skipped. ``agent_id`` / ``run_id`` scope the session (kept
+        until another is given): the turns and notes extracted from it carry them, and the facts
+        extracted record the run; extracted facts stay shared by every agent (no ``agent_id``)."""
         return self._run(self._ops.sessions.add_messages(session_id, messages, user_id=user_id,
-                                                         background=background, triggers=triggers))
+                                                         background=background, triggers=triggers, agent_id=agent_id,
+                                                         run_id=run_id))
 
     def add_message(self, session_id: str, role: str, content: str = '', *, user_id: str | None,
                     tool_calls: Sequence[Any] | None = None, tool_call_id: str | None = None,

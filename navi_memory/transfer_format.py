@@ -357,6 +357,7 @@ def check_session(record: Mapping[str, Any]) -> dict[str, Any]:
                  "chunked_seq"):
         out[name] = _field(record, name, _count) or 0
     _times(record, out, ("updated_at",), ("created_at", "last_active", "extracted_at", "claimed_at"))
+    _scopes(record, out)
     return out
 
 

@@ -11,6 +11,7 @@ from navi_memory import AsyncMemoryStore, ValidationError
 from navi_memory.core.contract import NOT_INDEXED
 
 from .fakes import FakeClock, FakeEmbeddings
+from .test_postgres import novector_url  # noqa: F401  (a fixture: a fresh database without pgvector)
 
 U = "u1"
 
@@ -156,3 +157,20 @@ async def test_the_async_store_has_the_keyed_api(new_db_url):
         assert await store.delete_keyed(user_id=U, namespace=("x", "y"), key="k")
     finally:
         await store.close()
+
+
+@pytest.mark.postgres
+def test_keyed_items_filters_and_scopes_without_pgvector(novector_url):  # noqa: F811
+    from navi_memory import MemoryStore
+
+    with MemoryStore.open(novector_url, embeddings=FakeEmbeddings()) as store:
+        first = store.put_keyed(user_id=U, namespace=("a", "b"), key="k", content="lexical only",
+                                metadata={"kind": "x"}, agent_id="planner")
+        again = store.put_keyed(user_id=U, namespace=("a", "b"), key="k", content="lexical only, edited",
+                                metadata={"kind": "y"}, embed=False)
+        assert again.id == first.id and again.embedding is None
+        assert [r.key for r in store.search("edited", user_id=U, namespace_prefix=("a",), filters={"kind": "y"})] == ["k"]
+        assert store.list_namespaces(user_id=U, max_depth=1) == [("a",)]
+        store.upsert_fact(user_id=U, category="profile", key="city", value="Rome", agent_id="planner")
+        store.upsert_fact(user_id=U, category="profile", key="city", value="Oslo")
+        assert len(store.get_all_facts(user_id=U)) == 2

@@ -70,6 +70,8 @@ def test_a_version_4_postgres_schema_upgrades(postgres_server):
                 conn.execute(f"ALTER TABLE items DROP COLUMN {column}")
             conn.execute("ALTER TABLE facts DROP COLUMN agent_id")
             conn.execute("ALTER TABLE facts DROP COLUMN run_id")
+            conn.execute("ALTER TABLE session_state DROP COLUMN agent_id")
+            conn.execute("ALTER TABLE session_state DROP COLUMN run_id")
             conn.execute("ALTER TABLE facts ADD CONSTRAINT facts_user_id_category_key_key UNIQUE (user_id, category, key)")
             conn.execute("DELETE FROM navi_schema_migrations WHERE version = 5")
         with MemoryStore.open(url, embeddings=False) as store:
@@ -108,3 +110,14 @@ def test_scopes_travel_through_export_and_import(store, new_db_url, clock):
     assert keyed is not None and keyed.content == "green tea"
     strip = lambda rs: sorted((r["content"], r["agent_id"], r["run_id"]) for r in rs if r.get("type") == "item")  # noqa: E731
     assert strip(again) == strip(records)
+
+
+def test_a_keyed_item_already_in_the_store_is_not_imported_again(store, new_db_url, clock):
+    store.put_keyed(user_id="u1", namespace=("prefs",), key="tea", content="green tea")
+    records: list[dict] = []
+    store.export(records.append, user_id="u1")
+    with MemoryStore.open(new_db_url(), embeddings=False, clock=clock) as target:
+        target.put_keyed(user_id="u1", namespace=("prefs",), key="tea", content="black tea")
+        report = target.import_records(records)
+        assert report.skipped.get("item") == 1 and not report.added.get("item")
+        assert target.get_keyed(user_id="u1", namespace=("prefs",), key="tea").content == "black tea"

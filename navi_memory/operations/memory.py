@@ -141,7 +141,8 @@ class MemoryOperations:
     def add(self, *, user_id: str, content: str, **fields: Any) -> Op[int]:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
-        embedding (a precomputed vector)."""
+        embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
+        no control characters; search, list_items and count_items filter by them)."""
         ids = yield from self.add_rows([self.new_item(user_id, {**fields, "content": content})])
         return ids[0]
 
@@ -292,9 +293,14 @@ class MemoryOperations:
     def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
                     confidence: int | None = None, source_context: str | None = None,
                     source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None) -> Op[FactChange]:
-        """Insert or update the fact (user, category, key). A changed value moves the old one to
-        history. Returns a ``FactChange`` whose action is added, updated or unchanged."""
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
+                    agent_id: str | None = None, run_id: str | None = None) -> Op[FactChange]:
+        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
+        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
+        facts, and a fact saved without an agent is one shared fact (every agent sees all three
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
         uid = v.user_id(user_id)
         now = self._shared.now()
         source = v.choice(source, "source", FACT_SOURCES)
@@ -310,10 +316,13 @@ class MemoryOperations:
             "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
             "person": (yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
             "expires_at": v.expiry(expires_at, expires_days, now),
+            "agent_id": v.scope_id(agent_id, "agent_id"),
+            "run_id": v.scope_id(run_id, "run_id"),
         }
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
                          theme=fact["category"], source=source, confidence=fact["confidence"],
-                         person=fact["person"], expires_at=fact["expires_at"],
+                         person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
+                         run_id=fact["run_id"],
                          metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
         action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
         if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
@@ -328,23 +337,28 @@ class MemoryOperations:
                                     include_expired=include_expired))
 
     @operation
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op[Fact]:
-        """The fact with this key (and category, when given), with its history."""
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None,
+                 agent_id: str | None = None) -> Op[Fact]:
+        """The fact with this key (and category, and agent, when given; else the newest such), with
+        its history."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
+        agent = v.scope_id(agent_id, "agent_id")
         rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
-        rows = [r for r in rows if r["key"] == key]
+        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))]
         if not rows:
             raise NotFoundError(f"no fact {key!r} for this user")
         history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
         return convert.fact(rows[0], history)
 
     @operation
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None) -> Op[int]:
-        """Delete the fact(s) with this key (optionally only in one category), history included."""
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
+                    agent_id: str | None = None) -> Op[int]:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
+        history included."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db.delete_facts(user_id=uid, key=key, category=cat)
+        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"))
         if not count:
             raise NotFoundError(f"no fact {key!r} for this user")
         return count
@@ -353,8 +367,11 @@ class MemoryOperations:
     def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                       offset: int = 0, search: str | None = None, sort_by: str = "category",
                       sort_order: str = "desc", category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False) -> Op[FactList]:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted."""
+                      include_expired: bool = False, agent_id: str | None = None,
+                      run_id: str | None = None) -> Op[FactList]:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
+        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
+        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         rows = yield db.list_facts(
             user_id=uid,
@@ -366,6 +383,8 @@ class MemoryOperations:
             category=None if category is None else v.choice(category, "category", FACT_CATEGORIES),
             now=self._shared.now(),
             include_expired=include_expired,
+            agent_id=v.scope_id(agent_id, "agent_id"),
+            run_id=v.scope_id(run_id, "run_id"),
         )
         history = (
             (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if include_history and rows else {}

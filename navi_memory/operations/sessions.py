@@ -102,20 +102,24 @@ class SessionOperations:
 
     @operation
     def add_messages(self, session_id: str, messages: Any, *, user_id: str | None, background: bool | None = None,
-                     triggers: bool = True) -> Op[AddResult]:
+                     triggers: bool = True, agent_id: str | None = None, run_id: str | None = None) -> Op[AddResult]:
         """Append messages (OpenAI or LangChain format) to a session, creating it if needed. A new
         session first processes the user's stale ones; every ``extract_every`` user messages and on
         "remember that ..." an extraction runs (background by default). ``triggers=False`` only
-        stores. A user without an id is skipped."""
+        stores. A user without an id is skipped. ``agent_id`` / ``run_id`` scope the session (kept
+        until another is given): the turns and notes extracted from it carry them, and the facts
+        extracted record the run; extracted facts stay shared by every agent (no ``agent_id``)."""
         sid = v.text(session_id, "session_id", v.MAX_KEY)
         if user_id is None:
             log.info("messages without a user id: not remembered (session %s)", sid)
             return AddResult(session_id=sid, user_id=None, skipped="no user id")
         uid = v.user_id(user_id)
+        agent, run = v.scope_id(agent_id, "agent_id"), v.scope_id(run_id, "run_id")
         rows = sessions.normalize_messages(messages, self._shared.max_content_bytes)
         if not rows:
             return AddResult(session_id=sid, user_id=uid)
-        row, created = yield db.append_messages(user_id=uid, session_id=sid, messages=rows, now=self._shared.now())
+        row, created = yield db.append_messages(user_id=uid, session_id=sid, messages=rows, now=self._shared.now(),
+                                                agent_id=agent, run_id=run)
         result = AddResult(session_id=sid, user_id=uid, added=len(rows), created=created)
         if not triggers:
             return result
@@ -278,7 +282,8 @@ class SessionOperations:
         full = yield db.get_session(user_id=uid, session_id=sid, with_messages=True, after_seq=start)
         messages = [sessions.message(m) for m in full["messages"]]
         pending = [m for m in messages if (m.seq or 0) > claimed["chunked_seq"]]
-        report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final)
+        scope = {"agent_id": full.get("agent_id"), "run_id": full.get("run_id")}  # of the derived items
+        report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final, scope)
         new = [m for m in messages if (m.seq or 0) > after]
         context = [m for m in messages if (m.seq or 0) <= after][-opts.context_messages:] if opts.context_messages else []
         candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
@@ -296,14 +301,15 @@ class SessionOperations:
                     notes = found.notes
             else:
                 report.prefiltered = True
-        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger)
-        report.notes = yield from self._store_notes(uid, sid, notes)
+        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger, scope["run_id"])
+        report.notes = yield from self._store_notes(uid, sid, notes, scope)
         changed = any(c.action != "unchanged" for c in report.changes)
         report.summary_updated = yield from self._refresh_summary(uid, changed, ledger)
         return {"state": "extracted", "extracted_seq": full["message_count"],
                 "extracted_user_messages": full["user_messages"]}
 
-    def _store_turns(self, uid: str, sid: str, messages: list[Message], names: dict[str, str], final: bool) -> Op:
+    def _store_turns(self, uid: str, sid: str, messages: list[Message], names: dict[str, str], final: bool,
+                     scope: dict[str, Any]) -> Op:
         groups, upto = transcript.turns(messages, final)
         if not upto:
             return 0
@@ -315,7 +321,8 @@ class SessionOperations:
                 items.append(self._memory.new_item(uid, {
                     "content": fit_utf8(text, self._shared.max_content_bytes), "type": "note", "theme": "conversation",
                     "source": "conversation", "observed_at": group[0].created_at, "context": previous,
-                    "source_ref": {"session_id": sid, "first_seq": group[0].seq, "last_seq": group[-1].seq}}))
+                    "source_ref": {"session_id": sid, "first_seq": group[0].seq, "last_seq": group[-1].seq},
+                    **scope}))
                 previous = items[-1].content
         ids = yield db.store_chunks(
             user_id=uid, session_id=sid, items=items, upto_seq=upto, model=self._shared.model, now=self._shared.now()
@@ -325,9 +332,10 @@ class SessionOperations:
                                         for i, it in zip(ids, items)])
         return len(ids)
 
-    def _store_notes(self, uid: str, sid: str, notes: list[str]) -> Op:
+    def _store_notes(self, uid: str, sid: str, notes: list[str], scope: dict[str, Any]) -> Op:
         items = [self._memory.new_item(uid, {"content": fit_utf8(n, self._shared.max_content_bytes), "type": "note", "theme": "notes",
-                                      "source": "chat_extract", "source_ref": {"session_id": sid}}) for n in notes]
+                                      "source": "chat_extract", "source_ref": {"session_id": sid}, **scope})
+                 for n in notes]
         return len((yield from self._memory.add_rows(items)))
 
     def _neighbours(self, uid: str, candidates: list[ExtractedFact], known: list[dict]) -> Op:
@@ -346,7 +354,8 @@ class SessionOperations:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)
         return out
 
-    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict]) -> Op:
+    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict],
+                     run_id: str | None) -> Op:
         if not candidates:
             return []
         opts = self._shared.pipeline
@@ -366,12 +375,12 @@ class SessionOperations:
         changes: list[FactChange] = []
         for candidate, decision in zip(candidates, decisions):
             try:
-                changes.append((yield from self._apply(uid, sid, candidate, decision)))
+                changes.append((yield from self._apply(uid, sid, candidate, decision, run_id)))
             except ValidationError as exc:
                 log.warning("fact %s/%s rejected: %s", candidate.category, candidate.key, exc)
         return changes
 
-    def _apply(self, uid: str, sid: str, candidate: ExtractedFact, decision: dedup.Decision) -> Op:
+    def _apply(self, uid: str, sid: str, candidate: ExtractedFact, decision: dedup.Decision, run_id: str | None) -> Op:
         target = decision.target
         if decision.action == "keep" and target is not None:
             return FactChange(action="unchanged", fact=convert.fact(dict(target)))
@@ -380,7 +389,8 @@ class SessionOperations:
         value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
         return (yield from self._memory.upsert_fact(
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
-            confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid))
+            confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
+            agent_id=None if target is None else target.get("agent_id"), run_id=run_id))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
         facts = yield from self._memory.newest_facts(uid, summary.MAX_FACTS)

@@ -19,6 +19,7 @@ from .. import transfer_format as fmt
 from ..core import validation as v
 from ..calls import db
 from ..core.contract import embedding_text, fact_item_content
+from ..core.timeutil import EARLIEST
 from ..errors import NotFoundError, ValidationError
 from ..models import _Record
 from .memory import MemoryOperations
@@ -366,7 +367,16 @@ class TransferOperations:
         batch: list[dict[str, Any]] = []
         written = _Written(report)
         known = _ItemsBefore((yield db.max_item_id()))
+        keyed: set[tuple[str, str, str]] = set()  # keyed items written so far: (user, namespace, key)
         for record in self._checked(source, user_map, skip_unknown, report, FileLinks()):
+            if record["type"] == "item" and record.get("key") is not None:  # natural key: namespace and key
+                natural = (record["user_id"], record["namespace"], record["key"])
+                if natural in keyed or (yield db.get_keyed(user_id=natural[0], namespace=natural[1], key=natural[2],
+                                                           now=EARLIEST)) is not None:
+                    report.records += 1
+                    report.skipped["item"] = report.skipped.get("item", 0) + 1
+                    continue
+                keyed.add(natural)
             key = fmt.occurrence_key(record)
             if key is not None:  # the n-th identical row of the file is written if the store has fewer
                 seen[key] = record["occurrence"] = seen.get(key, 0) + 1

@@ -300,17 +300,19 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     @operation
     def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
-        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND category = %s AND key = %s FOR UPDATE",
-                       [user_id, fact["category"], fact["key"]])
+        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND category = %s"
+                       " AND key = %s FOR UPDATE", [user_id, fact.get("agent_id"), fact["category"], fact["key"]])
         if not rows:
             (item_id,) = yield from self._insert([item], model, now)
             rows = yield Q(
                 "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                 " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at, updated_at,"
-                " item_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                " item_id, agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING id",
                 [user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
                  fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
-                 fact.get("person"), fact.get("expires_at"), now, now, now, item_id])
+                 fact.get("person"), fact.get("expires_at"), now, now, now, item_id, fact.get("agent_id"),
+                 fact.get("run_id")])
             fact_id = rows[0]["id"]
             yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact_id, user_id, item_id])
             action, previous = "added", None
@@ -320,8 +322,9 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
             if old["value"] == fact["value"]:
                 action = "unchanged"
                 yield Q("UPDATE facts SET last_verified_at = %s, expires_at = coalesce(%s, expires_at),"
-                        " confidence = greatest(confidence, %s) WHERE user_id = %s AND id = %s",
-                        [now, fact.get("expires_at"), fact["confidence"], user_id, fact_id])
+                        " confidence = greatest(confidence, %s), run_id = coalesce(%s, run_id)"
+                        " WHERE user_id = %s AND id = %s",
+                        [now, fact.get("expires_at"), fact["confidence"], fact.get("run_id"), user_id, fact_id])
             else:
                 action = "updated"
                 yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context,"
@@ -330,10 +333,11 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
                          old["updated_at"], now])
                 yield Q("UPDATE facts SET value = %s, source = %s, confidence = %s, source_context = %s,"
                         " source_session_id = %s, source_message_id = %s, person = %s, expires_at = %s,"
-                        " last_verified_at = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                        " last_verified_at = %s, updated_at = %s, run_id = coalesce(%s, run_id)"
+                        " WHERE user_id = %s AND id = %s",
                         [fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
                          fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         fact.get("expires_at"), now, now, user_id, fact_id])
+                         fact.get("expires_at"), now, now, fact.get("run_id"), user_id, fact_id])
             current = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
             yield from self._sync_fact_item(current[0], item, model, now)
         rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
@@ -352,22 +356,27 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING", [user_id, item.theme, item.theme.title(), now, now])
         yield Q("UPDATE items SET content = %s, title = %s, theme = %s, metadata = %s, source = %s, confidence = %s,"
-                " person = %s, expires_at = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                " person = %s, expires_at = %s, agent_id = %s, run_id = %s, updated_at = %s WHERE user_id = %s AND id = %s",
                 [item.content, item.title, item.theme, Jsonb(item.metadata or {}), fact["source"], fact["confidence"],
-                 fact["person"], fact["expires_at"], now, user_id, item_id])
+                 fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], now, user_id, item_id])
         if (rows[0]["content"], rows[0]["title"]) != (item.content, item.title):
             yield from self._mark_stale(user_id, item_id, model, now)
 
     @operation
-    def get_fact(self, user_id: str, category: str, key: str) -> Op:
-        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND category = %s AND key = %s", [user_id, category, key])
+    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> Op:
+        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND category = %s"
+                       " AND key = %s", [user_id, agent_id, category, key])
         return _row_times(rows[0]) if rows else None
 
     @operation
-    def delete_facts(self, user_id: str, key: str, category: str | None) -> Op:
-        cond = "user_id = %s AND key = %s" + ("" if category is None else " AND category = %s")
-        params = [user_id, key] + ([] if category is None else [category])
-        rows = yield Q(f"DELETE FROM facts WHERE {cond} RETURNING item_id", params)
+    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None) -> Op:
+        parts, params = [sql.SQL("user_id = %s AND key = %s")], [user_id, key]
+        for column, value in (("category", category), ("agent_id", agent_id)):
+            if value is not None:
+                parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+                params.append(value)
+        rows = yield Q(sql.SQL("DELETE FROM facts WHERE {} RETURNING item_id").format(sql.SQL(" AND ").join(parts)),
+                       params)
         item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
         if item_ids:
             yield Q("DELETE FROM items WHERE user_id = %s AND id = ANY(%s)", [user_id, item_ids])
@@ -375,14 +384,14 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
-                   search: str | None, category: str | None, now: datetime, include_expired: bool = False) -> Op:
+                   search: str | None, category: str | None, now: datetime, include_expired: bool = False,
+                   agent_id: str | None = None, run_id: str | None = None) -> Op:
         parts, params = [sql.SQL("TRUE")], []
-        if user_id is not None:
-            parts.append(sql.SQL("user_id = %s"))
-            params.append(user_id)
-        if category is not None:
-            parts.append(sql.SQL("category = %s"))
-            params.append(category)
+        for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
+                              ("run_id", run_id)):
+            if value is not None:
+                parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+                params.append(value)
         if search:
             parts.append(sql.SQL("(key ILIKE %s OR value ILIKE %s OR category ILIKE %s)"))
             params.extend([like_pattern(search)] * 3)

@@ -271,6 +271,9 @@ SCOPES = [
     "ALTER TABLE facts DROP CONSTRAINT IF EXISTS facts_user_id_category_key_key",
     "CREATE UNIQUE INDEX IF NOT EXISTS facts_identity ON facts (user_id, (coalesce(agent_id, '')), category, key)",
     "CREATE INDEX IF NOT EXISTS facts_user_agent ON facts (user_id, agent_id) WHERE agent_id IS NOT NULL",
+    # the scope of a conversation, given to add_messages: the items extracted from it carry it
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS agent_id text",
+    "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS run_id text",
 ]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [

@@ -43,7 +43,8 @@ class PostgresSessionQueries:
         return row_times(rows[0]), created
 
     @operation
-    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime) -> Op:
+    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime,
+                        agent_id: str | None = None, run_id: str | None = None) -> Op:
         times = [m.get("created_at") or now for m in messages]
         session, created = yield from self._open_session_row(user_id, session_id, now, min(times, default=now))
         first = session["message_count"] + 1
@@ -55,8 +56,9 @@ class PostgresSessionQueries:
         users = sum(1 for m in messages if m["role"] == "user")
         rows = yield Q("UPDATE session_state SET message_count = message_count + %s, user_messages = user_messages + %s,"
                        " created_at = coalesce(created_at, %s), last_active = greatest(last_active, %s), attempts = 0,"
-                       " updated_at = %s WHERE user_id = %s AND session_id = %s RETURNING *",
-                       [len(messages), users, now, max(times, default=now), now, user_id, session_id])
+                       " updated_at = %s, agent_id = coalesce(%s, agent_id), run_id = coalesce(%s, run_id)"
+                       " WHERE user_id = %s AND session_id = %s RETURNING *",
+                       [len(messages), users, now, max(times, default=now), now, agent_id, run_id, user_id, session_id])
         return row_times(rows[0]), created
 
     @operation

@@ -269,11 +269,12 @@ class PostgresTransferQueries:
         return (yield Q(
             "INSERT INTO session_state (user_id, session_id, extracted_at, updated_at, created_at, last_active, state,"
             " error, attempts, claimed_at, message_count, user_messages, extracted_seq, extracted_user_messages,"
-            " chunked_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " chunked_seq, agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (user_id, session_id) DO NOTHING",
             [r["user_id"], r["session_id"], r["extracted_at"], r["updated_at"], r["created_at"], r["last_active"],
              r["state"], r["error"], r["attempts"], r["claimed_at"], r["message_count"], r["user_messages"],
-             r["extracted_seq"], r["extracted_user_messages"], r["chunked_seq"]])) > 0
+             r["extracted_seq"], r["extracted_user_messages"], r["chunked_seq"], r.get("agent_id"),
+             r.get("run_id")])) > 0
 
     def _restore_message(self, r: dict, model: str | None, now: datetime) -> Op:
         if not (yield Q("SELECT 1 FROM session_state WHERE user_id = %s AND session_id = %s",

@@ -306,17 +306,18 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         stamp = to_db(now)
         with self._transaction(write=True) as conn:
             self._ensure_user(conn, user_id, stamp)
-            old = conn.execute("SELECT * FROM facts WHERE user_id = ? AND category = ? AND key = ?",
-                               (user_id, fact["category"], fact["key"])).fetchone()
+            old = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
+                               (user_id, fact.get("agent_id"), fact["category"], fact["key"])).fetchone()
             if old is None:
                 (item_id,) = self._insert_rows(conn, [item], model, stamp)
                 cur = conn.execute(
                     "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                     " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                    " updated_at, item_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " updated_at, item_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
                      fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
-                     fact.get("person"), to_db(fact.get("expires_at")), stamp, stamp, stamp, item_id))
+                     fact.get("person"), to_db(fact.get("expires_at")), stamp, stamp, stamp, item_id,
+                     fact.get("agent_id"), fact.get("run_id")))
                 conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (cur.lastrowid, item_id))
                 action, previous = "added", None
                 fact_id = cur.lastrowid
@@ -326,8 +327,8 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                     action = "unchanged"
                     conn.execute(
                         "UPDATE facts SET last_verified_at = ?, expires_at = coalesce(?, expires_at),"
-                        " confidence = max(confidence, ?) WHERE id = ?",
-                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact_id))
+                        " confidence = max(confidence, ?), run_id = coalesce(?, run_id) WHERE id = ?",
+                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact.get("run_id"), fact_id))
                 else:
                     action = "updated"
                     conn.execute(
@@ -338,10 +339,10 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                     conn.execute(
                         "UPDATE facts SET value = ?, source = ?, confidence = ?, source_context = ?,"
                         " source_session_id = ?, source_message_id = ?, person = ?, expires_at = ?,"
-                        " last_verified_at = ?, updated_at = ? WHERE id = ?",
+                        " last_verified_at = ?, updated_at = ?, run_id = coalesce(?, run_id) WHERE id = ?",
                         (fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
                          fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         to_db(fact.get("expires_at")), stamp, stamp, fact_id))
+                         to_db(fact.get("expires_at")), stamp, stamp, fact.get("run_id"), fact_id))
                 current = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
                 self._sync_fact_item(conn, current, item, model, stamp)
             row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
@@ -359,23 +360,25 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         self._ensure_theme(conn, user_id, item.theme, stamp)
         old = conn.execute("SELECT content, title FROM items WHERE id = ?", (item_id,)).fetchone()
         conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, metadata = ?, source = ?, confidence = ?,"
-                     " person = ?, expires_at = ?, updated_at = ? WHERE id = ?",
+                     " person = ?, expires_at = ?, agent_id = ?, run_id = ?, updated_at = ? WHERE id = ?",
                      (item.content, item.title, item.theme, _json(item.metadata or {}), fact["source"],
-                      fact["confidence"], fact["person"], fact["expires_at"], stamp, item_id))
+                      fact["confidence"], fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], stamp,
+                      item_id))
         if (old["content"], old["title"]) != (item.content, item.title):
             self._mark_stale(conn, user_id, item_id, model, stamp)
 
-    def get_fact(self, user_id: str, category: str, key: str) -> dict | None:
+    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> dict | None:
         with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT * FROM facts WHERE user_id = ? AND category = ? AND key = ?",
-                               (user_id, category, key)).fetchone()
+            row = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
+                               (user_id, agent_id, category, key)).fetchone()
         return None if row is None else _fact_from_row(row)
 
-    def delete_facts(self, user_id: str, key: str, category: str | None) -> int:
+    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None) -> int:
         sql, params = "FROM facts WHERE user_id = ? AND key = ?", [user_id, key]
-        if category is not None:
-            sql += " AND category = ?"
-            params.append(category)
+        for column, value in (("category", category), ("agent_id", agent_id)):
+            if value is not None:
+                sql += f" AND {column} = ?"  # one of two known column names
+                params.append(value)
         with self._transaction(write=True) as conn:
             item_ids = [r[0] for r in conn.execute(f"SELECT item_id {sql}", params) if r[0] is not None]
             count = conn.execute(f"DELETE {sql}", params).rowcount
@@ -383,14 +386,14 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         return count
 
     def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
-                   search: str | None, category: str | None, now: datetime, include_expired: bool = False) -> list[dict]:
+                   search: str | None, category: str | None, now: datetime, include_expired: bool = False,
+                   agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
         clauses, params = ["1=1"], []
-        if user_id is not None:
-            clauses.append("user_id = ?")
-            params.append(user_id)
-        if category is not None:
-            clauses.append("category = ?")
-            params.append(category)
+        for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
+                              ("run_id", run_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")  # known column names only
+                params.append(value)
         if search:
             pattern = like_pattern(search)
             clauses.append("(key LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\' OR category LIKE ? ESCAPE '\\')")

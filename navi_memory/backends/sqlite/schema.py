@@ -73,6 +73,9 @@ SCOPES = [
     # a fact without agent_id is shared by every agent; '' is never an agent id
     "CREATE UNIQUE INDEX IF NOT EXISTS facts_identity ON facts (user_id, coalesce(agent_id, ''), category, key)",
     "CREATE INDEX IF NOT EXISTS facts_user_agent ON facts (user_id, agent_id) WHERE agent_id IS NOT NULL",
+    # the scope of a conversation, given to add_messages: the items extracted from it carry it
+    "ALTER TABLE session_state ADD COLUMN agent_id TEXT",
+    "ALTER TABLE session_state ADD COLUMN run_id TEXT",
 ]
 
 MIGRATIONS: list[tuple[int, list[str]]] = [

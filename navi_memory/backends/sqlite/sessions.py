@@ -67,9 +67,11 @@ class SQLiteSessions:
                          " WHERE user_id = ? AND session_id = ?", (stamp, stamp, user_id, session_id))
             return self._session_row(conn, user_id, session_id), created
 
-    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime) -> tuple[dict, bool]:
+    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime,
+                        agent_id: str | None = None, run_id: str | None = None) -> tuple[dict, bool]:
         """Append messages (dicts: role, content, name, tool_calls list, tool_call_id, created_at)
-        with consecutive ``seq`` numbers; returns the updated session row and whether it was new."""
+        with consecutive ``seq`` numbers; returns the updated session row and whether it was new.
+        ``agent_id`` / ``run_id``: the session's scope from now on (None keeps the one it has)."""
         stamp = to_db(now)
         times = [to_db(m.get("created_at") or now) for m in messages]
         with self._transaction(write=True) as conn:
@@ -84,9 +86,10 @@ class SQLiteSessions:
             latest = max([r[-1] for r in rows], default=stamp)
             users = sum(1 for m in messages if m["role"] == "user")
             conn.execute("UPDATE session_state SET message_count = message_count + ?, user_messages = user_messages + ?,"
-                         " last_active = max(coalesce(last_active, ''), ?), attempts = 0, updated_at = ?"
+                         " last_active = max(coalesce(last_active, ''), ?), attempts = 0, updated_at = ?,"
+                         " agent_id = coalesce(?, agent_id), run_id = coalesce(?, run_id)"
                          " WHERE user_id = ? AND session_id = ?",
-                         (len(rows), users, latest, stamp, user_id, session_id))
+                         (len(rows), users, latest, stamp, agent_id, run_id, user_id, session_id))
             return self._session_row(conn, user_id, session_id), created
 
     def get_session(self, user_id: str, session_id: str, with_messages: bool = True, after_seq: int = 0) -> dict | None:

@@ -260,12 +260,12 @@ class SQLiteTransfer:
         return conn.execute(
             "INSERT INTO session_state (user_id, session_id, extracted_at, updated_at, created_at, last_active, state,"
             " error, attempts, claimed_at, message_count, user_messages, extracted_seq, extracted_user_messages,"
-            " chunked_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " chunked_seq, agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (user_id, session_id) DO NOTHING",
             (r["user_id"], r["session_id"], to_db(r["extracted_at"]), to_db(r["updated_at"]), to_db(r["created_at"]),
              to_db(r["last_active"]), r["state"], r["error"], r["attempts"], to_db(r["claimed_at"]),
              r["message_count"], r["user_messages"], r["extracted_seq"], r["extracted_user_messages"],
-             r["chunked_seq"])).rowcount > 0
+             r["chunked_seq"], r.get("agent_id"), r.get("run_id"))).rowcount > 0
 
     def _restore_message(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
         if not conn.execute("SELECT 1 FROM session_state WHERE user_id = ? AND session_id = ?",
