@@ -35,6 +35,15 @@ _MY_FIELDS = {"birthday": "birthday", "email": "email", "email address": "email"
               "partner's name": "partner_name", "wife's name": "partner_name", "husband's name": "partner_name"}
 
 
+SAID = 'user said: "'
+ASKED = 'user asked to remember: "'
+
+
+def is_rule_context(text: str | None) -> bool:
+    """Whether a fact's ``source_context`` is one the rules wrote."""
+    return bool(text) and str(text).startswith((SAID, ASKED))
+
+
 @dataclass(frozen=True)
 class RuleFact:
     category: str
@@ -171,7 +180,7 @@ def _statement_facts(sentence: str) -> list[RuleFact]:
         for match in pattern.finditer(sentence):
             found = build(match)
             if found:
-                out.append(RuleFact(*found, source_context=f'user said: "{sentence[:200]}"'))
+                out.append(RuleFact(*found, source_context=f'{SAID}{sentence[:200]}"'))
     return out
 
 
@@ -203,7 +212,7 @@ def extract_text(text: str) -> list[RuleFact]:
             if (_PERSONAL.search(value) or len(value.split()) >= 3) and not _NEGATED.match(value):
                 key, value = _remembered(value)
                 facts.append(RuleFact("other", key, value[:500],
-                                      source_context=f'user asked to remember: "{sentence[:200]}"'))
+                                      source_context=f'{ASKED}{sentence[:200]}"'))
         facts.extend(found)
     return facts
 
