@@ -397,3 +397,10 @@ def test_content_words_and_jaccard():
     assert content_words("Remember: I take the 8:15 train") == {"remember", "8", "15", "train"}
     assert jaccard(content_words("climbing again this Tuesday"), content_words("Tuesday climbing session")) == 2 / 3
     assert jaccard(set(), {"a"}) == 0.0
+
+
+def test_a_season_ends_the_value_like_a_week_does():
+    from navi_memory.pipeline.rules import extract_text
+
+    assert [(f.key, f.value) for f in extract_text("I moved to Lisbon last spring, I love the light.")] == [
+        ("location", "Lisbon")]

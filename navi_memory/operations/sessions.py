@@ -317,7 +317,8 @@ class SessionOperations:
                         notes = found.notes
             else:
                 report.prefiltered = True
-        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger)
+        # after a failure the model is not asked to judge near-duplicates either
+        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger, failure is None)
         if failure is not None:
             # the session stays marked for a retry with the model; its facts then merge with these
             report.state, report.error = "error", str(failure)[:1000]
@@ -371,7 +372,8 @@ class SessionOperations:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)
         return out
 
-    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict]) -> Op:
+    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict],
+                     judge: bool = True) -> Op:
         if not candidates:
             return []
         opts = self._shared.pipeline
@@ -383,7 +385,7 @@ class SessionOperations:
             decisions[i] = dedup.decide(candidates[i], known, near, opts.dedup_threshold)
         pending = [i for i, d in enumerate(decisions) if d.action == "judge"]
         same: set[int] = set()
-        if pending and self._shared.chat is not None and opts.llm_dedup:
+        if pending and judge and self._shared.chat is not None and opts.llm_dedup:
             pairs = [(candidates[i], decisions[i].target) for i in pending]
             same = yield from dedup.judge(pairs, ledger)  # type: ignore[arg-type]  # "judge" names its target
         for number, i in enumerate(pending, 1):

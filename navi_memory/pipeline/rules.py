@@ -18,7 +18,7 @@ _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 _QUESTION = re.compile(r"^\W*(what|who|whom|where|when|why|how|which|can|could|would|should|do|does|did|is|are|am|"
                        r"was|were|will|shall|may|have|has)\b", re.I)
 _CLAUSE_END = re.compile(r"\s*(?:[,;:!?()]|\.(?:\s|$)|\s-\s|\s(?:and|but|because|since|so|which|who|where|"
-                         r"though|although|while|if|when|as)\s|\s(?:last|next|this)\s(?:week|month|year)\b|"
+                         r"though|although|while|if|when|as)\s|\s(?:last|next|this)\s(?:week|weekend|month|year|spring|summer|autumn|fall|winter)\b|"
                          r"\s(?:yesterday|today|recently|now|anymore|again|\w+\s(?:days|weeks|months|years)\sago)\b)",
                          re.I)
 _NEGATED = re.compile(r"^(?:not|never|no)\b", re.I)
