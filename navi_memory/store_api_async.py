@@ -271,12 +271,16 @@ class AsyncMemoryStoreAPI:
                                                                   force=force))
 
     async def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
-                                     stale_minutes: float | None = None, limit: int = 100) -> list[ExtractionReport]:
+                                     stale_minutes: float | None = None, limit: int = 100,
+                                     unextracted: bool = False) -> list[ExtractionReport]:
         """Extract every stale session now (of one user, or of all with ``all_users=True``):
         idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
-        extracted. Returns one report per session."""
+        extracted. ``unextracted=True`` also takes the sessions never extracted, however recent
+        (an ingested conversation; a live one keeps its last turn's chunk until it is answered).
+        Returns one report per session."""
         return await self._run(self._ops.sessions.process_stale_sessions(user_id=user_id, all_users=all_users,
-                                                                         stale_minutes=stale_minutes, limit=limit))
+                                                                         stale_minutes=stale_minutes, limit=limit,
+                                                                         unextracted=unextracted))
 
     async def usage_stats(self, *, user_id: str | None = None, all_users: bool = False,
                           limit: int = 20) -> dict[str, Any]:
@@ -344,8 +348,9 @@ class AsyncMemoryStoreAPI:
 
     async def promote(self, *, user_id: str | None = None, all_users: bool = False, max_items: int = MAX_ITEMS,
                       progress: Callable[[int, int], None] | None = None) -> PromotionReport:
-        """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
-        the items promoted; idempotent. Needs vectors of the store's embedding model.
+        """Turn clusters of similar items (3 or more) into facts and mark the items promoted;
+        idempotent. Similar: cosine distance < 0.15 between vectors of the store's embedding model;
+        in a store without one, half their content words shared (Jaccard >= 0.5).
         ``progress(users_done, users)`` after each user."""
         return await self._run(self._ops.persons.promote(user_id=user_id, all_users=all_users, max_items=max_items,
                                                          progress=progress))
@@ -355,7 +360,8 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.persons.promoted_facts(user_id=user_id, limit=limit))
 
     async def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> str:
-        """The promoted facts as a MEMORY.md text (at most ``limit`` entries)."""
+        """A MEMORY.md text: the user's facts by category (at most ``limit``: the promoted ones
+        first, then the newest), each promoted one with how often it came up, and the pinned notes."""
         return await self._run(self._ops.persons.memory_markdown(user_id=user_id, limit=limit))
 
     async def export(self, sink: Callable[[dict[str, Any]], Any], *, user_id: str | None = None,

@@ -92,27 +92,31 @@ def test_chat_model_timeout_marks_the_session_error_and_a_later_run_retries(db_u
         assert report.state == "error" and "fake-chat" in report.error
         session = store.get_session("s1", user_id=U)
         assert session.state == "error" and session.extracted_at is None and len(session.messages) == 2
-        assert store.get_all_facts(user_id=U) == [] and store.get_summary(user_id=U) is None
+        # only the explicit statement, recorded by the rules; no summary
+        assert [(f.key, f.value) for f in store.get_all_facts(user_id=U)] == [("location", "Lisbon")]
+        assert store.get_summary(user_id=U) is None
         assert store.usage_stats(user_id=U)["totals"]["failed_calls"] >= 1
 
         ollama.mode = "ok"
         ollama.replies = [json.dumps(EXTRACTION), "The user lives in Lisbon."]
         clock.advance(minutes=31)
         [retry] = store.process_stale_sessions(user_id=U)
-        assert (retry.session_id, retry.state) == ("s1", "extracted")
-        assert [(f.key, f.value) for f in store.get_all_facts(user_id=U)] == [("home_city", "Lisbon")]
+        assert (retry.session_id, retry.state, retry.unchanged) == ("s1", "extracted", 1)
+        # the model's home_city is the rules' location: merged, not doubled
+        assert [(f.key, f.value) for f in store.get_all_facts(user_id=U)] == [("location", "Lisbon")]
         assert store.get_session("s1", user_id=U, messages=False).state == "extracted"
 
 
 def test_a_model_failing_half_way_leaves_nothing_half_written(store, clock):
     # a cut-off reply, then the repair request times out (each of its 3 attempts): the run is an
-    # error and writes no fact
+    # error and writes nothing of the model's (the rules still record the explicit statement)
     store.set_chat_model(ScriptedChat(script=['{"facts": [{"category": "profile", "key": "home_ci',
                                               *[TimeoutError("repair timed out")] * 3]))
     _conversation(store)
     report = store.extract_session("s1", user_id=U)
     assert report.state == "error" and "timed out" in report.error
-    assert store.get_all_facts(user_id=U) == [] and store.get_summary(user_id=U) is None
+    assert [(f.key, f.value) for f in store.get_all_facts(user_id=U)] == [("location", "Lisbon")]
+    assert store.get_summary(user_id=U) is None
     chunks = lambda: store.list_items(user_id=U, types=["note"], theme="conversation")  # noqa: E731
     assert len(chunks()) == 1  # the turn itself is kept (it is not the model's output)
 
@@ -121,7 +125,7 @@ def test_a_model_failing_half_way_leaves_nothing_half_written(store, clock):
     [retry] = store.process_stale_sessions(user_id=U)
     assert retry.state == "extracted"
     facts = store.get_all_facts(user_id=U, include_history=True)
-    assert [(f.key, f.value, len(f.history)) for f in facts] == [("home_city", "Lisbon", 0)]
+    assert [(f.key, f.value, len(f.history)) for f in facts] == [("location", "Lisbon", 0)]
     assert store.get_summary(user_id=U) == "The user lives in Lisbon."
     assert len(chunks()) == 1  # stored once, not once per attempt
 

@@ -52,7 +52,7 @@ def test_ingest_extract_facts_stats_summary(db, transcript_file):
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["totals"]["sessions"] == 1 and stats["totals"]["llm_calls"] == 0
     assert stats["states"] == {"extracted": {"sessions": 1, "messages": 6}}
-    assert "no stale sessions" in run("extract", db=db).stdout
+    assert "no sessions to extract" in run("extract", db=db).stdout
     hits = json.loads(run("search", "--user", "u1", "uname linux", "--json", db=db).stdout)
     assert any("[Tool result] uname: Linux 6.8.0-arch1" in h["content"] for h in hits)
 

@@ -103,13 +103,14 @@ def test_garbage_marks_the_session_as_error_and_it_is_retried(store, clock):
     session = store.get_session("s1", user_id=U, messages=False)
     assert session.state == "error" and "no JSON" in session.error and session.extracted_at is None
     assert store.get_summary(user_id=U) is None
-    # the rule facts of an errored run are not half-written: the run stopped before any fact
-    assert facts(store) == {}
+    # the rules still record the explicit statement; the model's run later merges with it
+    assert facts(store) == {("profile", "location"): "Berlin"} and report.added == 1
     clock.advance(minutes=31)
     model = chat(store, reply(("profile", "name", "Eugene", "user_explicit"),
                               ("profile", "location", "Berlin", "user_explicit")), "Eugene lives in Berlin.")
     [retry] = store.process_stale_sessions(user_id=U)
-    assert (retry.session_id, retry.state, retry.added) == ("s1", "extracted", 2)
+    assert (retry.session_id, retry.state, retry.added, retry.unchanged) == ("s1", "extracted", 1, 1)
+    assert facts(store) == {("profile", "name"): "Eugene", ("profile", "location"): "Berlin"}
     assert len(model.calls) == 2
     session = store.get_session("s1", user_id=U, messages=False)
     assert (session.state, session.error, session.attempts) == ("extracted", None, 0)

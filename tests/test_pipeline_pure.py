@@ -391,3 +391,21 @@ async def test_chat_client_failures_become_extraction_errors():
         await slow.ainvoke("summary", [("human", "hi")])
     reply = ChatClient.wrap(ScriptedChat(script=["hello"], usage=None)).invoke("summary", [("human", "x" * 400)])
     assert (reply.text, reply.input_tokens, reply.output_tokens, reply.estimated) == ("hello", 101, 2, True)
+
+
+def test_content_words_and_jaccard():
+    from navi_memory.retrieval.words import content_words, jaccard, stem
+
+    assert [stem(w) for w in ("climbing", "tuesdays", "takes", "lattes", "boxes", "studies", "running", "class")] == [
+        "climb", "tuesday", "take", "latte", "box", "study", "run", "class"]
+    assert content_words("I go climbing on Tuesday") == {"climb", "tuesday"}
+    assert content_words("Remember: I take the 8:15 train") == {"remember", "8", "15", "train"}
+    assert jaccard(content_words("climbing again this Tuesday"), content_words("Tuesday climbing session")) == 2 / 3
+    assert jaccard(set(), {"a"}) == 0.0
+
+
+def test_a_season_ends_the_value_like_a_week_does():
+    from navi_memory.pipeline.rules import extract_text
+
+    assert [(f.key, f.value) for f in extract_text("I moved to Lisbon last spring, I love the light.")] == [
+        ("location", "Lisbon")]

@@ -24,7 +24,7 @@ def open_store(args: argparse.Namespace, read_only: bool = False) -> Any:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    if args.format == "markdown":  # the promoted facts as a MEMORY.md, for assistants that read a file
+    if args.format == "markdown":  # facts and pinned notes as a MEMORY.md, for assistants that read a file
         if not args.user or args.all_users or args.with_vectors:
             raise ValidationError("--format markdown exports one --user (no --all-users, no --with-vectors)")
         from .persons import cmd_memory_md
@@ -163,8 +163,8 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--with-vectors", action="store_true", help="include embedding vectors (else re-embedded on import)")
     p.add_argument("--output", "-o", help="write to this file instead of standard output")
     p.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl",
-                   help="jsonl: everything (default); markdown: the user's promoted facts as a MEMORY.md")
-    p.add_argument("--limit", type=integer("limit"), default=20, help="markdown: entries at most (default 20)")
+                   help="jsonl: everything (default); markdown: the user's facts and pinned notes as a MEMORY.md")
+    p.add_argument("--limit", type=integer("limit"), default=100, help="markdown: facts at most (default 100)")
     p = command("import", cmd_import, "import an export file, or migrate an existing Navi database")
     json_option(p)
     p.add_argument("file", nargs="?", metavar="FILE", help="export file (JSON Lines), or - for standard input")

@@ -2,7 +2,7 @@
 
 ``navi-memory person add|list|resolve|update|remove|mode|speaker`` manage a user's persons;
 ``promote`` runs the promotion job (schedule it daily: see docs/concepts.md); ``memory-md``
-writes the promoted facts as a MEMORY.md.
+writes the user's facts and pinned notes as a MEMORY.md.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
     user_option(p, required=False); json_option(p)
     p.add_argument("--max-items", type=integer("max_items"), default=5000, help="newest items read per user")
-    p = command("memory-md", cmd_memory_md, "write a user's promoted facts as a MEMORY.md")
+    p = command("memory-md", cmd_memory_md, "write a user's facts and pinned notes as a MEMORY.md")
     user_option(p)
     p.add_argument("--output", "-o", help="file to write (default: standard output)")
-    p.add_argument("--limit", type=integer("limit"), default=20, help="entries at most (default 20)")
+    p.add_argument("--limit", type=integer("limit"), default=100, help="facts at most (default 100; promoted first)")

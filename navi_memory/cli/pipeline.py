@@ -39,7 +39,8 @@ def report_line(report: ExtractionReport) -> str:
     if report.state == "skipped":
         return f"{head} ({report.reason})"
     if report.state == "error":
-        return f"{head}: {report.error} ({report.llm_calls} LLM calls; retried on the next run)"
+        kept = f"the rules recorded {report.added + report.updated} facts; " if report.changes else ""
+        return f"{head}: {report.error} ({report.llm_calls} LLM calls; {kept}retried on the next run)"
     how = "LLM" if report.used_llm else ("rules, nothing for the LLM" if report.prefiltered else "rules")
     return (f"{head} by {how}: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.notes} notes, {report.chunks} chunks, {report.llm_calls} LLM calls "
@@ -58,6 +59,17 @@ def _finish(reports: list[ExtractionReport], as_json: bool) -> None:
         raise ExtractionError(f"{len(failed)} of {len(reports)} session(s) failed; they are retried on the next run")
 
 
+def _asks_to_remember(store: Any, session: str, user: str, added: int) -> bool:
+    """Whether one of the user messages just stored says "remember that ..." (the trigger that
+    extracts a live conversation at once)."""
+    from ..pipeline.rules import asks_to_remember
+
+    if not added:
+        return False
+    stored = store.get_session(session, user_id=user).messages[-added:]
+    return any(m.role == "user" and asks_to_remember(m.content) for m in stored)
+
+
 def cmd_ingest(args: argparse.Namespace) -> None:
     payload = _read_messages(args.file)
     session = args.session or (payload.get("session_id") if isinstance(payload, dict) else None)
@@ -65,14 +77,22 @@ def cmd_ingest(args: argparse.Namespace) -> None:
         import uuid
 
         session = uuid.uuid4().hex
-    with open_store(args, chat=args.extract) as store:
+    with open_store(args, chat=True) as store:
         result = store.add_messages(session, payload, user_id=args.user, triggers=False)
-        report = store.extract_session(session, user_id=args.user) if args.extract else None
+        remember = not args.extract and _asks_to_remember(store, session, args.user, result.added)
+        # a whole file is a finished conversation: "remember that ..." extracts it now, as it would live
+        report = store.extract_session(session, user_id=args.user) if args.extract or remember else None
     if args.json and report is None:
         print_json(result)
     elif not args.json:
-        print(f"stored {result.added} messages in session {session} for {args.user}"
-              + ("" if args.extract else " (run `navi-memory extract` to process it)"))
+        head = f"stored {result.added} messages in session {session} for {args.user}"
+        if report is None:
+            import shlex
+
+            command = f"navi-memory extract --user {shlex.quote(args.user)} --session {shlex.quote(session)}"
+            print(f"{head} (run `{command}`, or `navi-memory extract` for every pending session, to process it)")
+        else:
+            print(head + ('; it asks to "remember" something: extracted now' if remember else ""))
     if report is not None:
         _finish([report], args.json)
 
@@ -85,9 +105,10 @@ def cmd_extract(args: argparse.Namespace) -> None:
             reports = [store.extract_session(args.session, user_id=args.user, force=args.all_messages)]
         else:
             reports = store.process_stale_sessions(user_id=args.user, all_users=args.user is None,
-                                                   stale_minutes=args.stale_minutes, limit=args.limit)
+                                                   stale_minutes=args.stale_minutes, limit=args.limit,
+                                                   unextracted=not args.stale_only)
     if not reports and not args.json:
-        print("no stale sessions")
+        print("no stale sessions" if args.stale_only else "no sessions to extract (none stale or never extracted)")
     _finish(reports, args.json)
 
 
@@ -130,13 +151,17 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     user_option(p); json_option(p)
     p.add_argument("file", metavar="FILE", help="JSON file, or - for standard input")
     p.add_argument("--session", help="session id (default: the file's session_id, else a new id)")
-    p.add_argument("--extract", action="store_true", help="extract facts from it right away")
-    p.add_argument("--chat-model", help="chat model for --extract (default $NAVI_MEMORY_CHAT_MODEL; none: rules)")
-    p = command("extract", cmd_extract, "process stale sessions (or one session): facts, notes, chunks, summary")
+    p.add_argument("--extract", action="store_true",
+                   help="extract facts from it right away (done anyway when it says \"remember that ...\")")
+    p.add_argument("--chat-model", help="chat model for the extraction (default $NAVI_MEMORY_CHAT_MODEL; none: rules)")
+    p = command("extract", cmd_extract, "process stale and never-extracted sessions (or one session): facts, notes,"
+                                        " chunks, summary")
     user_option(p, required=False); json_option(p)
     p.add_argument("--session", help="extract this session now, stale or not (needs --user)")
     p.add_argument("--all-messages", action="store_true", help="with --session: re-read the whole session")
     p.add_argument("--stale-minutes", type=float, help="idle time that makes a session stale (default 30)")
+    p.add_argument("--stale-only", action="store_true",
+                   help="only stale sessions: leave never-extracted ones active in the last --stale-minutes")
     p.add_argument("--limit", type=integer("limit"), default=100, help="at most this many sessions")
     p.add_argument("--chat-model", help="chat model (default $NAVI_MEMORY_CHAT_MODEL; none: rules only)")
     p = command("stats", cmd_stats, "sessions, LLM calls and tokens (per purpose and per session)")

@@ -7,7 +7,8 @@ their person parameters) or ``multi``. Mode rules: single -> multi makes the exi
 cannot be added in single mode.
 
 ``promote`` turns clusters of repeated items into facts (see ``promotion``); ``promoted_facts``
-is the always-in-prompt set and ``memory_markdown`` renders it as a MEMORY.md.
+is the always-in-prompt set; ``memory_markdown`` renders the user's facts and pinned notes as a
+MEMORY.md.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any, Callable, Sequence
 
 from ..core import convert
 from ..core import validation as v
+from ..backends.base import Filters
 from ..calls import db
 from ..errors import NotFoundError, ValidationError
-from ..models import HOUSEHOLD_MODES, Fact
+from ..models import HOUSEHOLD_MODES, ITEM_TYPES, Fact
 from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
 from ..core.persons import (
@@ -34,16 +36,21 @@ from ..core.persons import (
 from ..promotion import (
     MARKDOWN_ENTRIES,
     MAX_ITEMS,
+    PINNED_NOTES,
     PROMPT_FACTS,
     PromotionReport,
     confidence,
     fact_fields,
     find_clusters,
+    find_lexical_clusters,
     render_memory_markdown,
 )
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.persons")
+
+ROWS_PER_READ = 1000
+PROMOTABLE_TYPES = tuple(t for t in ITEM_TYPES if t not in ("fact", "summary"))  # facts already
 
 
 class PersonOperations:
@@ -230,11 +237,10 @@ class PersonOperations:
     def promote(self, *, user_id: str | None = None, all_users: bool = False,
                 max_items: int = MAX_ITEMS,
                 progress: Callable[[int, int], None] | None = None) -> Op[PromotionReport]:
-        """Turn clusters of similar items (cosine distance < 0.15, 3 or more) into facts and mark
-        the items promoted; idempotent. Needs vectors of the store's embedding model.
+        """Turn clusters of similar items (3 or more) into facts and mark the items promoted;
+        idempotent. Similar: cosine distance < 0.15 between vectors of the store's embedding model;
+        in a store without one, half their content words shared (Jaccard >= 0.5).
         ``progress(users_done, users)`` after each user."""
-        if self._shared.model is None:
-            raise ValidationError("promotion compares vectors: the store has no embedding model")
         if all_users and user_id is None:
             users = [u["id"] for u in (yield db.list_users())]
         else:
@@ -248,11 +254,15 @@ class PersonOperations:
 
     def _promote_user(self, uid: str, max_items: int, report: PromotionReport) -> Op:
         model = self._shared.model
-        rows = [] if model is None else (  # clusters are found by vector similarity
-            yield db.promotion_candidates(user_id=uid, model=model, now=self._shared.now(), limit=max_items))
+        if model is None:  # no vectors to compare: shared words
+            rows = yield from self._lexical_candidates(uid, max_items)
+            clusters = find_lexical_clusters(rows)
+        else:
+            rows = yield db.promotion_candidates(user_id=uid, model=model, now=self._shared.now(), limit=max_items)
+            clusters = find_clusters(rows)
         report.users += 1
         report.candidates += len(rows)
-        for cluster in find_clusters(rows):
+        for cluster in clusters:
             report.clusters += 1
             fact_id = cluster.fact_id
             if fact_id is None and not cluster.retired:
@@ -270,6 +280,26 @@ class PersonOperations:
             )
         log.info("promotion of user %s: %d clusters, %d items promoted", uid, report.clusters, report.items_promoted)
 
+    def _lexical_candidates(self, uid: str, max_items: int) -> Op:
+        """What ``promotion_candidates`` gives, without vectors: the newest active items (fact
+        mirrors and summaries excluded) with ``promoted`` and ``fact_id`` from the promotions."""
+        where = Filters(user_id=uid, now=self._shared.now(), types=PROMOTABLE_TYPES)
+        rows: list[dict] = []
+        while len(rows) < max_items:
+            page = yield db.list_items(filters=where, limit=min(ROWS_PER_READ, max_items - len(rows)), offset=len(rows))
+            rows += page
+            if len(page) < ROWS_PER_READ:
+                break
+        promoted: dict[int, int | None] = {}
+        after: list[Any] | None = None
+        while True:  # the promotions of the user, as the export reads them (few: one per promoted item)
+            page = yield db.export_page(kind="promotions", user_id=uid, after=after, limit=ROWS_PER_READ)
+            promoted.update((r["item_id"], r.get("fact_id")) for r in page)
+            if len(page) < ROWS_PER_READ:
+                break
+            after = [page[-1]["item_id"]]
+        return [{**r, "promoted": r["id"] in promoted, "fact_id": promoted.get(r["id"])} for r in rows]
+
     @operation
     def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> Op[list[Fact]]:
         """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
@@ -278,8 +308,22 @@ class PersonOperations:
 
     @operation
     def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> Op[str]:
-        """The promoted facts as a MEMORY.md text (at most ``limit`` entries)."""
+        """A MEMORY.md text: the user's facts by category (at most ``limit``: the promoted ones
+        first, then the newest), each promoted one with how often it came up, and the pinned notes."""
         uid = v.user_id(user_id)
-        facts = yield from self.promoted_facts(user_id=uid, limit=limit)
-        return render_memory_markdown(facts, user_id=uid, limit=limit)
-
+        cap = v.limit(limit, 10_000)
+        now = self._shared.now()
+        counts = {r["id"]: r["promoted_items"] for r in (yield db.promoted_facts(user_id=uid, limit=cap, now=now))}
+        rows = yield from self._memory.newest_facts(uid)
+        rows = sorted(rows, key=lambda r: -counts.get(r["id"], 0))  # stable: the rest stay newest first
+        pinned: list[dict] = []
+        where = Filters(user_id=uid, now=now, types=PROMOTABLE_TYPES)
+        offset = 0
+        while len(pinned) < PINNED_NOTES:  # the backends filter no pinned flag: read pages, newest first
+            page = yield db.list_items(filters=where, limit=ROWS_PER_READ, offset=offset)
+            pinned += [r for r in page if r.get("pinned")]
+            offset += ROWS_PER_READ
+            if len(page) < ROWS_PER_READ:
+                break
+        return render_memory_markdown([convert.fact(r) for r in rows], user_id=uid, limit=cap, pinned=pinned,
+                                      promoted=counts)

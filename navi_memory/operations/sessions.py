@@ -174,16 +174,27 @@ class SessionOperations:
 
     @operation
     def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
-                               stale_minutes: float | None = None, limit: int = 100) -> Op[list[ExtractionReport]]:
+                               stale_minutes: float | None = None, limit: int = 100,
+                               unextracted: bool = False) -> Op[list[ExtractionReport]]:
         """Extract every stale session now (of one user, or of all with ``all_users=True``):
         idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
-        extracted. Returns one report per session."""
+        extracted. ``unextracted=True`` also takes the sessions never extracted, however recent
+        (an ingested conversation; a live one keeps its last turn's chunk until it is answered).
+        Returns one report per session."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         minutes = self._shared.pipeline.stale_minutes if stale_minutes is None else (v.days(stale_minutes, "stale_minutes") or 0.0)
-        stale = yield from self._stale(uid, minutes, v.limit(limit, 100_000))
+        cap = v.limit(limit, 100_000)
+        stale = yield from self._stale(uid, minutes, cap)
+        todo = [(owner, sid, True) for owner, sid in stale]
+        if unextracted and len(todo) < cap:
+            seen = {(owner, sid) for owner, sid in stale}
+            fresh = yield db.list_sessions(user_id=uid, state="open", limit=cap, offset=0)
+            todo += [(r["user_id"], r["session_id"], False) for r in reversed(fresh)  # oldest first
+                     if r.get("extracted_at") is None and r.get("message_count")
+                     and (r["user_id"], r["session_id"]) not in seen][:cap - len(todo)]
         reports = []
-        for owner, sid in stale:
-            reports.append((yield from self._extract(owner, sid, True, False)))
+        for owner, sid, final in todo:
+            reports.append((yield from self._extract(owner, sid, final, False)))
         return reports
 
     @operation
@@ -264,6 +275,10 @@ class SessionOperations:
             return report
         yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=ledger, now=self._shared.now())
         self._book(report, ledger)
+        if report.state == "error":
+            log.warning("extraction of session %s (user %s) failed, the rules recorded %d facts: %s", sid, uid,
+                        report.added + report.updated, report.error)
+            return report
         log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
                  report.updated, report.unchanged, report.notes, report.llm_calls)
         return report
@@ -288,20 +303,32 @@ class SessionOperations:
         context = [m for m in messages if (m.seq or 0) <= after][-opts.context_messages:] if opts.context_messages else []
         candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
         notes: list[str] = []
+        failure: ExtractionError | None = None
         if self._shared.chat is not None and new:
             if rules.worth_extracting(new):
                 known = yield from self._memory.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
-                    found = yield from extract.extract(text, known, ledger)
-                    report.used_llm = True
-                    # the model has read the same statements: of the rule facts only identity stays
-                    candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
-                                                     found.facts)
-                    notes = found.notes
+                    try:
+                        found = yield from extract.extract(text, known, ledger)
+                    except ExtractionError as exc:  # the rules still record what the user said
+                        failure = exc
+                    else:
+                        report.used_llm = True
+                        on_file = yield from self._memory.newest_facts(uid)
+                        # the model has read the same statements: of the rule facts only identity stays
+                        candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
+                                                         [dedup.adopt(f, on_file, sid) for f in found.facts])
+                        notes = found.notes
             else:
                 report.prefiltered = True
-        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger, scope["run_id"])
+        # after a failure the model is not asked to judge near-duplicates either
+        report.changes = yield from self._apply_facts(uid, sid, merge_candidates(candidates), ledger, scope["run_id"],
+                                                      failure is None)
+        if failure is not None:
+            # the session stays marked for a retry with the model; its facts then merge with these
+            report.state, report.error = "error", str(failure)[:1000]
+            return {"state": "error", "error": report.error}
         report.notes = yield from self._store_notes(uid, sid, notes, scope)
         changed = any(c.action != "unchanged" for c in report.changes)
         report.summary_updated = yield from self._refresh_summary(uid, changed, ledger)
@@ -355,7 +382,7 @@ class SessionOperations:
         return out
 
     def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict],
-                     run_id: str | None) -> Op:
+                     run_id: str | None, judge: bool = True) -> Op:
         if not candidates:
             return []
         opts = self._shared.pipeline
@@ -367,7 +394,7 @@ class SessionOperations:
             decisions[i] = dedup.decide(candidates[i], known, near, opts.dedup_threshold)
         pending = [i for i, d in enumerate(decisions) if d.action == "judge"]
         same: set[int] = set()
-        if pending and self._shared.chat is not None and opts.llm_dedup:
+        if pending and judge and self._shared.chat is not None and opts.llm_dedup:
             pairs = [(candidates[i], decisions[i].target) for i in pending]
             same = yield from dedup.judge(pairs, ledger)  # type: ignore[arg-type]  # "judge" names its target
         for number, i in enumerate(pending, 1):

@@ -13,6 +13,10 @@
   tell whether it is the same attribute; the chat model decides (``judge``, one call for all
   pairs), or without one the fact is added.
 
+``adopt`` runs first for the chat model's facts: when the rules alone recorded a statement of
+this session (the model could not be reached then), the model's version of it takes that fact's
+category and key, so the fact is updated, not doubled.
+
 Pure functions except ``judge``, a sans-I/O step.
 """
 
@@ -20,12 +24,13 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from ..retrieval.words import content_words, jaccard
 from ..errors import ExtractionError
 from ..sansio import Op
-from . import prompts
+from . import prompts, rules
 from .extract import ExtractedFact, find_json
 from .llm import ask
 
@@ -49,6 +54,7 @@ SYNONYMS = [
     {"email", "email_address", "e_mail"},
     {"phone", "phone_number", "mobile", "mobile_number"},
 ]
+ADOPT_OVERLAP = 0.5  # shared content words (Jaccard) of key and value: the same statement
 _CANONICAL = {key: sorted(group)[0] for group in SYNONYMS for key in group}
 
 
@@ -105,6 +111,29 @@ def decide(candidate: ExtractedFact, known: Sequence[Mapping[str, Any]],
             return Decision("unchanged", fact, f"same value under {fact['key']} (similarity {score:.2f})")
         return Decision("judge", fact, f"close to {fact['key']} (similarity {score:.2f})")
     return Decision("add")
+
+
+def adopt(candidate: ExtractedFact, known: Sequence[Mapping[str, Any]], session_id: str) -> ExtractedFact:
+    """``candidate`` (from the chat model) under the category and key of the rule fact recorded
+    from the same statement of this session, if there is one: the same attribute (equivalent
+    key), or half their key and value words shared. Unchanged when its own key is on file."""
+    if any(f["category"] == candidate.category and f["key"] == candidate.key for f in known):
+        return candidate
+    words = content_words(f"{candidate.key.replace('_', ' ')} {candidate.value}")
+    best: Mapping[str, Any] | None = None
+    best_score = 0.0
+    for fact in known:
+        if fact.get("source_session_id") != session_id or not rules.is_rule_context(fact.get("source_context")):
+            continue
+        score = 1.0 if same_attribute(fact["key"], candidate.key) else jaccard(
+            words, content_words(f"{fact['key'].replace('_', ' ')} {fact['value']}"))
+        if score >= ADOPT_OVERLAP and score > best_score:
+            best, best_score = fact, score
+    if best is None:
+        return candidate
+    log.debug("%s/%s is the rule fact %s/%s of this session", candidate.category, candidate.key,
+              best["category"], best["key"])
+    return replace(candidate, category=best["category"], key=best["key"])
 
 
 def parse_verdict(text: str, count: int) -> set[int]:

@@ -18,7 +18,7 @@ _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 _QUESTION = re.compile(r"^\W*(what|who|whom|where|when|why|how|which|can|could|would|should|do|does|did|is|are|am|"
                        r"was|were|will|shall|may|have|has)\b", re.I)
 _CLAUSE_END = re.compile(r"\s*(?:[,;:!?()]|\.(?:\s|$)|\s-\s|\s(?:and|but|because|since|so|which|who|where|"
-                         r"though|although|while|if|when|as)\s|\s(?:last|next|this)\s(?:week|month|year)\b|"
+                         r"though|although|while|if|when|as)\s|\s(?:last|next|this)\s(?:week|weekend|month|year|spring|summer|autumn|fall|winter)\b|"
                          r"\s(?:yesterday|today|recently|now|anymore|again|\w+\s(?:days|weeks|months|years)\sago)\b)",
                          re.I)
 _NEGATED = re.compile(r"^(?:not|never|no)\b", re.I)
@@ -33,6 +33,15 @@ _MY_FIELDS = {"birthday": "birthday", "email": "email", "email address": "email"
               "native language": "native_language", "first language": "native_language",
               "mother tongue": "native_language", "hometown": "hometown", "home town": "hometown",
               "partner's name": "partner_name", "wife's name": "partner_name", "husband's name": "partner_name"}
+
+
+SAID = 'user said: "'
+ASKED = 'user asked to remember: "'
+
+
+def is_rule_context(text: str | None) -> bool:
+    """Whether a fact's ``source_context`` is one the rules wrote."""
+    return bool(text) and str(text).startswith((SAID, ASKED))
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ def _statement_facts(sentence: str) -> list[RuleFact]:
         for match in pattern.finditer(sentence):
             found = build(match)
             if found:
-                out.append(RuleFact(*found, source_context=f'user said: "{sentence[:200]}"'))
+                out.append(RuleFact(*found, source_context=f'{SAID}{sentence[:200]}"'))
     return out
 
 
@@ -229,7 +238,7 @@ def extract_text(text: str) -> list[RuleFact]:
             if (_PERSONAL.search(value) or len(value.split()) >= 3) and not _NEGATED.match(value):
                 key, value = _remembered(value)
                 facts.append(RuleFact("other", key, value[:500],
-                                      source_context=f'user asked to remember: "{sentence[:200]}"'))
+                                      source_context=f'{ASKED}{sentence[:200]}"'))
         facts.extend(found)
     return facts
 
