@@ -51,14 +51,14 @@ def test_an_unrelated_question_injects_nothing_and_a_related_one_the_right_note(
     for text in ("I walk the dog every morning", "Dentist appointment on Tuesday at 10",
                  "Favourite tea is jasmine green tea", "The car insurance renews in March"):
         store.add(user_id=user, content=text)
-    builder = MemoryContextBuilder(StoreCaller(store), user)  # the store's floor, 0.25
+    builder = MemoryContextBuilder(StoreCaller(store))  # the store's floor, 0.25
     for question in ("what is the capital of France?", "how many moons does Jupiter have?", "tell me a joke"):
         assert store.search(question, user_id=user, min_similarity=0.25) == []
-        context = builder.build(question)
+        context = builder.build(question, user_id=user)
         assert context.searched and context.volatile is None
-    context = builder.build("what's my PIN?")
+    context = builder.build("what's my PIN?", user_id=user)
     assert context.results[0].id == pin and "my bank PIN is 4242" in context.volatile
-    assert builder.build("when do I see the dentist?").results[0].content.startswith("Dentist appointment")
+    assert builder.build("when do I see the dentist?", user_id=user).results[0].content.startswith("Dentist appointment")
 
 
 def test_the_demo_tells_its_story_with_the_right_answers_first(tmp_path):
