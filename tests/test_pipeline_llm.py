@@ -86,7 +86,8 @@ def test_after_the_last_attempt_the_providers_own_error_is_reported(store):
     talk(store, "s1", "I'm Eugene.", "Hi Eugene.")
     report = store.extract_session("s1", user_id=U)
     assert report.state == "error" and "RateLimitError: 429 Too Many Requests" in report.error
-    assert len(model.calls) == 3 and facts(store) == {}
+    # the provider failed for good: the rules still recorded the explicit introduction (issue 16.2)
+    assert len(model.calls) == 3 and facts(store) == {("profile", "name"): "Eugene"}
 
 
 async def test_the_async_store_retries_too(db_url):
