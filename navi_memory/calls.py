@@ -6,6 +6,7 @@
   signature cannot silently swap two values).
 - ``at_once(db.a(...), db.b(...))``: independent backend calls the runner may run concurrently.
 - ``EmbedQuery`` / ``EmbedDocuments``: the store's embedder; ``Chat``: its chat model;
+  ``Rerank``: its reranking model;
   ``Spawn``: run a public operation of the store in the background.
 
 The runners (``store.MemoryStore`` / ``AsyncMemoryStore``) execute them; nothing else knows how.
@@ -54,6 +55,14 @@ class EmbedDocuments:
 
 
 @dataclass(frozen=True)
+class Rerank:
+    """The reranking model's scores of texts for a query, in order."""
+
+    query: str
+    texts: list[str]
+
+
+@dataclass(frozen=True)
 class Chat:
     """One chat-model request (``pipeline.llm.ChatClient.invoke``): an ``LLMReply`` comes back."""
 
@@ -76,7 +85,7 @@ class Spawn:
         return (self.operation, self.kwargs.get("user_id"), *self.args)
 
 
-Request = Union[BackendCall, AtOnce, EmbedQuery, EmbedDocuments, Chat, Spawn]
+Request = Union[BackendCall, AtOnce, EmbedQuery, EmbedDocuments, Rerank, Chat, Spawn]
 
 
 class _Recorder:

@@ -131,6 +131,7 @@ class Settings:
     extract_every: int = 5
     stale_minutes: float = 30.0
     dedup_threshold: float = 0.8
+    reranker: str | None = None
 
     def __repr__(self) -> str:
         # URLs may carry passwords (postgresql://user:pw@..., http://user:pw@ollama): masked here
@@ -170,6 +171,7 @@ class Settings:
             extract_every=_int_env(env, "NAVI_MEMORY_EXTRACT_EVERY", 5) or 0,
             stale_minutes=_float_env(env, "NAVI_MEMORY_STALE_MINUTES", 30.0),
             dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),
+            reranker=env.get("NAVI_MEMORY_RERANKER", "").strip() or None,
         )
 
 

@@ -17,13 +17,14 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .backends import open_async_backend, open_backend
-from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Spawn
+from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Rerank, Spawn
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
 from .errors import NaviMemoryError, SchemaError
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model
+from .reranking import Reranker, resolve_reranker
 from .sansio import Op, T, advance
 from .store_api import MemoryStoreAPI
 from .store_api_async import AsyncMemoryStoreAPI
@@ -38,11 +39,12 @@ class _StoreBase:
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
-                 pipeline: PipelineOptions | None = None) -> None:
+                 pipeline: PipelineOptions | None = None, reranker: Reranker | None = None) -> None:
         self._backend = backend
         self._ops = StoreOperations(embedder=embedder, settings=settings, embedding_model=embedding_model,
                                     fusion=fusion, embed_on_write=embed_on_write, clock=clock, chat=chat,
                                     pipeline=pipeline)
+        self._ops.shared.reranker = reranker
 
     @staticmethod
     def _schema_error(version: int, settings: Settings) -> SchemaError:
@@ -116,6 +118,22 @@ class _StoreBase:
             raise RuntimeError("an operation asked for the chat model of a store without one")
         return self._ops.shared.chat
 
+    @property
+    def reranker(self) -> Reranker | None:
+        """The optional second ranking stage of search (None: off)."""
+        return self._ops.shared.reranker
+
+    def set_reranker(self, model: Any) -> None:
+        """Re-rank search results with ``model``: a callable ``(query, texts) -> scores``, a
+        ``CrossEncoder``, a LangChain document compressor, ``'cross-encoder:<model>'``, or
+        None/False for none (``navi_memory.reranking``)."""
+        self._ops.shared.reranker = resolve_reranker(model if model is not None else False)
+
+    def _reranker(self) -> Reranker:
+        if self._ops.shared.reranker is None:  # operations ask only when a reranker is set
+            raise RuntimeError("an operation asked for the reranker of a store without one")
+        return self._ops.shared.reranker
+
     def _embedder_for(self, request: EmbedQuery | EmbedDocuments) -> Embedder:
         if self._ops.shared.embedder is None:  # operations embed only when an embedder is set
             raise RuntimeError(f"an operation asked for {request!r} from a store without embeddings")
@@ -142,7 +160,7 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
     def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
              settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
              embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
-             backend_options: dict[str, Any] | None = None, chat_model: Any = None,
+             backend_options: dict[str, Any] | None = None, chat_model: Any = None, reranker: Any = None,
              pipeline: PipelineOptions | None = None, read_only: bool = False) -> "MemoryStore":
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
@@ -155,6 +173,7 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
+        rerank = resolve_reranker(reranker, settings.reranker)
         backend = open_backend(parse_url(settings.url), read_only, **(backend_options or {}))
         if read_only and (version := backend.schema_version()) < backend.schema_latest:
             backend.close()
@@ -163,7 +182,7 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -207,6 +226,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             return self._embedder_for(request).embed_query(request.text)
         if isinstance(request, EmbedDocuments):
             return self._embedder_for(request).embed_documents(request.texts)
+        if isinstance(request, Rerank):
+            return self._reranker().score(request.query, request.texts)
         raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
     def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:
@@ -245,12 +266,13 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
     async def open(cls, url: str | None = None, embeddings: Any = None, *, embedding_model: str | None = None,
                    settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
                    embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
-                   backend_options: dict[str, Any] | None = None, chat_model: Any = None,
+                   backend_options: dict[str, Any] | None = None, chat_model: Any = None, reranker: Any = None,
                    pipeline: PipelineOptions | None = None, read_only: bool = False) -> "AsyncMemoryStore":
         """Async twin of ``MemoryStore.open``."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
+        rerank = resolve_reranker(reranker, settings.reranker)
         backend = await open_async_backend(parse_url(settings.url), read_only, **(backend_options or {}))
         if read_only and (version := await backend.schema_version()) < backend.schema_latest:
             await backend.close()
@@ -259,7 +281,7 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
             await backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -299,6 +321,8 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
             return await self._embedder_for(request).aembed_query(request.text)
         if isinstance(request, EmbedDocuments):
             return await self._embedder_for(request).aembed_documents(request.texts)
+        if isinstance(request, Rerank):
+            return await self._reranker().ascore(request.query, request.texts)
         raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
     async def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:

@@ -139,11 +139,12 @@ def test_plots_draw_both_figures_from_the_reports(tmp_path):
     assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in ("lat.png", "loc.png"))
 
 
-def test_locomo_floor_report_counts_cut_evidence_and_emptied_off_topic_questions(tmp_path):
+def _two_conversations(tmp_path):
+    """The LoCoMo bench's parser and a data file of two identical conversations (conv-t, conv-u)."""
     import argparse
     import json
 
-    from navi_memory.bench import locomo, locomo_floor
+    from navi_memory.bench import locomo
 
     first = _locomo_sample()
     second = {**json.loads(json.dumps(first)), "sample_id": "conv-u"}
@@ -151,6 +152,15 @@ def test_locomo_floor_report_counts_cut_evidence_and_emptied_off_topic_questions
     data.write_text(json.dumps([first, second]), encoding="utf-8")
     parser = argparse.ArgumentParser()
     locomo.add_arguments(parser)
+    return parser, data
+
+
+def test_locomo_floor_report_counts_cut_evidence_and_emptied_off_topic_questions(tmp_path):
+    import json
+
+    from navi_memory.bench import locomo, locomo_floor
+
+    parser, data = _two_conversations(tmp_path)
     out = tmp_path / "floor.json"
     report = locomo.run(parser.parse_args(["--data", str(data), "--embeddings", "hashing", "--floor",
                                            "--floor-credits", "0,1", "--json", str(out)]))["floor"]
@@ -170,3 +180,42 @@ def test_locomo_floor_report_counts_cut_evidence_and_emptied_off_topic_questions
     assert json.loads(out.read_text())["floor"]["by_budget"] == report["by_budget"]
     with pytest.raises(SystemExit):
         parser.parse_args(["--data", str(data), "--floor-credits", "2"])
+
+
+def test_locomo_leave_one_out_chooses_on_the_others_and_reports_the_held_out(tmp_path):
+    from navi_memory.bench import locomo, locomo_loo
+
+    parser, data = _two_conversations(tmp_path)
+    report = locomo.run(parser.parse_args(["--data", str(data), "--embeddings", "hashing", "--loo"]))["loo"]
+    assert [f["held_out"] for f in report["leave_one_out"]["folds"]] == ["conv-t", "conv-u"]
+    assert set(report["settings"]) == {locomo_loo.label(s) for s in locomo_loo.settings()}
+    assert report["leave_one_out"]["questions"] == 4 and report["default"]["questions"] == 4
+    assert report["default"]["setting"] == "semantic_weight 0.6, context_weight 0.2"
+    # two identical conversations: each fold chooses what is best on the other, which is best on all
+    assert {f["chosen"] for f in report["leave_one_out"]["folds"]} == {report["best_on_all"]["setting"]}
+    assert report["leave_one_out"]["recall"] == report["best_on_all"]["recall"]
+    assert "leave-one-out" in locomo_loo.format_report(report)
+
+
+def test_bench_embedding_cache_asks_the_model_once_per_text(tmp_path):
+    from navi_memory.bench.embed_cache import CachedEmbeddings, cached
+    from navi_memory.embeddings import Embedder, HashingEmbeddings
+
+    asked: list[str] = []
+
+    class Counting(HashingEmbeddings):
+        def embed_documents(self, texts):
+            asked.extend(texts)
+            return super().embed_documents(texts)
+
+    first = CachedEmbeddings(Counting(64), "m", tmp_path)
+    vectors = first.embed_documents(["a b", "c d", "a b"])
+    assert asked == ["a b", "c d"] and vectors[0] == vectors[2]
+    again = CachedEmbeddings(Counting(64), "m", tmp_path)
+    assert again.embed_documents(["c d"]) == [vectors[1]] and asked == ["a b", "c d"]
+    assert again.embed_query("a b") == vectors[0] and (again.hits, again.misses) == (2, 0)
+    CachedEmbeddings(Counting(64), "other", tmp_path).embed_query("a b")  # another model: asked again
+    assert asked == ["a b", "c d", "a b"]
+    wrapped = cached(Embedder(lambda: Counting(64), "hashing-64", 64), tmp_path)
+    assert wrapped is not None and wrapped.model_name == "hashing-64" and cached(None) is None
+    assert len(wrapped.embed_query("x y")) == 64

@@ -23,7 +23,9 @@ from typing import Any
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..progress import Progress
+from ..embeddings import resolve_embedder
 from ..store import MemoryStore
+from . import embed_cache
 from .locomo_data import KS, ask, turn_items
 
 EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
@@ -46,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the same turns and questions without navi-memory (dev extra): bm25 (bm25s), dense"
                              " (cosine over the same embeddings), langchain (langchain-postgres PGVectorStore hybrid,"
                              " needs --postgres); comma-separated")
+    parser.add_argument("--cache", metavar="DIR", default=str(embed_cache.DEFAULT_DIR),
+                        help="on-disk cache of embeddings by model and text (default: %(default)s)")
+    parser.add_argument("--no-cache", dest="cache", action="store_const", const=None,
+                        help="embed every text again")
+    parser.add_argument("--loo", action="store_true",
+                        help="also choose the search knobs (semantic weight, neighbour smoothing) leave one"
+                             " conversation out: chosen on the others, reported on the one held out")
     parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
                         help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"
                              " or a postgresql:// server URL, where it creates and drops a database of its own")
@@ -82,8 +91,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="navi-locomo-") as tmp:
         url = args.bench_db or f"sqlite:///{Path(tmp) / 'locomo.db'}"
         settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
-        with MemoryStore.open(url, EMBEDDINGS[args.embeddings], settings=settings, fusion=args.fusion) as store:
+        embedder = resolve_embedder(EMBEDDINGS[args.embeddings], settings)
+        if getattr(args, "cache", None) and args.embeddings in ("minilm", "local", "ollama"):
+            embedder = embed_cache.cached(embedder, Path(args.cache))
+        with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion) as store:
             report = evaluate(store, samples)
+            if getattr(args, "loo", False):
+                from . import locomo_loo
+
+                report["loo"] = locomo_loo.measure(store, samples)
             if getattr(args, "floor", False):
                 from . import locomo_floor
 
@@ -96,6 +112,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["embeddings"] = args.embeddings
     report["fusion"] = args.fusion or "weighted"
     print(format_report(report))
+    if "loo" in report:
+        from .locomo_loo import format_report as format_loo
+
+        print(format_loo(report["loo"]))
     if "floor" in report:
         from .locomo_floor import format_report as format_floor
 

@@ -25,11 +25,11 @@ from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, 
                      SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
                      SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
-from ..retrieval import context
+from ..retrieval import context, stage
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
-from ..calls import EmbedDocuments, EmbedQuery, at_once, db
+from ..calls import EmbedDocuments, EmbedQuery, Rerank, at_once, db
 from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
@@ -489,7 +489,12 @@ class MemoryOperations:
             names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
             hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
         rows = yield db.fetch_items(user_id=f.user_id, ids=list(fused))
-        return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
+        second = self._shared.reranker
+        if second is None:
+            return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
+        results = ranking.finish(fused, rows, stage.depth(limit, second.depth), f.now, hints, decay)
+        scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
+        return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
 
     # -- summary, sessions, users ----------------------------------------------------------
 

@@ -13,6 +13,7 @@ from ..embeddings import Embedder
 from ..models import FUSIONS, utcnow
 from ..pipeline import PipelineOptions
 from ..pipeline.llm import ChatClient
+from ..reranking import Reranker
 
 EMBED_BATCH = 32  # texts per embedding request
 
@@ -31,6 +32,7 @@ class Shared:
         self.clock = clock or utcnow
         self.chat = chat  # None: no-LLM mode, rules only
         self.pipeline = pipeline or PipelineOptions.from_settings(settings)
+        self.reranker: Reranker | None = None  # the optional second ranking stage of search
 
     def now(self) -> datetime:
         return self.clock()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -12,6 +12,7 @@ from ..models import SearchResult
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, rerank
+from .stage import reorder
 
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
 RRF_K_CANDIDATES = 40  # per-signal candidates before RRF (seed 004)
@@ -105,3 +106,16 @@ def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now:
                   "fused": f.score, **ranked.adjustments}
         results.append(convert.search_result(by_id[ranked.id], ranked.score, f.signals, scores))
     return results
+
+
+def model_text(result: SearchResult) -> str:
+    """What a reranking model reads of a result: its title and content."""
+    return f"{result.title}\n{result.content}" if result.title else result.content
+
+
+def apply_model_scores(results: list[SearchResult], scores: Sequence[float]) -> list[SearchResult]:
+    """``results`` re-ordered by a model's ``scores`` of the first ``len(scores)`` of them (each
+    kept in its ``scores`` as ``rerank``); the others follow in their order."""
+    by_position = dict(enumerate(scores))
+    return [replace(results[i], scores={**results[i].scores, "rerank": by_position[i]}) if i in by_position
+            else results[i] for i in reorder(range(len(results)), by_position)]

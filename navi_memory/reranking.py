@@ -1,0 +1,128 @@
+"""An optional second ranking stage: a model that reads the query and each candidate together.
+
+Off by default. A store takes one per store (``MemoryStore.open(reranker=...)``,
+``store.set_reranker(...)``) or from ``NAVI_MEMORY_RERANKER``. Accepted:
+
+* a callable ``(query, texts) -> scores`` (one number per text, higher is better);
+* a sentence-transformers ``CrossEncoder`` (anything with ``predict(pairs)``);
+* a LangChain ``BaseDocumentCompressor`` (anything with ``compress_documents(documents, query)``,
+  e.g. ``CrossEncoderReranker``): its order is the score, and documents it drops rank last;
+* a name: ``cross-encoder:<model>`` loads a sentence-transformers ``CrossEncoder`` on first use
+  (a local path, or a model name the Hugging Face cache holds); ``none`` or empty turns it off.
+
+The search re-orders its best ``depth`` fused candidates by the model's scores
+(``retrieval.stage.reorder``); the others keep their order after them. A model that fails raises
+``RerankError``: a second stage the user asked for is not skipped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import math
+import threading
+from typing import Any, Callable, Sequence
+
+from .errors import ConfigurationError, NaviMemoryError
+
+DEFAULT_DEPTH = 30  # candidates the model reads per search
+CROSS_ENCODER = "cross-encoder:"
+
+Scorer = Callable[[str, list[str]], Sequence[float]]
+
+
+class RerankError(NaviMemoryError):
+    """The reranking model failed or answered something other than one score per text."""
+
+
+class Reranker:
+    """A scorer plus its name and how many candidates it reads."""
+
+    def __init__(self, scorer: Scorer, name: str, depth: int = DEFAULT_DEPTH) -> None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ConfigurationError("reranker depth must be a positive integer")
+        self._scorer = scorer
+        self.name = name
+        self.depth = depth
+
+    def __repr__(self) -> str:
+        return f"Reranker({self.name!r}, depth={self.depth})"
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        if not texts:
+            return []
+        try:
+            raw = self._scorer(query, list(texts))
+            scores = [float(s) for s in raw]
+        except (ConfigurationError, RerankError):
+            raise
+        except Exception as exc:  # any model library's error: the caller sees one kind
+            raise RerankError(f"reranker {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        if len(scores) != len(texts):
+            raise RerankError(f"reranker {self.name} gave {len(scores)} scores for {len(texts)} texts")
+        return [s if not math.isnan(s) else -math.inf for s in scores]
+
+    async def ascore(self, query: str, texts: list[str]) -> list[float]:
+        return await asyncio.to_thread(self.score, query, texts)
+
+
+def _pairs_scorer(model: Any) -> Scorer:
+    def score(query: str, texts: list[str]) -> Sequence[float]:
+        return list(model.predict([(query, t) for t in texts]))
+    return score
+
+
+def _compressor_scorer(compressor: Any) -> Scorer:
+    def score(query: str, texts: list[str]) -> Sequence[float]:
+        from langchain_core.documents import Document
+
+        docs = [Document(page_content=t, metadata={"navi_rank": i}) for i, t in enumerate(texts)]
+        kept = list(compressor.compress_documents(docs, query))
+        out = [-math.inf] * len(texts)
+        for position, doc in enumerate(kept):  # earlier = better; dropped documents stay at -inf
+            index = doc.metadata.get("navi_rank")
+            if isinstance(index, int) and 0 <= index < len(texts):
+                out[index] = float(len(kept) - position)
+        return out
+    return score
+
+
+def _cross_encoder(model: str) -> Scorer:
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ConfigurationError("a cross-encoder reranker needs the 'local' extra: pip install 'navi-memory[local]'")
+    lock, loaded = threading.Lock(), []
+
+    def score(query: str, texts: list[str]) -> Sequence[float]:
+        with lock:
+            if not loaded:
+                from sentence_transformers import CrossEncoder
+
+                loaded.append(CrossEncoder(model, device="cpu"))
+        return list(loaded[0].predict([(query, t) for t in texts]))
+    return score
+
+
+def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DEFAULT_DEPTH) -> Reranker | None:
+    """A ``Reranker`` for ``choice`` (see the module doc); None falls back to ``env_choice``."""
+    if choice is False:
+        return None
+    if isinstance(choice, Reranker):
+        return choice
+    if choice is None:
+        choice = env_choice
+    if choice is None or (isinstance(choice, str) and choice.strip().lower() in ("", "none")):
+        return None
+    if isinstance(choice, str):
+        name = choice.strip()
+        if not name.startswith(CROSS_ENCODER) or not name[len(CROSS_ENCODER):]:
+            raise ConfigurationError(f"unknown reranker {name!r}: use 'cross-encoder:<model>' or 'none'")
+        return Reranker(_cross_encoder(name[len(CROSS_ENCODER):]), name, depth)
+    label = type(choice).__name__
+    if callable(getattr(choice, "compress_documents", None)):
+        return Reranker(_compressor_scorer(choice), label, depth)
+    if callable(getattr(choice, "predict", None)):
+        return Reranker(_pairs_scorer(choice), label, depth)
+    if callable(choice):
+        return Reranker(choice, getattr(choice, "__name__", label), depth)
+    raise ConfigurationError("reranker must be a callable (query, texts) -> scores, a CrossEncoder, a LangChain"
+                             " document compressor, 'cross-encoder:<model>' or None")
