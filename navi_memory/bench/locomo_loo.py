@@ -11,15 +11,38 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
 
+from ..core.validation import MAX_LIMIT
 from ..progress import Progress
-from ..retrieval import context
+from ..retrieval import context, rerank
 from ..store import MemoryStore
 from .locomo_data import CATEGORIES, KS, questions, score, summarise
 
-GRID: dict[str, tuple[float, ...]] = {"semantic_weight": (0.4, 0.5, 0.6, 0.7),
-                                      "context_weight": (0.0, 0.1, 0.2, 0.3, 0.4)}
+# search() arguments, and (upper case) constants of retrieval.rerank
+GRID: dict[str, tuple[float, ...]] = {"semantic_weight": (0.4, 0.5, 0.6), "context_weight": (0.2, 0.3, 0.4, 0.5),
+                                      "WHEN_BOOST": (0.0, 0.1, 0.2, 0.3, 0.4), "DATE_BOOST": (0.0, 0.25, 0.5, 0.75, 1.0)}
+
+
+@contextmanager
+def applied(setting: Mapping[str, float]) -> Iterator[dict[str, float]]:
+    """The setting's rerank constants set for the block; yields its search() arguments."""
+    constants = {name: value for name, value in setting.items() if name.isupper()}
+    saved = {name: getattr(rerank, name) for name in constants}
+    for name, value in constants.items():
+        setattr(rerank, name, value)
+    try:
+        yield {name: value for name, value in setting.items() if not name.isupper()}
+    finally:
+        for name, value in saved.items():
+            setattr(rerank, name, value)
+
+
+def current(store: MemoryStore, grid: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """The product's own values of the grid's knobs."""
+    values = {"semantic_weight": store.settings.semantic_weight, "context_weight": context.NEIGHBOUR_WEIGHT}
+    return {name: values[name] if name in values else getattr(rerank, name) for name in grid}
 
 
 def settings(grid: Mapping[str, Sequence[float]] = GRID) -> list[dict[str, float]]:
@@ -62,34 +85,77 @@ def leave_one_out(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]], users:
     return {"folds": folds, **pooled(held)}
 
 
+# Additive boosts of retrieval.rerank (constant: the key of its adjustment in SearchResult.scores):
+# their settings are re-scored from the candidates of two searches (boosts at their largest, and
+# off), so the grid searches once per setting of the other knobs.
+BOOSTS = {"WHEN_BOOST": "when", "DATE_BOOST": "date"}
+
+
+def _candidates(found: Sequence[Any], into: dict[str, tuple[float, frozenset[str]]]) -> None:
+    """Each result's score without the boosts, and which boosts applied to it."""
+    for r in found:
+        dia = r.metadata.get("dia_id")
+        if dia not in into:
+            keys = frozenset(key for key in BOOSTS.values() if key in r.scores)
+            into[dia] = (r.score - sum(r.scores[key] for key in keys), keys)
+
+
+def _ranked(cands: Mapping[str, tuple[float, frozenset[str]]], boosts: Mapping[str, float]) -> list[str]:
+    by_key = {BOOSTS[name]: value for name, value in boosts.items()}
+    order = {dia: i for i, dia in enumerate(cands)}
+    total = {dia: base + sum(by_key.get(key, 0.0) for key in keys) for dia, (base, keys) in cands.items()}
+    return sorted(cands, key=lambda dia: (-total[dia], order[dia]))[:max(KS)]
+
+
 def measure(store: MemoryStore, samples: list[dict[str, Any]],
             grid: Mapping[str, Sequence[float]] = GRID, default: Mapping[str, float] | None = None) -> dict[str, Any]:
-    grid_settings = settings(grid)
+    own = dict(default or current(store, grid))
+    grid = {name: tuple(sorted({*values, own[name]})) for name, values in grid.items()}  # the default is a setting
+    searched = settings({name: values for name, values in grid.items() if name not in BOOSTS})
+    boosted = settings({name: values for name, values in grid.items() if name in BOOSTS})
     users = [s["sample_id"] for s in samples]
     asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
     embedder = store.embedder
     vectors = [embedder.embed_query(q["question"]) if embedder is not None else None for _, q in asked]
+    largest = {name: max(grid[name]) for name in BOOSTS if name in grid}
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    progress = Progress("loo grid", len(grid_settings) * len(asked))
-    for n, setting in enumerate(grid_settings):
-        by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for i, ((user, q), vector) in enumerate(zip(asked, vectors)):
-            found = store.search(q["question"], user_id=user, limit=max(KS), query_embedding=vector, **setting)
-            by_user[user].append({"category": q["category"],
-                                  "score": score([r.metadata.get("dia_id") for r in found], q["evidence"])})
-            progress(n * len(asked) + i + 1)
-        rows[label(setting)] = {u: by_user[u] for u in users}
+    progress, done = Progress("loo grid", 2 * len(searched) * len(asked)), 0
+    for setting in searched:
+        cands: list[dict[str, tuple[float, frozenset[str]]]] = [{} for _ in asked]
+        for boosts in (largest, {name: 0.0 for name in largest}):
+            with applied({**setting, **boosts}) as arguments:
+                for i, ((user, q), vector) in enumerate(zip(asked, vectors)):
+                    _candidates(store.search(q["question"], user_id=user, limit=MAX_LIMIT, query_embedding=vector,
+                                             **arguments), cands[i])
+                    done += 1
+                    progress(done)
+        for boosts in boosted:
+            by_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for (user, q), found in zip(asked, cands):
+                by_user[user].append({"category": q["category"], "score": score(_ranked(found, boosts), q["evidence"])})
+            rows[label({**setting, **boosts})] = {u: by_user[u] for u in users}
     progress.close()
-    base = label(default or {"semantic_weight": store.settings.semantic_weight, "context_weight": context.NEIGHBOUR_WEIGHT})
+    base = label({**{k: v for k, v in own.items() if k not in BOOSTS}, **{k: v for k, v in own.items() if k in BOOSTS}})
     best = choose(rows, users)
     out = {"grid": {k: list(v) for k, v in grid.items()}, "objective": "mean of R@5 and R@10",
            "leave_one_out": leave_one_out(rows, users)}
+    # the boosts alone, the other knobs at the product's values
+    fixed = label({k: v for k, v in own.items() if k not in BOOSTS}) + ", "
+    alone = {name: part for name, part in rows.items() if name.startswith(fixed)}
+    if alone and len(alone) < len(rows):
+        out["leave_one_out_boosts"] = leave_one_out(alone, users)
     if base in rows:
         out["default"] = {"setting": base, **pooled([r for u in users for r in rows[base][u]])}
     out["best_on_all"] = {"setting": best, **pooled([r for u in users for r in rows[best][u]])}
-    out["settings"] = {name: round(objective([r for u in users for r in by_user[u]]), 4)
-                       for name, by_user in rows.items()}
+    out["settings"] = {name: _brief([r for u in users for r in by_user[u]]) for name, by_user in rows.items()}
     return out
+
+
+def _brief(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Objective, R@5 and R@10 overall and per category (for the ablations of docs/benchmarks.md)."""
+    part = pooled(rows)
+    return {"objective": round(objective(rows), 4), "recall": {k: part["recall"][k] for k in ("5", "10")},
+            "per_category": {c: {k: p["recall"][k] for k in ("5", "10")} for c, p in part["per_category"].items()}}
 
 
 def _line(name: str, part: Mapping[str, Any]) -> str:
@@ -106,7 +172,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     if "default" in report:
         lines.append(_line(f"all dev, default ({report['default']['setting']})", report["default"]))
     lines.append(_line(f"all dev, best ({report['best_on_all']['setting']})", report["best_on_all"]))
-    lines.append(_line("leave-one-out (held-out pooled)", report["leave_one_out"]))
-    for fold in report["leave_one_out"]["folds"]:
-        lines.append(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+    for key, name in (("leave_one_out", "leave-one-out (held-out pooled)"),
+                      ("leave_one_out_boosts", "leave-one-out, boosts only (other knobs at default)")):
+        if key in report:
+            lines.append(_line(name, report[key]))
+            for fold in report[key]["folds"]:
+                lines.append(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
     return "\n".join(lines)

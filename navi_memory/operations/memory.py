@@ -491,8 +491,8 @@ class MemoryOperations:
         rows = yield db.fetch_items(user_id=f.user_id, ids=list(fused))
         second = self._shared.reranker
         if second is None:
-            return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
-        results = ranking.finish(fused, rows, stage.depth(limit, second.depth), f.now, hints, decay)
+            return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay, plan.when))
+        results = ranking.finish(fused, rows, stage.depth(limit, second.depth), f.now, hints, decay, plan.when)
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
         return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
 

@@ -2,7 +2,9 @@
 
 * pinned: +0.20, and exempt from recency decay;
 * matched person hint: +0.15;
-* recency decay: -0.10 x min(1, age_days / 90), age from ``observed_at`` else ``created_at``.
+* recency decay: -0.10 x min(1, age_days / 90), age from ``observed_at`` else ``created_at``;
+* a query asking *when*, and a row holding a time expression: +0.10 (``dates``);
+* a query naming a date, month or year, and a row observed then (or shortly after): +0.15.
 
 Ties are broken by newer ``created_at`` first, then by id, so the order is stable.
 """
@@ -13,10 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Collection, Hashable
 
+from .dates import QueryTime
+
 PINNED_BOOST = 0.20
 PERSON_BOOST = 0.15
 RECENCY_PENALTY = 0.10
 RECENCY_HORIZON_DAYS = 90.0
+WHEN_BOOST = 0.10
+DATE_BOOST = 0.15
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,7 @@ class RankInput:
     observed_at: datetime | None = None
     pinned: bool = False
     person: str | None = None
+    mentions_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,14 @@ def adjustments(
     now: datetime,
     person_hints: Collection[str] = (),
     recency_decay: bool = True,
+    when: QueryTime | None = None,
 ) -> dict[str, float]:
     """The non-zero adjustments that apply to one row."""
     out: dict[str, float] = {}
+    if when is not None and when.asks_when and row.mentions_time:
+        out["when"] = WHEN_BOOST
+    if when is not None and when.covers(row.observed_at):
+        out["date"] = DATE_BOOST
     if row.pinned:
         out["pinned"] = PINNED_BOOST
     if row.person is not None and row.person in person_hints:
@@ -62,11 +74,12 @@ def rerank(
     now: datetime,
     person_hints: Collection[str] = (),
     recency_decay: bool = True,
+    when: QueryTime | None = None,
 ) -> list[Ranked]:
     """Apply the adjustments and return rows best first."""
     scored = []
     for row in rows:
-        adj = adjustments(row, now, person_hints, recency_decay)
+        adj = adjustments(row, now, person_hints, recency_decay, when)
         scored.append((row, Ranked(row.id, row.fused + sum(adj.values()), adj)))
     scored.sort(key=lambda pair: (-pair[1].score, -pair[0].created_at.timestamp(), _id_key(pair[0].id)))
     return [ranked for _, ranked in scored]

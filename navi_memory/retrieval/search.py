@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ..core import convert
 from ..models import SearchResult
+from .dates import QueryTime, mentions_time, read_query
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, rerank
@@ -37,11 +38,12 @@ class SearchPlan:
     fusion: str
     k: int
     semantic_weight: float = STORE_SEMANTIC_WEIGHT
+    when: QueryTime = QueryTime()
 
     @classmethod
     def create(cls, query: str, fusion: str, semantic_weight: float = STORE_SEMANTIC_WEIGHT) -> "SearchPlan":
         k = WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES
-        return cls(query_terms(query), fusion, k, semantic_weight)
+        return cls(query_terms(query), fusion, k, semantic_weight, read_query(query))
 
     @property
     def has_content_terms(self) -> bool:
@@ -91,16 +93,18 @@ class SearchPlan:
 
 
 def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now: datetime,
-           person_hints: tuple[str, ...], recency_decay: bool) -> list[SearchResult]:
+           person_hints: tuple[str, ...], recency_decay: bool, when: QueryTime | None = None) -> list[SearchResult]:
     """Re-rank the fused candidates that still exist and build the results, best first."""
     by_id = {row["id"]: row for row in rows}
+    timed = when is not None and when.asks_when
     inputs = [
         RankInput(id=i, fused=f.score, created_at=by_id[i]["created_at"], observed_at=by_id[i].get("observed_at"),
-                  pinned=bool(by_id[i].get("pinned")), person=by_id[i].get("person"))
+                  pinned=bool(by_id[i].get("pinned")), person=by_id[i].get("person"),
+                  mentions_time=timed and mentions_time(by_id[i].get("content") or ""))
         for i, f in fused.items() if i in by_id
     ]
     results = []
-    for ranked in rerank(inputs, now, person_hints, recency_decay)[:limit]:
+    for ranked in rerank(inputs, now, person_hints, recency_decay, when)[:limit]:
         f = fused[ranked.id]
         scores = {**f.raw, **{f"{name}_part": value for name, value in f.parts.items()},
                   "fused": f.score, **ranked.adjustments}

@@ -1,0 +1,76 @@
+"""Time in queries and memories (retrieval.dates) and the ranking boosts that use it. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from navi_memory.retrieval import rerank
+from navi_memory.retrieval.dates import QueryTime, mentions_time, read_query
+from navi_memory.retrieval.rerank import RankInput, adjustments
+
+UTC = timezone.utc
+NOW = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query", ["When did Ann adopt a puppy?", "How long has Bob played chess?",
+                                   "What year did they move?", "since when do you run", "which month was it"])
+def test_questions_about_when(query):
+    assert read_query(query).asks_when
+
+
+@pytest.mark.parametrize("query", ["What did Ann adopt?", "Where does Bob live?", "whenever"])
+def test_other_questions_do_not_ask_when(query):
+    assert not read_query(query).asks_when
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("What did Maria donate on 3 June, 2023?", datetime(2023, 6, 3), datetime(2023, 6, 11)),
+    ("What happened on October 13, 2023?", datetime(2023, 10, 13), datetime(2023, 10, 21)),
+    ("the 1st of Feb 2023 party", datetime(2023, 2, 1), datetime(2023, 2, 9)),
+    ("What setback did Melanie face in October 2023?", datetime(2023, 10, 1), datetime(2023, 12, 2)),
+    ("plans for December, 2023", datetime(2023, 12, 1), datetime(2024, 2, 1)),
+    ("trips in 2022", datetime(2022, 1, 1), datetime(2023, 1, 1)),
+])
+def test_named_periods_run_on_for_the_telling_delay(query, start, end):
+    when = read_query(query)
+    assert (when.start, when.end) == (start.replace(tzinfo=UTC), end.replace(tzinfo=UTC))
+
+
+def test_no_period_without_a_date_and_impossible_days_fall_back():
+    assert read_query("What did Ann say about May?").start is None
+    assert read_query("on 31 February, 2023").start == datetime(2023, 2, 1, tzinfo=UTC)  # the month
+    assert not QueryTime().says_anything and read_query("When?").says_anything
+
+
+def test_covers_takes_naive_times_as_utc_and_nothing_without_a_period():
+    when = read_query("in October 2023")
+    assert when.covers(datetime(2023, 10, 31, 23)) and when.covers(datetime(2023, 11, 20, tzinfo=UTC))
+    assert not when.covers(datetime(2023, 9, 30, tzinfo=UTC)) and not when.covers(None)
+    assert not read_query("When did it happen?").covers(NOW)
+
+
+@pytest.mark.parametrize("text", ["I adopted a pup last week", "We met yesterday", "I've had them for 3 years now",
+                                  "back in 2019", "See you on Friday!", "It was in October", "a few weeks ago"])
+def test_time_expressions(text):
+    assert mentions_time(text)
+
+
+@pytest.mark.parametrize("text", ["I love my turtles", "Her name is Shadow!", "You may like it", "Lisbon is lovely"])
+def test_texts_without_time(text):
+    assert not mentions_time(text)
+
+
+def test_boosts_apply_only_when_the_query_and_the_row_agree():
+    timed = RankInput(id=1, fused=0.5, created_at=NOW, mentions_time=True,
+                      observed_at=datetime(2023, 10, 5, tzinfo=UTC))
+    plain = RankInput(id=2, fused=0.5, created_at=NOW, observed_at=datetime(2023, 3, 5, tzinfo=UTC))
+    asks = read_query("When did Ann move in October 2023?")
+    assert adjustments(timed, NOW, recency_decay=False, when=asks) == {
+        "when": pytest.approx(rerank.WHEN_BOOST), "date": pytest.approx(rerank.DATE_BOOST)}
+    assert adjustments(plain, NOW, recency_decay=False, when=asks) == {}
+    assert adjustments(timed, NOW, recency_decay=False, when=read_query("What did Ann buy?")) == {}
+    assert adjustments(timed, NOW, recency_decay=False) == {}
+    order = rerank.rerank([plain, timed], NOW, recency_decay=False, when=asks)
+    assert [r.id for r in order] == [1, 2]
