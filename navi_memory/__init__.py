@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
-                     NotFoundError, SchemaError, StorageError, ValidationError)
+                     NotFoundError, RerankError, SchemaError, StorageError, ValidationError)
 from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, SearchResult,
                      SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
 
@@ -54,5 +54,5 @@ __all__ = [
     "Session", "Message", "ToolCall", "ExtractionReport", "AddResult", "Person", "SpeakerInference",
     "PromotionReport",
     "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
-    "ExtractionError", "StorageError", "BackendUnavailableError", "SchemaError", "__version__",
+    "ExtractionError", "RerankError", "StorageError", "BackendUnavailableError", "SchemaError", "__version__",
 ]

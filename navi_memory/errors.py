@@ -39,6 +39,10 @@ class EmbeddingError(NaviMemoryError):
     """The embedding provider failed or produced an unusable vector."""
 
 
+class RerankError(NaviMemoryError):
+    """The optional reranking model of search failed or gave other than one score per text."""
+
+
 class ExtractionError(NaviMemoryError):
     """The chat model behind fact extraction or summaries failed, or its reply could not be used.
 

@@ -23,16 +23,12 @@ import math
 import threading
 from typing import Any, Callable, Sequence
 
-from .errors import ConfigurationError, NaviMemoryError
+from .errors import ConfigurationError, RerankError
 
 DEFAULT_DEPTH = 30  # candidates the model reads per search
 CROSS_ENCODER = "cross-encoder:"
 
 Scorer = Callable[[str, list[str]], Sequence[float]]
-
-
-class RerankError(NaviMemoryError):
-    """The reranking model failed or answered something other than one score per text."""
 
 
 class Reranker:
