@@ -8,7 +8,9 @@ previous turn of the session as ``context`` (embedded with the turn), the sessio
 asked with ``store.search(question, user_id=sample_id, limit=20)``; a retrieved turn counts when
 its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
 per category, and search latency (query embedding included, as a user sees it). ``--floor`` adds
-what the relevance floor of injection costs and saves (``locomo_floor``).
+what the relevance floor of injection costs and saves (``locomo_floor``); ``--loo`` the search
+knobs chosen leave one conversation out (``locomo_loo``). Embeddings are cached on disk
+(``embed_cache``) so that repeated runs embed nothing.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", dest="cache", action="store_const", const=None,
                         help="embed every text again")
     parser.add_argument("--loo", action="store_true",
-                        help="also choose the search knobs (semantic weight, neighbour smoothing) leave one"
-                             " conversation out: chosen on the others, reported on the one held out")
+                        help="also choose the search knobs (semantic weight, neighbour smoothing, time boosts)"
+                             " leave one conversation out: chosen on the others, reported on the one held out")
     parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
                         help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"
                              " or a postgresql:// server URL, where it creates and drops a database of its own")
