@@ -145,7 +145,7 @@ def test_lcel_runnable_and_chat_history_take_the_scope_of_the_call(scoped):
     messages = runnable.invoke("Lisbon?", config={"configurable": {"user_id": U, "agent_id": "writer"}})
     text = "\n".join(str(m.content) for m in messages)
     assert "writer: the Lisbon essay" in text and "planner:" not in text
-    history = NaviChatMessageHistory(scoped, "chat")
+    history = NaviChatMessageHistory(scoped, "chat", triggers=False)  # extracted below, not in the background
     with acting_for(U, agent_id="writer", run_id="r7"):
         history.add_messages([HumanMessage("Remember that the essay needs three sources.")])
     scoped.extract_session("chat", user_id=U)
