@@ -93,7 +93,8 @@ def test_a_version_4_postgres_schema_upgrades(postgres_server):
 def test_scopes_travel_through_export_and_import(store, new_db_url, clock):
     store.add(user_id="u1", content="the planner's own note", agent_id="planner", run_id="run-1")
     store.add(user_id="u1", content="a shared note")
-    store.put_keyed(user_id="u1", namespace=("prefs", "food"), key="tea", content="green tea", agent_id="planner")
+    store.put_keyed(user_id="u1", namespace=("prefs", "food"), key="tea", content="green tea", agent_id="planner",
+                    ttl_minutes=90)
     records: list[dict] = []
     store.export(records.append, user_id="u1")
     items = {r["content"]: r for r in records if r.get("type") == "item"}
@@ -107,7 +108,7 @@ def test_scopes_travel_through_export_and_import(store, new_db_url, clock):
         target.export(again.append, user_id="u1")
     assert got == {"the planner's own note": ("planner", "run-1"), "a shared note": (None, None),
                    "green tea": ("planner", None)}
-    assert keyed is not None and keyed.content == "green tea"
+    assert keyed is not None and (keyed.content, keyed.ttl_minutes) == ("green tea", 90)
     strip = lambda rs: sorted((r["content"], r["agent_id"], r["run_id"]) for r in rs if r.get("type") == "item")  # noqa: E731
     assert strip(again) == strip(records)
 
