@@ -120,6 +120,7 @@ class Item(_Record):
     run_id: str | None = None  # the run (conversation, job) it belongs to
     namespace: tuple[str, ...] | None = None  # keyed items (put_keyed): the namespace's labels
     key: str | None = None  # keyed items: the key within the namespace
+    ttl_minutes: float | None = None  # keyed items: the TTL a read may refresh (expires_at = now + ttl)
 
 
 @dataclass

@@ -383,20 +383,26 @@ class MemoryStoreAPI:
 
     def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                   metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
-                  agent_id: str | None = None, run_id: str | None = None) -> Item:
+                  agent_id: str | None = None, run_id: str | None = None, ttl_minutes: float | None = None) -> Item:
         """Store ``content`` under (``namespace``, ``key``): a new item, or the replacement of the
         one already there, in one transaction. A replacement keeps its id and ``created_at``, takes
         everything else from this call (``updated_at`` = now) and is re-embedded when its text
         changed. ``embed=False`` keeps no vector: the item is found by full-text search and by
         filters, never by similarity, and backfill leaves it alone. ``namespace``: a non-empty
-        tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly)."""
+        tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly).
+        ``ttl_minutes``: the item expires that long after now, and a read with ``refresh_ttl``
+        (``get_keyed``, ``refresh_ttl``) moves its expiry to that long after the read (LangGraph's
+        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both."""
         return self._run(self._ops.keyed.put_keyed(user_id=user_id, namespace=namespace, key=key, content=content,
                                                    metadata=metadata, expires_at=expires_at, embed=embed,
-                                                   agent_id=agent_id, run_id=run_id))
+                                                   agent_id=agent_id, run_id=run_id, ttl_minutes=ttl_minutes))
 
-    def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str) -> Item | None:
-        """The item stored under (``namespace``, ``key``), or None (also when it has expired)."""
-        return self._run(self._ops.keyed.get_keyed(user_id=user_id, namespace=namespace, key=key))
+    def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str,
+                  refresh_ttl: bool = False) -> Item | None:
+        """The item stored under (``namespace``, ``key``), or None (also when it has expired).
+        ``refresh_ttl``: an item put with ``ttl_minutes`` now expires that long after this read."""
+        return self._run(self._ops.keyed.get_keyed(user_id=user_id, namespace=namespace, key=key,
+                                                   refresh_ttl=refresh_ttl))
 
     def delete_keyed(self, *, user_id: str, namespace: Sequence[str], key: str) -> bool:
         """Delete the item under (``namespace``, ``key``); False when there was none."""
@@ -412,6 +418,18 @@ class MemoryStoreAPI:
         """Move the expiry of the user's unexpired items ``ids`` to ``expires_at`` (None: never):
         the TTL refresh of search results. Returns how many items were moved."""
         return self._run(self._ops.keyed.touch_items(ids, user_id=user_id, expires_at=expires_at))
+
+    def refresh_ttl(self, ids: Sequence[int], *, user_id: str) -> int:
+        """LangGraph's refresh on read for search results: each of the user's unexpired items
+        ``ids`` put with ``ttl_minutes`` now expires that long from now (the others are left
+        alone). Returns how many were refreshed."""
+        return self._run(self._ops.keyed.refresh_ttl(ids, user_id=user_id))
+
+    def sweep_ttl(self, *, user_id: str | None = None) -> int:
+        """Delete the keyed items whose expiry has passed, of ``user_id`` or (None) of every user;
+        returns how many. Expired items are never returned anyway: sweeping frees their space
+        (LangGraph's ``sweep_ttl``; ``NaviStore.start_ttl_sweeper()`` runs it periodically)."""
+        return self._run(self._ops.keyed.sweep_ttl(user_id=user_id))
 
     def list_namespaces(self, *, user_id: str, prefix: Sequence[str] | None = None,
                         suffix: Sequence[str] | None = None, max_depth: int | None = None, limit: int = 100,

@@ -257,7 +257,14 @@ def _item_fields(record: Mapping[str, Any], out: dict[str, Any]) -> dict[str, An
     out["key"] = _field(record, "key", _key)
     if (out["namespace"] is None) != (out["key"] is None):
         raise ValidationError("namespace and key go together: both or neither")
+    out["ttl_minutes"] = _field(record, "ttl_minutes", _ttl)  # keyed items put with a TTL (absent before: None)
     return out
+
+
+def _ttl(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValidationError(f"{name} must be a number of minutes above 0")
+    return float(value)
 
 
 def _scopes(record: Mapping[str, Any], out: dict[str, Any]) -> None:

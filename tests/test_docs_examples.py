@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,24 @@ def namespace(store) -> dict[str, Any]:
 
 
 def test_integrations_examples_exist():
-    assert set(examples("integrations.md")) >= {"create_agent", "lcel", "llamaindex"}
+    assert set(examples("integrations.md")) >= {"create_agent", "lcel", "llamaindex", "scopes", "navistore-ttl"}
+
+
+def test_scopes_example_runs(namespace, store):
+    exec(compile(examples("integrations.md")["scopes"], "integrations.md:scopes", "exec"), namespace)
+    prompt_seen = namespace["planner_run"]["messages"][-1].content
+    assert "Lisbon trip" in prompt_seen and "Lisbon essay" not in prompt_seen
+    assert [d.page_content for d in namespace["writer_docs"]] == ["Lisbon essay: due on Monday"]
+    assert [d.page_content for d in namespace["travel_docs"]] == ["Lisbon trip: the flight leaves on Friday"]
+
+
+def test_navistore_ttl_example_runs(namespace, store, clock):
+    exec(compile(examples("integrations.md")["navistore-ttl"], "integrations.md:navistore-ttl", "exec"), namespace)
+    assert namespace["draft"].value == {"text": "half-written reply"} and namespace["sweeper"].done()
+    item = store.get_keyed(user_id="alice", namespace=("drafts",), key="reply")
+    assert item.ttl_minutes == 60 and item.expires_at == clock() + timedelta(minutes=60)
+    clock.advance(minutes=61)
+    assert store.sweep_ttl() == 1
 
 
 async def test_one_agent_many_users_examples_run(namespace, store):

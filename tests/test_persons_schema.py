@@ -17,7 +17,7 @@ def test_a_version_3_sqlite_database_gets_the_household(tmp_path):
     conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
     conn.close()
     with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
-        assert LATEST_VERSION == 5 and store.migrate() == 5
+        assert store.migrate() == LATEST_VERSION
         assert store.household_mode(user_id="alice") == "single"
         store.add_person("Alice", user_id="alice", aliases=["me"])
         assert store.resolve_person_ref("me", user_id="alice").display_name == "Alice"
@@ -36,12 +36,12 @@ def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
             conn.execute("ALTER TABLE users DROP COLUMN household_mode")
             conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 4")
         with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == 5
+            assert store.backend.schema_version() == LATEST_VERSION
             assert store.household_mode(user_id="alice") == "single"
             store.add_person("Alice", user_id="alice")
             store.set_household_mode("multi", user_id="alice")
             assert store.get_person("Alice", user_id="alice").role == "primary"
-            assert store.migrate() == 5  # idempotent
+            assert store.migrate() == LATEST_VERSION  # idempotent
     finally:
         postgres_server.drop_schema(url)
 
@@ -60,10 +60,10 @@ def test_a_version_2_postgres_schema_gets_the_context_column_and_its_full_text(p
             conn.execute(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED")
             conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 3")
         with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == 5
+            assert store.backend.schema_version() == LATEST_VERSION
             store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
             assert [r["content"] for r in store.search("fjords", user_id="alice")] == ["the ferry to Bergen"]
             assert store.search("before", user_id="alice")[0]["content"] == "an item from before"
-            assert store.migrate() == 5  # idempotent
+            assert store.migrate() == LATEST_VERSION  # idempotent
     finally:
         postgres_server.drop_schema(url)

@@ -37,14 +37,14 @@ def test_a_version_4_sqlite_database_upgrades_and_keeps_every_fact_link(tmp_path
     path = tmp_path / "v4.db"
     _version_4_sqlite(path)
     with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
-        assert LATEST_VERSION == 5 and store.backend.schema_version() == 5
+        assert store.backend.schema_version() == LATEST_VERSION
         facts = store.get_all_facts(user_id="alice", include_history=True, sort_by="created_at", sort_order="asc")
         assert [(f.id, f.key, f.agent_id) for f in facts] == [(1, "city", None), (2, "pet", None)]
         assert [h.value for h in facts[0].history] == ["Paris"]
         added = store.upsert_fact(user_id="alice", category="profile", key="job", value="baker")
         assert added.fact.id == 4  # AUTOINCREMENT survives the rebuild of the table
         store.add(user_id="alice", content="scoped", agent_id="planner", run_id="r1")
-        assert store.migrate() == 5
+        assert store.migrate() == LATEST_VERSION
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT fact_id FROM promotions").fetchall() == [(2,)]
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -64,23 +64,23 @@ def test_a_version_4_postgres_schema_upgrades(postgres_server):
             store.upsert_fact(user_id="alice", category="profile", key="city", value="Rome")
         with psycopg.connect(url, autocommit=True) as conn:  # back to what version 4 left
             for index in ("items_user_agent", "items_user_run", "items_user_namespace_key", "items_metadata_gin",
-                          "facts_identity", "facts_user_agent"):
+                          "facts_identity", "facts_user_agent", "items_keyed_expiry"):
                 conn.execute(f"DROP INDEX {index}")
-            for column in ("agent_id", "run_id", "namespace", "ext_key"):
+            for column in ("agent_id", "run_id", "namespace", "ext_key", "ttl_minutes"):
                 conn.execute(f"ALTER TABLE items DROP COLUMN {column}")
             conn.execute("ALTER TABLE facts DROP COLUMN agent_id")
             conn.execute("ALTER TABLE facts DROP COLUMN run_id")
             conn.execute("ALTER TABLE session_state DROP COLUMN agent_id")
             conn.execute("ALTER TABLE session_state DROP COLUMN run_id")
             conn.execute("ALTER TABLE facts ADD CONSTRAINT facts_user_id_category_key_key UNIQUE (user_id, category, key)")
-            conn.execute("DELETE FROM navi_schema_migrations WHERE version = 5")
+            conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 5")
         with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == 5
+            assert store.backend.schema_version() == LATEST_VERSION
             fact = store.get_fact("city", user_id="alice")
             assert fact.value == "Rome" and [h.value for h in fact.history] == ["Paris"] and fact.agent_id is None
             item = store.add(user_id="alice", content="scoped", agent_id="planner", run_id="r1")
             assert store.get(item, user_id="alice").agent_id == "planner"
-            assert store.migrate() == 5  # idempotent
+            assert store.migrate() == LATEST_VERSION  # idempotent
         with psycopg.connect(url) as conn:
             names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}
             assert {"items_metadata_gin", "facts_identity", "items_user_namespace_key"} <= names
@@ -93,7 +93,8 @@ def test_a_version_4_postgres_schema_upgrades(postgres_server):
 def test_scopes_travel_through_export_and_import(store, new_db_url, clock):
     store.add(user_id="u1", content="the planner's own note", agent_id="planner", run_id="run-1")
     store.add(user_id="u1", content="a shared note")
-    store.put_keyed(user_id="u1", namespace=("prefs", "food"), key="tea", content="green tea", agent_id="planner")
+    store.put_keyed(user_id="u1", namespace=("prefs", "food"), key="tea", content="green tea", agent_id="planner",
+                    ttl_minutes=90)
     records: list[dict] = []
     store.export(records.append, user_id="u1")
     items = {r["content"]: r for r in records if r.get("type") == "item"}
@@ -107,7 +108,7 @@ def test_scopes_travel_through_export_and_import(store, new_db_url, clock):
         target.export(again.append, user_id="u1")
     assert got == {"the planner's own note": ("planner", "run-1"), "a shared note": (None, None),
                    "green tea": ("planner", None)}
-    assert keyed is not None and keyed.content == "green tea"
+    assert keyed is not None and (keyed.content, keyed.ttl_minutes) == ("green tea", 90)
     strip = lambda rs: sorted((r["content"], r["agent_id"], r["run_id"]) for r in rs if r.get("type") == "item")  # noqa: E731
     assert strip(again) == strip(records)
 

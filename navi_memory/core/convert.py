@@ -28,6 +28,7 @@ def item(row: dict[str, Any]) -> Item:
         metadata=dict(row.get("metadata") or {}), fact_id=row.get("fact_id"), embedding=embedding,
         context=row.get("context"), agent_id=row.get("agent_id"), run_id=row.get("run_id"),
         namespace=namespace_labels(row.get("namespace")), key=row.get("ext_key"),
+        ttl_minutes=row.get("ttl_minutes"),
     )
 
 

@@ -65,7 +65,7 @@ class MemoryContextBuilder:
         # the person of the device or session, if the application knows it (seed 004's device hint)
         self.speaker = self.search_kwargs.pop("speaker", None)
 
-    def _plan(self, query: str | None, first_turn: bool, uid: str) -> Plan:
+    def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:
         try:
             if self.mode == "tools":
                 try:
@@ -84,7 +84,8 @@ class MemoryContextBuilder:
                 hints = yield from self._person_hints(query, uid)
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
                                                              "min_similarity": self.min_similarity,
-                                                             **self.search_kwargs, "person_hints": hints})
+                                                             **self.search_kwargs, **scope,
+                                                             "person_hints": hints})
                 context.searched = True
                 context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens, self.token_counter)
             return context
@@ -104,10 +105,12 @@ class MemoryContextBuilder:
             return given
         return [*inferred.hints, *given]
 
-    def build(self, query: str | None, first_turn: bool = False, *, user_id: str) -> MemoryContext | None:
+    def build(self, query: str | None, first_turn: bool = False, *, user_id: str,
+              scope: dict[str, Any] | None = None) -> MemoryContext | None:
+        """``scope``: ``agent_id`` / ``run_id`` the search keeps to (the summary and promoted facts are the user's)."""
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn, v.user_id(user_id))
+        gen = self._plan(query, first_turn, v.user_id(user_id), dict(scope or {}))
         done, out = advance(gen, None)
         while not done:
             try:
@@ -117,10 +120,11 @@ class MemoryContextBuilder:
             done, out = advance(gen, value, error)
         return out
 
-    async def abuild(self, query: str | None, first_turn: bool = False, *, user_id: str) -> MemoryContext | None:
+    async def abuild(self, query: str | None, first_turn: bool = False, *, user_id: str,
+                     scope: dict[str, Any] | None = None) -> MemoryContext | None:
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn, v.user_id(user_id))
+        gen = self._plan(query, first_turn, v.user_id(user_id), dict(scope or {}))
         done, out = advance(gen, None)
         while not done:
             try:

@@ -14,6 +14,12 @@ Every source that names a user must name the same one: two different users (say 
 context and the bound value) is a ``ValidationError``, never a silent choice. None at all is a
 ``ValidationError`` naming the ways to give one. The session follows the same order with the
 LangGraph ``thread_id`` after the bound value; it is not an access boundary, so the first found wins.
+
+The scopes ``agent_id`` and ``run_id`` (mem0's agent and run) follow the user's order and rule:
+the argument, ``runtime.context.agent_id`` / ``.run_id``, ``acting_for(user, agent_id=, run_id=)``,
+``config["configurable"]["agent_id"]`` / ``["run_id"]``, the bound value; two different values
+is a ``ValidationError``; none is no scope (None). Adapters tag what they write with them and,
+when set, read only what was written with them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = ["Identity", "IdentityResolver", "acting_for", "current_run"]
 _ACTING_FOR: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("navi_memory_acting_for",
                                                                                     default=None)
 CONFIG_USER_KEYS = ("user_id", "langgraph_user_id", "langgraph_auth_user_id")
+SCOPES = ("agent_id", "run_id")
 RUNTIME_KEY = "__pregel_runtime"  # where LangGraph keeps the Runtime in a run's config
 
 
@@ -40,14 +47,23 @@ class Identity:
 
     user_id: str
     session_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def scope(self) -> dict[str, str]:
+        """The scopes that are set, as store keyword arguments (``agent_id=``, ``run_id=``)."""
+        return {name: value for name in SCOPES if (value := getattr(self, name)) is not None}
 
 
 @contextmanager
-def acting_for(user_id: str, *, session_id: str | None = None) -> Iterator[None]:
-    """Every adapter call inside the block acts for ``user_id`` (and ``session_id``): for
-    frameworks without a run context (LlamaIndex agents, plain code). Safe with threads and
-    asyncio tasks (a ``contextvars`` value: each task sees the block it was started in)."""
-    token = _ACTING_FOR.set({"user_id": v.user_id(user_id), "session_id": session_id})
+def acting_for(user_id: str, *, session_id: str | None = None, agent_id: str | None = None,
+               run_id: str | None = None) -> Iterator[None]:
+    """Every adapter call inside the block acts for ``user_id`` (and ``session_id``, and the
+    scopes ``agent_id`` / ``run_id``): for frameworks without a run context (LlamaIndex agents,
+    plain code). Safe with threads and asyncio tasks (a ``contextvars`` value: each task sees the
+    block it was started in)."""
+    token = _ACTING_FOR.set({"user_id": v.user_id(user_id), "session_id": session_id,
+                             "agent_id": v.scope_id(agent_id, "agent_id"), "run_id": v.scope_id(run_id, "run_id")})
     try:
         yield
     finally:
@@ -78,14 +94,18 @@ def _field(source: Any, name: str) -> Any:
 class IdentityResolver:
     """Resolves the identity of each call; ``owner`` names the adapter in error messages."""
 
-    def __init__(self, owner: str, user_id: Any = None, session_id: str | None = None) -> None:
+    def __init__(self, owner: str, user_id: Any = None, session_id: str | None = None, *,
+                 agent_id: Any = None, run_id: Any = None) -> None:
         self.owner = owner
         self.user_id = None if user_id is None else v.user_id(user_id)
         self.session_id = session_id
+        self.agent_id = v.scope_id(agent_id, "agent_id")
+        self.run_id = v.scope_id(run_id, "run_id")
 
-    def _sources(self, user_id: Any, runtime: Any,
-                 config: Mapping[str, Any] | None) -> tuple[list[tuple[str, Any]], list[Any]]:
-        """(where each user id came from, the session candidates in order of precedence)."""
+    def _sources(self, given: Mapping[str, Any], runtime: Any,
+                 config: Mapping[str, Any] | None) -> tuple[dict[str, list[tuple[str, Any]]], list[Any]]:
+        """(per field (user_id, agent_id, run_id): where each value came from, the session
+        candidates in order of precedence)."""
         run_runtime, run_config = current_run()
         if config is None:  # a ToolRuntime carries its config; LangGraph's Runtime does not
             config = getattr(runtime, "config", None) or run_config
@@ -94,29 +114,42 @@ class IdentityResolver:
             runtime = configurable.get(RUNTIME_KEY) or run_runtime
         context = getattr(runtime, "context", None)
         acting = _ACTING_FOR.get() or {}
-        found = [("the user_id argument", user_id), ("runtime.context.user_id", _field(context, "user_id")),
-                 ("acting_for()", acting.get("user_id"))]
-        found += [(f'config["configurable"]["{key}"]', configurable.get(key)) for key in CONFIG_USER_KEYS]
-        found.append((f"the user_id bound to {self.owner}", self.user_id))
+        found: dict[str, list[tuple[str, Any]]] = {}
+        for name in ("user_id", *SCOPES):
+            keys = CONFIG_USER_KEYS if name == "user_id" else (name,)
+            sources = [(f"the {name} argument", given.get(name)), (f"runtime.context.{name}", _field(context, name)),
+                       ("acting_for()", acting.get(name))]
+            sources += [(f'config["configurable"]["{key}"]', configurable.get(key)) for key in keys]
+            sources.append((f"the {name} bound to {self.owner}", getattr(self, name)))
+            found[name] = [(where, value) for where, value in sources if value is not None]
         sessions = [_field(context, "session_id"), acting.get("session_id"), configurable.get("session_id"),
                     self.session_id, configurable.get("thread_id")]
-        return [(where, value) for where, value in found if value is not None], sessions
+        return found, sessions
 
-    def resolve(self, *, user_id: Any = None, session_id: str | None = None, runtime: Any = None,
-                config: Mapping[str, Any] | None = None) -> Identity:
+    def _one(self, name: str, given: list[tuple[str, Any]]) -> str | None:
+        check = v.user_id if name == "user_id" else (lambda value: v.scope_id(value, name))
+        values = {where: check(value) for where, value in given}
+        if len(set(values.values())) > 1:
+            kind = "users" if name == "user_id" else f"{name}s"
+            raise ValidationError(f"conflicting {kind} for this call to {self.owner}: "
+                                  f"{' and '.join(values)} name different ones")
+        return next(iter(values.values()), None)
+
+    def resolve(self, *, user_id: Any = None, session_id: str | None = None, agent_id: Any = None,
+                run_id: Any = None, runtime: Any = None, config: Mapping[str, Any] | None = None) -> Identity:
         """The identity of one call. ``runtime``/``config`` default to the running LangGraph/LangChain call's."""
-        given, sessions = self._sources(user_id, runtime, config)
-        if not given:
+        found, sessions = self._sources({"user_id": user_id, "agent_id": agent_id, "run_id": run_id},
+                                        runtime, config)
+        if not found["user_id"]:
             raise ValidationError(
                 f"no user for this call to {self.owner}: pass user_id= to the call, run it with "
                 "context=...(user_id=...) or config={'configurable': {'user_id': ...}} (or inside "
                 f"navi_memory.integrations.acting_for(user_id)), or bind user_id= when building the {self.owner}")
-        users = {where: v.user_id(value) for where, value in given}
-        if len(set(users.values())) > 1:
-            raise ValidationError(f"conflicting users for this call to {self.owner}: "
-                                  f"{' and '.join(users)} name different users")
+        uid = self._one("user_id", found["user_id"])
+        assert uid is not None
         session = next((s for s in (session_id, *sessions) if s is not None), None)
-        return Identity(user_id=next(iter(users.values())), session_id=None if session is None else str(session))
+        return Identity(user_id=uid, session_id=None if session is None else str(session),
+                        agent_id=self._one("agent_id", found["agent_id"]), run_id=self._one("run_id", found["run_id"]))
 
     def user(self, **kwargs: Any) -> str:
         return self.resolve(**kwargs).user_id

@@ -32,6 +32,11 @@ SNIPPET_CHARS = 300
 ITEM_FIELDS = ("id", "type", "theme", "title", "content", "tags", "status", "pinned", "person", "source",
                "created_at", "updated_at", "observed_at")
 
+# search's arguments an adapter may take (as fields or per call); the user and k/limit apart
+SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
+                  "include_expired", "min_similarity", "filters", "namespace_prefix", "agent_id", "run_id")
+SCOPED = ("agent_id", "run_id")  # resolved with the user (argument, runtime context, config, bound)
+
 ItemType = Literal["preference", "fact", "instruction", "summary", "note", "other"]
 FactCategory = Literal["profile", "preferences", "technical", "projects", "other"]
 assert set(FactCategory.__args__) == set(FACT_CATEGORIES)  # type: ignore[attr-defined]
@@ -246,13 +251,18 @@ class MemoryTools:
     (``MemoryTools(store)``, then ``dispatch(..., user_id=...)``). ``run``/``dispatch`` return JSON
     text; ``arun``/``adispatch`` are their coroutines (native with an ``AsyncMemoryStore``, else run
     in a worker thread). ``openai_schemas()``/``anthropic_schemas()`` describe the tools for a
-    plain SDK tool loop; the LangChain, LlamaIndex and MCP tools use the same schemas."""
+    plain SDK tool loop; the LangChain, LlamaIndex and MCP tools use the same schemas.
+
+    Scopes: ``agent_id`` / ``run_id`` (bound here or given per call, a call's must match a bound
+    one) tag the notes and facts a tool writes; when set, search only finds what was written with
+    them and forget deletes only that agent's fact. The model never sees or fills them."""
 
     def __init__(self, store: Any, user_id: Any = UNBOUND, *, async_store: Any = None,
-                 household: str | None = None) -> None:
+                 household: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
         # exact or refused (ValidationError, a ValueError), never trimmed. Left out: each dispatch
         # names its user; an explicit None stays an error (an unset variable, not a choice).
         self.user_id = None if user_id is UNBOUND else v.user_id(user_id)
+        self.scope = {name: v.scope_id(value, name) for name, value in (("agent_id", agent_id), ("run_id", run_id))}
         self.caller = StoreCaller(store, async_store)
         self.household = household or self._household_mode()
         self.specs = tool_specs(self.household)
@@ -269,22 +279,23 @@ class MemoryTools:
             return "single"
 
     # (store operation, positional args, keyword args, formatter) per tool
-    def _plan(self, name: str, args: dict[str, Any], uid: str) -> tuple[str, tuple, dict[str, Any],
-                                                                     Callable[[Any], Any]]:
+    def _plan(self, name: str, args: dict[str, Any], uid: str,
+              scope: dict[str, Any]) -> tuple[str, tuple, dict[str, Any], Callable[[Any], Any]]:
         if name == "memory_search":
             return ("search", (args["query"],), {"user_id": uid, "limit": args["limit"], "theme": args["theme"],
                                                  "types": args["types"], "recency_days": args["recency_days"],
-                                                 "status": args["status"],
+                                                 "status": args["status"], **scope,
                                                  "person_hints": [args["person"]] if args.get("person") else []},
                     lambda rs: {"results": [result_json(r) for r in rs]})
         if name == "memory_add_note":
             return ("add", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
                                 "title": args["title"], "type": args["type"], "source": "tool_call",
-                                "person": args.get("person")},
+                                "person": args.get("person"), **scope},
                     lambda item_id: {"id": item_id, "status": "added"})
         if name == "memory_save_fact":
             return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
-                                        "value": args["value"], "source": "tool_call", "person": args.get("person")},
+                                        "value": args["value"], "source": "tool_call", "person": args.get("person"),
+                                        **scope},
                     lambda ch: {"action": ch.action, "category": ch.fact.category, "key": ch.fact.key,
                                 "value": ch.fact.value, "previous_value": ch.previous_value})
         if name == "memory_get":
@@ -294,7 +305,8 @@ class MemoryTools:
             return ("archive", (args["item_id"],), {"user_id": uid},
                     lambda it: {"id": it.id, "status": it.status})
         if name == "memory_forget":
-            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"]},
+            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"],
+                                                    "agent_id": scope.get("agent_id")},
                     lambda n: {"deleted": n, "key": args["key"]})
         if name == "memory_list_themes":
             return ("list_themes", (), {"user_id": uid},
@@ -325,14 +337,29 @@ class MemoryTools:
             raise ValidationError("user_id differs from the user these tools are bound to")
         return uid
 
-    def execute(self, name: str, kwargs: dict[str, Any], user_id: Any = None) -> str:
+    def resolve_scope(self, agent_id: Any = None, run_id: Any = None) -> dict[str, str]:
+        """The scopes a call acts in (only those set): each given one must match a bound one."""
+        out = {}
+        for name, given in (("agent_id", agent_id), ("run_id", run_id)):
+            value, bound = v.scope_id(given, name), self.scope[name]
+            if value is not None and bound is not None and value != bound:
+                raise ValidationError(f"{name} differs from the {name} these tools are bound to")
+            if (value or bound) is not None:
+                out[name] = value or bound
+        return out
+
+    def execute(self, name: str, kwargs: dict[str, Any], user_id: Any = None, *, agent_id: Any = None,
+                run_id: Any = None) -> str:
         """One tool call; raises ``NaviMemoryError`` (``ValidationError`` for an unknown tool or bad arguments)."""
-        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id))
+        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
+                                       self.resolve_scope(agent_id, run_id))
         return dumps(fmt(self.caller.call(op, *args, **kw)))
 
-    async def aexecute(self, name: str, kwargs: dict[str, Any], user_id: Any = None) -> str:
+    async def aexecute(self, name: str, kwargs: dict[str, Any], user_id: Any = None, *, agent_id: Any = None,
+                       run_id: Any = None) -> str:
         """Coroutine of ``execute``."""
-        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id))
+        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
+                                       self.resolve_scope(agent_id, run_id))
         return dumps(fmt(await self.caller.acall(op, *args, **kw)))
 
     def run(self, name: str, **kwargs: Any) -> str:
@@ -359,44 +386,54 @@ class MemoryTools:
         return [{"name": name, "description": description, "input_schema": json_schema(schema)}
                 for name, (schema, description) in self.specs.items()]
 
-    def dispatch(self, name: str, arguments: Any = None, *, user_id: Any = None, errors: str = "raise") -> str:
-        """Run the tool a model called: ``arguments`` as a dict or the JSON text the model produced.
-        Returns the JSON text the framework tools return. ``errors="raise"`` (default) raises
+    def dispatch(self, name: str, arguments: Any = None, *, user_id: Any = None, agent_id: Any = None,
+                 run_id: Any = None, errors: str = "raise") -> str:
+        """Run the tool a model called: ``arguments`` as a dict or the JSON text the model produced,
+        for ``user_id`` (and the scopes ``agent_id`` / ``run_id``, if any: writes are tagged with
+        them, reads keep to them). Returns the JSON text the framework tools return. ``errors="raise"`` (default) raises
         ``NaviMemoryError`` (``ValidationError`` for an unknown tool or bad arguments, naming the field);
         ``errors="return"`` returns ``{"error": ...}`` text instead, for the model to correct itself."""
         _check_errors_mode(errors)
         try:
-            return self.execute(name, parse_arguments(arguments), user_id)
+            return self.execute(name, parse_arguments(arguments), user_id, agent_id=agent_id, run_id=run_id)
         except NaviMemoryError as exc:
             if errors == "raise":
                 raise
             return error_json(exc)
 
-    async def adispatch(self, name: str, arguments: Any = None, *, user_id: Any = None,
-                        errors: str = "raise") -> str:
+    async def adispatch(self, name: str, arguments: Any = None, *, user_id: Any = None, agent_id: Any = None,
+                        run_id: Any = None, errors: str = "raise") -> str:
         """Coroutine of ``dispatch``."""
         _check_errors_mode(errors)
         try:
-            return await self.aexecute(name, parse_arguments(arguments), user_id)
+            return await self.aexecute(name, parse_arguments(arguments), user_id, agent_id=agent_id, run_id=run_id)
         except NaviMemoryError as exc:
             if errors == "raise":
                 raise
             return error_json(exc)
 
-    def functions(self, name: str, user: Callable[[], str] | None = None) -> tuple[Callable[..., str],
-                                                                                 Callable[..., Any]]:
+    def functions(self, name: str, who: Callable[[], Any] | None = None) -> tuple[Callable[..., str],
+                                                                                Callable[..., Any]]:
         """(blocking function, coroutine function) of one tool, taking its arguments as keywords;
-        ``user()`` names the user of each call (default: the bound one). A failure to name one
-        raises: it is the application's mistake, not the model's."""
+        ``who()`` names the identity of each call (an ``Identity``: user and scopes; default: the
+        bound ones). A failure to name one raises: it is the application's mistake, not the model's."""
         def sync(**kwargs: Any) -> str:
-            return self.dispatch(name, kwargs, user_id=None if user is None else user(), errors="return")
+            return self.dispatch(name, kwargs, **_who(who), errors="return")
 
         async def run_async(**kwargs: Any) -> str:
-            return await self.adispatch(name, kwargs, user_id=None if user is None else user(), errors="return")
+            return await self.adispatch(name, kwargs, **_who(who), errors="return")
 
         sync.__name__ = name
         run_async.__name__ = f"a{name}"
         return sync, run_async
+
+
+def _who(who: Callable[[], Any] | None) -> dict[str, Any]:
+    """The dispatch keywords (user_id, agent_id, run_id) of the identity ``who()`` names."""
+    if who is None:
+        return {}
+    identity = who()
+    return {"user_id": identity.user_id, "agent_id": identity.agent_id, "run_id": identity.run_id}
 
 
 def _check_errors_mode(errors: str) -> None:

@@ -46,15 +46,13 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
-from ._tools import MULTI_TOOLS, UNBOUND, MemoryTools, StoreCaller, argument_error, dumps
+from ._tools import MULTI_TOOLS, SCOPED, SEARCH_FILTERS, UNBOUND, MemoryTools, StoreCaller, argument_error, dumps
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
            "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
 
 log = logging.getLogger("navi_memory.integrations")
 
-SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
-                  "include_expired", "min_similarity")
 
 
 def result_to_document(result: SearchResult) -> Document:
@@ -85,8 +83,11 @@ class NaviMemoryRetriever(BaseRetriever):
     user is then refused). ``store`` is a ``MemoryStore`` or an
     ``AsyncMemoryStore`` (give both as ``store=`` and ``async_store=`` for native sync and async).
     The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...,
-    ``min_similarity``: a relevance floor, off by default) are fields, and ``k`` and any filter can
-    also be given per call: ``retriever.invoke(q, k=3)``.
+    ``min_similarity``: a relevance floor, off by default; ``filters``: metadata filters such as
+    ``{"topic": "travel", "year": {"$gte": 2024}}``; ``namespace_prefix``) are fields, and ``k`` and
+    any filter can also be given per call: ``retriever.invoke(q, k=3, filters={...})``.
+    ``agent_id`` / ``run_id`` keep the search to what that agent / run wrote; like the user they
+    come from the call, the runtime context, ``configurable`` or the fields (conflicts refused).
     With only a ``MemoryStore``, ``ainvoke`` runs the search in a worker thread.
     """
 
@@ -106,36 +107,51 @@ class NaviMemoryRetriever(BaseRetriever):
     recency: str = "decay"
     include_expired: bool = False
     min_similarity: float = Field(default=0.0, ge=0, le=1)
+    filters: Optional[dict[str, Any]] = None
+    namespace_prefix: Optional[Sequence[str]] = None
+    agent_id: Optional[str] = None
+    run_id: Optional[str] = None
 
     _caller: StoreCaller = PrivateAttr()
     _identity: IdentityResolver = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRetriever":
-        self._identity = IdentityResolver("NaviMemoryRetriever", self.user_id)  # exact or refused
+        self._identity = IdentityResolver("NaviMemoryRetriever", self.user_id, agent_id=self.agent_id,
+                                          run_id=self.run_id)  # exact or refused
         self._caller = StoreCaller(self.store, self.async_store)
         return self
 
+    def _who(self, config: RunnableConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+        # the scopes travel as one keyword: BaseRetriever.invoke takes ``run_id`` as its callback run's id
+        identity = self._identity.resolve(user_id=kwargs.pop("user_id", None), agent_id=kwargs.pop("agent_id", None),
+                                          run_id=kwargs.pop("run_id", None), config=config)
+        return {"user_id": identity.user_id, "navi_scope": identity.scope()}
+
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
         config = ensure_config(config)  # merged with the enclosing run's (a graph node's) config
-        kwargs["user_id"] = self._identity.user(user_id=kwargs.pop("user_id", None), config=config)
+        kwargs.update(self._who(config, kwargs))
         return super().invoke(input, config, **kwargs)
 
     async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
         config = ensure_config(config)
-        kwargs["user_id"] = self._identity.user(user_id=kwargs.pop("user_id", None), config=config)
+        kwargs.update(self._who(config, kwargs))
         return await super().ainvoke(input, config, **kwargs)
 
     def _search_args(self, query: str, k: Optional[int], user_id: Optional[str],
                      overrides: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
         overrides.pop("verbose", None)
+        scope = overrides.pop("navi_scope", None)
         unknown = set(overrides) - set(SEARCH_FILTERS)
         if unknown:
             raise TypeError(f"unknown search argument(s): {', '.join(sorted(unknown))}")
-        kwargs = {name: getattr(self, name) for name in SEARCH_FILTERS}
+        kwargs = {name: getattr(self, name) for name in SEARCH_FILTERS if name not in SCOPED}
+        if user_id is None or scope is None:  # called past invoke (e.g. _get_relevant_documents directly)
+            who = self._identity.resolve(user_id=user_id, agent_id=overrides.pop("agent_id", None),
+                                         run_id=overrides.pop("run_id", None))
+            user_id, scope = who.user_id, who.scope()
         kwargs.update(overrides)
-        uid = user_id if user_id is not None else self._identity.user()
-        return (query,), {"user_id": uid, "limit": self.k if k is None else k, **kwargs}
+        return (query,), {"user_id": user_id, "limit": self.k if k is None else k, **kwargs, **scope}
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: Optional[int] = None, user_id: Optional[str] = None,
@@ -150,6 +166,11 @@ class NaviMemoryRetriever(BaseRetriever):
         return [result_to_document(r) for r in await self._caller.acall("search", *args, **kwargs)]
 
 
+def _scoped(identity: IdentityResolver, runtime: Any) -> dict[str, Any]:
+    found = identity.resolve(runtime=runtime)
+    return {"user_id": found.user_id, "agent_id": found.agent_id, "run_id": found.run_id}
+
+
 def _make_tool(tools: MemoryTools, identity: IdentityResolver, name: str) -> StructuredTool:
     """A memory tool whose user comes from the run: the ``ToolRuntime`` LangGraph injects (its
     context and config), else the config of a direct ``tool.invoke``, else the bound user. The
@@ -157,10 +178,10 @@ def _make_tool(tools: MemoryTools, identity: IdentityResolver, name: str) -> Str
     schema, description = tools.specs[name]
 
     def func(runtime: ToolRuntime = None, **kwargs: Any) -> str:  # type: ignore[assignment]
-        return tools.dispatch(name, kwargs, user_id=identity.user(runtime=runtime), errors="return")
+        return tools.dispatch(name, kwargs, **_scoped(identity, runtime), errors="return")
 
     async def coroutine(runtime: ToolRuntime = None, **kwargs: Any) -> str:  # type: ignore[assignment]
-        return await tools.adispatch(name, kwargs, user_id=identity.user(runtime=runtime), errors="return")
+        return await tools.adispatch(name, kwargs, **_scoped(identity, runtime), errors="return")
 
     return StructuredTool.from_function(func=func, coroutine=coroutine, name=name, description=description,
                                         args_schema=schema,
@@ -177,7 +198,9 @@ class NaviMemoryToolkit(BaseToolkit):
     is added. No tool takes a user id: each call acts for the run's user (``create_agent(...,
     context_schema=...)`` with ``context=Ctx(user_id=...)``, or ``config={"configurable":
     {"user_id": ...}}``), or for ``user_id`` bound here. A run without a user, or naming another
-    user than the bound one, raises ``ValidationError``. Each tool returns JSON text; the model's
+    user than the bound one, raises ``ValidationError``. ``agent_id`` / ``run_id`` (the run's, found
+    like the user, else bound here) tag the notes and facts written and keep searches to them.
+    Each tool returns JSON text; the model's
     mistakes come back as ``{"error": ...}`` instead of raising into the agent loop.
     """
 
@@ -188,6 +211,8 @@ class NaviMemoryToolkit(BaseToolkit):
     user_id: Optional[str] = None
     include: Optional[Sequence[str]] = None
     household: Optional[str] = None
+    agent_id: Optional[str] = None
+    run_id: Optional[str] = None
 
     _tools: MemoryTools = PrivateAttr()
     _identity: IdentityResolver = PrivateAttr()
@@ -197,7 +222,9 @@ class NaviMemoryToolkit(BaseToolkit):
         unknown = set(self.include or ()) - set(MULTI_TOOLS)
         if unknown:
             raise ValueError(f"unknown memory tool(s): {', '.join(sorted(unknown))}")
-        self._identity = IdentityResolver("NaviMemoryToolkit", self.user_id)
+        self._identity = IdentityResolver("NaviMemoryToolkit", self.user_id, agent_id=self.agent_id,
+                                          run_id=self.run_id)
+        # the scopes are resolved per call (bound ones included), so the tools themselves bind none
         self._tools = MemoryTools(self.store, UNBOUND if self.user_id is None else self.user_id,
                                   async_store=self.async_store, household=self.household)
         return self
@@ -238,13 +265,16 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
     now and continues in a new, empty session (``session_id`` changes); ``store.forget`` deletes
     a user's memory. Works with ``RunnableWithMessageHistory``:
     ``lambda sid: NaviChatMessageHistory(store, sid)`` with the user in each call's
-    ``config={"configurable": {"user_id": ...}}`` (or ``user_id="u1"`` bound here).
+    ``config={"configurable": {"user_id": ...}}`` (or ``user_id="u1"`` bound here). The messages
+    added are scoped to the call's ``agent_id`` / ``run_id`` (found like the user, or bound here):
+    the turns and notes extracted from them carry that scope.
     """
 
     def __init__(self, store: Any = None, session_id: str | None = None, user_id: str | None = None, *,
-                 async_store: Any = None, background: bool | None = None, triggers: bool = True) -> None:
+                 async_store: Any = None, background: bool | None = None, triggers: bool = True,
+                 agent_id: str | None = None, run_id: str | None = None) -> None:
         # exact or refused (ValidationError, a ValueError), never trimmed
-        self._identity = IdentityResolver("NaviChatMessageHistory", user_id)
+        self._identity = IdentityResolver("NaviChatMessageHistory", user_id, agent_id=agent_id, run_id=run_id)
         self.user_id = self._identity.user_id
         self._caller = StoreCaller(store, async_store)
         self.session_id = session_id or uuid.uuid4().hex
@@ -266,13 +296,15 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
             return []
         return [to_langchain_message(m) for m in session.messages]
 
+    def _writer(self) -> dict[str, Any]:
+        who = self._identity.resolve()
+        return {"user_id": who.user_id, **who.scope(), "background": self.background, "triggers": self.triggers}
+
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        self._caller.call("add_messages", self.session_id, list(messages), user_id=self._identity.user(),
-                          background=self.background, triggers=self.triggers)
+        self._caller.call("add_messages", self.session_id, list(messages), **self._writer())
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        await self._caller.acall("add_messages", self.session_id, list(messages), user_id=self._identity.user(),
-                                 background=self.background, triggers=self.triggers)
+        await self._caller.acall("add_messages", self.session_id, list(messages), **self._writer())
 
     def clear(self) -> None:
         try:
@@ -335,6 +367,7 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     summary after the system message and the relevant memories before the last user message
     (``mode="injection"``, default), or the tool guidance with theme hints (``mode="tools"``).
     With the feature flag off or the kill switch on, the input passes through unchanged.
+    ``agent_id`` / ``run_id`` (per call as the user is, or bound) keep the search to that scope.
     ``min_similarity``: memories with less evidence of relevance are left out (``search``'s
     floor; None: the store's ``NAVI_MEMORY_MIN_SIMILARITY``, 0: off). Of the ``k`` results, those
     that fit in ``max_tokens`` are injected (None: the store's ``NAVI_MEMORY_INJECTION_TOKENS``),
@@ -352,34 +385,39 @@ class NaviMemoryRunnable(RunnableSerializable[Any, Any]):
     min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
     max_tokens: Optional[int] = Field(default=None, ge=1)
     token_counter: Optional[Callable[[str], int]] = None
+    agent_id: Optional[str] = None
+    run_id: Optional[str] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
     _identity: IdentityResolver = PrivateAttr()
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryRunnable":
-        self._identity = IdentityResolver("NaviMemoryRunnable", self.user_id)
+        self._identity = IdentityResolver("NaviMemoryRunnable", self.user_id, agent_id=self.agent_id,
+                                          run_id=self.run_id)
         self._builder = _builder(self.store, self.async_store, self.mode, self.k, self.search_kwargs,
                                  self.min_similarity, self.max_tokens, self.token_counter)
         return self
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
-        uid = self._identity.user(user_id=kwargs.get("user_id"), config=config)
+        who = self._identity.resolve(user_id=kwargs.get("user_id"), agent_id=kwargs.get("agent_id"),
+                                     run_id=kwargs.get("run_id"), config=config)
 
         def run(value: Any) -> Any:
             messages = _as_messages(value)
-            context = self._builder.build(*last_user_text(messages), user_id=uid)
+            context = self._builder.build(*last_user_text(messages), user_id=who.user_id, scope=who.scope())
             return value if context is None else inject_memory(messages, context)
         return self._call_with_config(run, input, config, run_type="prompt")
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         config = ensure_config(config)
-        uid = self._identity.user(user_id=kwargs.get("user_id"), config=config)
+        who = self._identity.resolve(user_id=kwargs.get("user_id"), agent_id=kwargs.get("agent_id"),
+                                     run_id=kwargs.get("run_id"), config=config)
 
         async def run(value: Any) -> Any:
             messages = _as_messages(value)
-            context = await self._builder.abuild(*last_user_text(messages), user_id=uid)
+            context = await self._builder.abuild(*last_user_text(messages), user_id=who.user_id, scope=who.scope())
             return value if context is None else inject_memory(messages, context)
         return await self._acall_with_config(run, input, config, run_type="prompt")
 
@@ -399,6 +437,8 @@ class NaviMemoryMiddleware(AgentMiddleware):
     (``create_agent(..., context_schema=Ctx)`` and ``agent.invoke(..., context=Ctx(user_id="u1"))``)
     or config (``config={"configurable": {"user_id": "u1"}}``), else for ``user_id`` bound here;
     a run without a user, or naming another than the bound one, raises ``ValidationError``.
+    ``agent_id`` / ``run_id`` are found the same way (``Ctx(user_id=..., agent_id=...)``, configurable,
+    bound here): the search, the tools and the recorded conversation keep to that scope.
 
     Per agent run: once, before the first model call, the summary and the top ``k`` (8) memories
     for the user's message are fetched (no search for a greeting opening a conversation); every
@@ -424,9 +464,11 @@ class NaviMemoryMiddleware(AgentMiddleware):
                  session_id: str | None = None, mode: str = "injection", k: int = 8, tools: bool = True,
                  record: bool = True, search_kwargs: dict[str, Any] | None = None,
                  min_similarity: float | None = None, max_tokens: int | None = None,
-                 token_counter: Callable[[str], int] | None = None) -> None:
+                 token_counter: Callable[[str], int] | None = None, agent_id: str | None = None,
+                 run_id: str | None = None) -> None:
         super().__init__()
-        self._identity = IdentityResolver("NaviMemoryMiddleware", user_id, session_id)
+        self._identity = IdentityResolver("NaviMemoryMiddleware", user_id, session_id, agent_id=agent_id,
+                                          run_id=run_id)
         self._builder = _builder(store, async_store, mode, k, search_kwargs, min_similarity, max_tokens,
                                  token_counter)
         self._caller = self._builder.caller
@@ -434,8 +476,8 @@ class NaviMemoryMiddleware(AgentMiddleware):
         self.session_id = session_id
         self._fallback_session = uuid.uuid4().hex
         self.record = record
-        self.tools = NaviMemoryToolkit(store=store, async_store=async_store, user_id=user_id).get_tools() \
-            if tools else []
+        self.tools = NaviMemoryToolkit(store=store, async_store=async_store, user_id=user_id, agent_id=agent_id,
+                                       run_id=run_id).get_tools() if tools else []
         self._tool_names = {t.name for t in self.tools}
 
     # the run's start: fetch memory once
@@ -447,20 +489,22 @@ class NaviMemoryMiddleware(AgentMiddleware):
     def _run_identity(self, state: Any, runtime: Any) -> dict[str, Any]:
         identity = self._identity.resolve(runtime=runtime)
         return {"user_id": identity.user_id, "session_id": identity.session_id or self._fallback_session,
-                "start": self._start(state)}
+                "scope": identity.scope(), "start": self._start(state)}
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not prompt.injection_enabled():
             return {"navi_memory": {"off": True}}
         run = self._run_identity(state, runtime)
-        run["context"] = self._builder.build(*last_user_text(state["messages"]), user_id=run["user_id"])
+        run["context"] = self._builder.build(*last_user_text(state["messages"]), user_id=run["user_id"],
+                                             scope=run["scope"])
         return {"navi_memory": run}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if not prompt.injection_enabled():
             return {"navi_memory": {"off": True}}
         run = self._run_identity(state, runtime)
-        run["context"] = await self._builder.abuild(*last_user_text(state["messages"]), user_id=run["user_id"])
+        run["context"] = await self._builder.abuild(*last_user_text(state["messages"]), user_id=run["user_id"],
+                                                    scope=run["scope"])
         return {"navi_memory": run}
 
     # every model call: the memory messages
@@ -479,19 +523,19 @@ class NaviMemoryMiddleware(AgentMiddleware):
         return await handler(self._request(request))
 
     # after the run: record it (the pipeline's triggers decide about extraction)
-    def _recording(self, state: Any) -> tuple[str, list[BaseMessage], str] | None:
-        """(session, the run's messages, user), as resolved when the run started."""
+    def _recording(self, state: Any) -> tuple[str, list[BaseMessage], dict[str, Any]] | None:
+        """(session, the run's messages, user and scope), as resolved when the run started."""
         run = state.get("navi_memory") or {}
         if not self.record or run.get("off") or "start" not in run:
             return None
         messages = [m for m in state["messages"][run["start"]:] if isinstance(m, BaseMessage)]
-        return run["session_id"], messages, run["user_id"]
+        return run["session_id"], messages, {"user_id": run["user_id"], **run.get("scope", {})}
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                self._caller.call("add_messages", todo[0], todo[1], user_id=todo[2])
+                self._caller.call("add_messages", todo[0], todo[1], **todo[2])
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None
@@ -500,7 +544,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                await self._caller.acall("add_messages", todo[0], todo[1], user_id=todo[2])
+                await self._caller.acall("add_messages", todo[0], todo[1], **todo[2])
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None

@@ -12,23 +12,25 @@ namespace's label ``i``. Needs the ``langchain`` extra (LangGraph).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import threading
 from collections.abc import Generator, Iterable
-from datetime import datetime, timedelta
 from typing import Any, Optional
 
 from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
                                   SearchItem, SearchOp, TTLConfig, get_text_at_path, tokenize_path)
 
 from ..core import validation as v
-from ..errors import ValidationError
+from ..errors import NaviMemoryError, ValidationError
 from ._tools import StoreCaller
 
 __all__ = ["NaviStore"]
 
 log = logging.getLogger("navi_memory.integrations")
 
-PRIVATE = "_langgraph"  # NaviStore's own metadata (ttl minutes, index=False), never shown in a value
+PRIVATE = "_langgraph"  # NaviStore's own metadata (index=False), never shown in a value
+DEFAULT_SWEEP_MINUTES = 5.0  # how often start_ttl_sweeper() sweeps without ttl={"sweep_interval_minutes": ...}
 MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
 LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
 
@@ -64,8 +66,10 @@ class NaviStore(BaseStore):
       own ``index=[...]`` or ``index=False`` overrides it. Without ``index`` nothing is indexed and
       a query is ignored, as in LangGraph's stores. The store's embedder embeds (``embed`` and
       ``dims`` are LangGraph's own stores' settings and are refused).
-    - ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``); an expired
-      item is never returned, and ``sweep_ttl()`` deletes expired items.
+    - ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
+      ``sweep_interval_minutes``); the TTL is kept on the item (``ttl_minutes``) and a read
+      refreshes it. An expired item is never returned; ``sweep_ttl()`` deletes expired items now,
+      ``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` do it every ``sweep_interval_minutes``.
 
     ``batch`` and ``abatch`` run the same steps: ``abatch`` natively with an ``AsyncMemoryStore``,
     in a worker thread with a ``MemoryStore``; ``batch`` needs a ``MemoryStore``.
@@ -82,6 +86,8 @@ class NaviStore(BaseStore):
         self.user_label = user_label
         self.index_config = self._index(index)
         self.ttl_config = ttl
+        self._sweeper: Optional[tuple[Any, Any]] = None  # (stop event or task, future or task)
+        self._sweeper_lock = threading.Lock()
 
     @staticmethod
     def _index(index: Optional[dict[str, Any]]) -> Optional[list[tuple[str, Any]]]:
@@ -161,28 +167,17 @@ class NaviStore(BaseStore):
             yield from self._put(op)
         return results
 
-    def _now(self) -> datetime:
-        # the store's own clock, so TTLs agree with the expiry the store checks
-        store = self._caller.sync_store or self._caller.async_store
-        return store._ops.shared.now()  # type: ignore[no-any-return]
-
     def _get(self, op: GetOp) -> Steps:
         uid = self._user(op.namespace)
-        item = yield ("get_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key})
-        if item is None:
-            return None
-        yield from self._refresh(uid, [item], op.refresh_ttl)
-        return _to_item(item)
+        item = yield ("get_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key,
+                                    "refresh_ttl": bool(op.refresh_ttl)})
+        return None if item is None else _to_item(item)
 
     def _refresh(self, uid: str, found: list[Any], refresh: bool) -> Steps:
-        """LangGraph's refresh on read: each item with a TTL expires its TTL from now."""
-        by_ttl: dict[float, list[int]] = {}
-        for item in found:
-            ttl = _private(item).get("ttl")
-            if ttl is not None and refresh:
-                by_ttl.setdefault(float(ttl), []).append(item.id)
-        for ttl, ids in by_ttl.items():
-            yield ("touch_items", {"ids": ids, "user_id": uid, "expires_at": self._now() + timedelta(minutes=ttl)})
+        """LangGraph's refresh on read: each item with a TTL expires its TTL from now (the store
+        keeps each item's TTL; schema 6 moved the TTLs older NaviStores kept in metadata there)."""
+        if refresh and found:
+            yield ("refresh_ttl", {"ids": [item.id for item in found], "user_id": uid})
 
     def _put(self, op: PutOp) -> Steps:
         uid = self._user(op.namespace)
@@ -197,12 +192,10 @@ class NaviStore(BaseStore):
         private: dict[str, Any] = {}
         if not text:
             private["index"] = False  # the content below is a stand-in, never searched
-        if op.ttl is not None:
-            private["ttl"] = float(op.ttl)
         metadata = {**value, PRIVATE: private} if private else value
-        expires = None if op.ttl is None else self._now() + timedelta(minutes=float(op.ttl))
         yield ("put_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key, "content": text or op.key,
-                             "metadata": metadata, "expires_at": expires, "embed": bool(text)})
+                             "metadata": metadata, "ttl_minutes": None if op.ttl is None else float(op.ttl),
+                             "embed": bool(text)})
         return None
 
     def _search(self, op: SearchOp) -> Steps:
@@ -236,25 +229,84 @@ class NaviStore(BaseStore):
         return [tuple(ns) for ns in found]
 
     def sweep_ttl(self) -> int:
-        """Delete the expired keyed items of every user; returns how many. Expired items are never
-        returned in any case: sweeping only frees their space."""
-        return int(self._drive_sync(self._sweep()))
+        """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
+        how many. Expired items are never returned in any case: sweeping only frees their space."""
+        return int(self._caller.call("sweep_ttl"))
 
     async def asweep_ttl(self) -> int:
-        return int(await self._drive_async(self._sweep()))
+        return int(await self._caller.acall("sweep_ttl"))
 
-    def _sweep(self) -> Steps:
-        now, expired, offset = self._now(), [], 0
+    def _interval(self, sweep_interval_minutes: Optional[float]) -> float:
+        minutes = sweep_interval_minutes
+        if minutes is None:
+            minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or DEFAULT_SWEEP_MINUTES
+        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or minutes <= 0:
+            raise ValidationError(f"sweep_interval_minutes must be a number of minutes above 0, got {minutes!r}")
+        return float(minutes) * 60
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: Optional[float] = None) -> Any:
+        """Sweep expired items every ``sweep_interval_minutes`` (default: the ``ttl`` config's, else
+        5) until ``stop_ttl_sweeper()``, as LangGraph's ``PostgresStore`` does. With a
+        ``MemoryStore`` the sweeps run in a daemon thread (returns its ``concurrent.futures.Future``);
+        with an ``AsyncMemoryStore`` in an asyncio task of the running loop (returns the task).
+        A sweeper already running is returned as is. A failed sweep is logged and retried later."""
+        seconds = self._interval(sweep_interval_minutes)
+        with self._sweeper_lock:
+            if self._sweeper is not None and not self._sweeper[1].done():
+                return self._sweeper[1]
+            if self._caller.sync_store is None:
+                stop: Any = asyncio.Event()
+                task: Any = asyncio.get_running_loop().create_task(self._sweep_async(stop, seconds))
+            else:
+                stop, task = threading.Event(), concurrent.futures.Future()
+                threading.Thread(target=self._sweep_thread, args=(stop, seconds, task), daemon=True,
+                                 name="navi-memory-ttl-sweeper").start()
+            self._sweeper = (stop, task)
+            return task
+
+    def stop_ttl_sweeper(self, timeout: Optional[float] = None) -> bool:
+        """Stop the sweeper (True once it has stopped within ``timeout`` seconds; True if none ran).
+        An asyncio sweeper is told to stop; await the task ``start_ttl_sweeper`` returned to wait."""
+        with self._sweeper_lock:
+            sweeper, self._sweeper = self._sweeper, None
+        if sweeper is None:
+            return True
+        stop, task = sweeper
+        stop.set()
+        if isinstance(task, concurrent.futures.Future):
+            try:
+                task.result(timeout)
+            except concurrent.futures.TimeoutError:
+                return False
+        return True
+
+    def _sweep_thread(self, stop: threading.Event, seconds: float, done: concurrent.futures.Future[None]) -> None:
+        try:
+            while not stop.wait(seconds):
+                self._sweep_once(self.sweep_ttl)
+        finally:
+            done.set_result(None)
+
+    async def _sweep_async(self, stop: asyncio.Event, seconds: float) -> None:
         while True:
-            page = yield ("list_items", {"all_users": True, "include_expired": True, "status": "any",
-                                         "limit": 1000, "offset": offset})
-            expired += [i for i in page if i.key is not None and i.expires_at is not None and i.expires_at <= now]
-            if len(page) < 1000:
-                break
-            offset += len(page)
-        for item in expired:
-            yield ("delete_keyed", {"user_id": item.user_id, "namespace": item.namespace, "key": item.key})
-        return len(expired)
+            try:
+                await asyncio.wait_for(stop.wait(), seconds)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                swept = await self.asweep_ttl()
+            except NaviMemoryError as exc:
+                log.warning("TTL sweep failed (retried in the next interval): %s", exc)
+            else:
+                log.debug("TTL sweep deleted %d expired item(s)", swept)
+
+    @staticmethod
+    def _sweep_once(sweep: Any) -> None:
+        try:
+            log.debug("TTL sweep deleted %d expired item(s)", sweep())
+        except NaviMemoryError as exc:  # a database hiccup must not end the sweeper
+            log.warning("TTL sweep failed (retried in the next interval): %s", exc)
 
 
 def _paths(fields: Iterable[str]) -> list[tuple[str, Any]]:

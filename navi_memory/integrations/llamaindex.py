@@ -17,6 +17,7 @@ Everything here calls store methods only. Needs the ``llamaindex`` extra (``llam
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import uuid
 from typing import Any, Callable, List, Optional
@@ -33,7 +34,7 @@ from .. import prompt
 from ..models import SearchResult
 from ._context import MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
-from ._tools import TOOLS, UNBOUND, MemoryTools, StoreCaller
+from ._tools import SCOPED, SEARCH_FILTERS, TOOLS, UNBOUND, MemoryTools, StoreCaller
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryBlock", "NaviMemoryToolSpec", "result_to_node"]
 
@@ -41,6 +42,8 @@ log = logging.getLogger("navi_memory.integrations")
 
 HIDDEN_FROM_MODEL = ["id", "score", "signals", "kind", "fact"]
 CONVERSATIONS_KEPT = 512
+_OVERRIDES: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("navi_memory_retrieve_with", default={})
+Who = tuple[str, str, Optional[str], Optional[str]]  # (user, session, agent_id, run_id) of a call
 ASSISTANT_ROLES = {"chatbot": "assistant", "model": "assistant"}
 
 
@@ -64,25 +67,59 @@ class NaviMemoryRetriever(BaseRetriever):
     call (``acting_for``) or the bound ``user_id="u1"``.
     ``store`` is a ``MemoryStore`` or an ``AsyncMemoryStore`` (``aretrieve`` is native with
     the latter; with only a ``MemoryStore`` it runs in a worker thread). Extra keywords are search
-    filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ..., ``min_similarity``)."""
+    filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ..., ``min_similarity``,
+    ``filters``: metadata filters, ``namespace_prefix``); ``agent_id`` / ``run_id`` keep the search
+    to that scope, bound here or per call (``acting_for(user, agent_id=...)``).
+    ``retrieve_with(query, **filters)`` (and ``aretrieve_with``) overrides them for one call."""
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None, k: int = 8,
                  **search_kwargs: Any) -> None:
+        _check_filters(search_kwargs)
         # exact or refused (ValidationError, a ValueError), never trimmed
-        self._identity = IdentityResolver("NaviMemoryRetriever", user_id)
+        self._identity = IdentityResolver("NaviMemoryRetriever", user_id, agent_id=search_kwargs.pop("agent_id", None),
+                                          run_id=search_kwargs.pop("run_id", None))
         super().__init__()
         self._caller = StoreCaller(store, async_store)
         self.user_id, self.k, self.search_kwargs = self._identity.user_id, k, search_kwargs
 
+    def _search_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        _check_filters(overrides)
+        who = self._identity.resolve(**{name: overrides.pop(name, None) for name in SCOPED})
+        k = overrides.pop("k", self.k)
+        return {"user_id": who.user_id, "limit": k, **self.search_kwargs, **overrides, **who.scope()}
+
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = self._caller.call("search", query_bundle.query_str, user_id=self._identity.user(), limit=self.k,
-                                    **self.search_kwargs)
+        results = self._caller.call("search", query_bundle.query_str, **self._search_kwargs(dict(_OVERRIDES.get())))
         return [result_to_node(r) for r in results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = await self._caller.acall("search", query_bundle.query_str, user_id=self._identity.user(),
-                                           limit=self.k, **self.search_kwargs)
+        results = await self._caller.acall("search", query_bundle.query_str,
+                                           **self._search_kwargs(dict(_OVERRIDES.get())))
         return [result_to_node(r) for r in results]
+
+    def retrieve_with(self, query: str, **overrides: Any) -> List[NodeWithScore]:
+        """``retrieve(query)`` with search arguments for this call only (``k``, ``filters``, ``theme``, ...)."""
+        _check_filters(overrides)
+        token = _OVERRIDES.set(overrides)  # a context value: retrieve() keeps LlamaIndex's callbacks
+        try:
+            return self.retrieve(query)
+        finally:
+            _OVERRIDES.reset(token)
+
+    async def aretrieve_with(self, query: str, **overrides: Any) -> List[NodeWithScore]:
+        """Coroutine of ``retrieve_with``."""
+        _check_filters(overrides)
+        token = _OVERRIDES.set(overrides)
+        try:
+            return await self.aretrieve(query)
+        finally:
+            _OVERRIDES.reset(token)
+
+
+def _check_filters(kwargs: dict[str, Any]) -> None:
+    unknown = set(kwargs) - set(SEARCH_FILTERS) - {"k"}
+    if unknown:
+        raise TypeError(f"unknown search argument(s): {', '.join(sorted(unknown))}")
 
 
 def to_store_message(message: ChatMessage) -> dict[str, Any]:
@@ -117,7 +154,9 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     (text -> tokens; default: an approximate count).
     One block serves every user: ``aget``/``aput`` act for the user of ``acting_for(...)`` around
     the agent's run (or ``memory.aget(user_id=...)``), else for the bound ``user_id``; the session
-    is ``acting_for``'s ``session_id``, else ``session_id`` here.
+    is ``acting_for``'s ``session_id``, else ``session_id`` here. ``agent_id`` / ``run_id``
+    (``acting_for(user, agent_id=..., run_id=...)``, ``memory.aget(agent_id=...)``, else bound
+    here) keep the search to that scope and scope the recorded conversation.
     """
 
     name: str = "navi_memory"
@@ -133,30 +172,38 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
     max_tokens: Optional[int] = Field(default=None, ge=1)
     token_counter: Optional[Callable[[str], int]] = None
+    agent_id: Optional[str] = None
+    run_id: Optional[str] = None
 
     _builder: MemoryContextBuilder = PrivateAttr()
     _identity: IdentityResolver = PrivateAttr()
-    # per (user, session): the messages recorded so far and the last search, for a few hundred
+    # per (user, session, agent, run): the messages recorded so far and the last search, for a few hundred
     # conversations at a time (oldest forgotten first: at worst one search or message is repeated)
     _seen: dict = PrivateAttr(default_factory=dict)
     _cache: dict = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryBlock":
-        self._identity = IdentityResolver("NaviMemoryBlock", self.user_id, self.session_id)
+        self._identity = IdentityResolver("NaviMemoryBlock", self.user_id, self.session_id, agent_id=self.agent_id,
+                                          run_id=self.run_id)
         self._builder = MemoryContextBuilder(StoreCaller(self.store, self.async_store), mode=self.mode,
                                              k=self.k, search_kwargs=self.search_kwargs,
                                              min_similarity=self.min_similarity, max_tokens=self.max_tokens,
                                              token_counter=self.token_counter)
         return self
 
-    def _who(self, block_kwargs: dict[str, Any]) -> tuple[str, str]:
+    def _who(self, block_kwargs: dict[str, Any]) -> Who:
         identity = self._identity.resolve(user_id=block_kwargs.get("user_id"),
-                                          session_id=block_kwargs.get("session_id"))
-        return identity.user_id, identity.session_id or self.session_id
+                                          session_id=block_kwargs.get("session_id"),
+                                          agent_id=block_kwargs.get("agent_id"), run_id=block_kwargs.get("run_id"))
+        return identity.user_id, identity.session_id or self.session_id, identity.agent_id, identity.run_id
 
     @staticmethod
-    def _keep(table: dict, who: tuple[str, str], value: Any) -> None:
+    def _scope(who: Who) -> dict[str, str]:
+        return {name: value for name, value in zip(SCOPED, who[2:]) if value is not None}
+
+    @staticmethod
+    def _keep(table: dict, who: Who, value: Any) -> None:
         table.pop(who, None)
         table[who] = value
         while len(table) > CONVERSATIONS_KEPT:
@@ -173,7 +220,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         key = last_user_text(messages)
         cached = self._cache.get(who)
         if cached is None or cached[0] != key:
-            context = await self._builder.abuild(*key, user_id=who[0])
+            context = await self._builder.abuild(*key, user_id=who[0], scope=self._scope(who))
             cached = (key, "" if context is None else "\n\n".join(t for t in (context.stable, context.volatile) if t))
             self._keep(self._cache, who, cached)
         await self._record(who, messages)  # after the search: this turn's extraction cannot race it
@@ -186,7 +233,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         """Record what ``memory`` holds now (e.g. the answer that ended the agent's run)."""
         await self._record(self._who(block_kwargs), await memory.aget_all())
 
-    async def _record(self, who: tuple[str, str], messages: List[ChatMessage], ejected: bool = False) -> None:
+    async def _record(self, who: Who, messages: List[ChatMessage], ejected: bool = False) -> None:
         if not self.record or not prompt.injection_enabled():
             return
         seen = self._seen.get(who, [])
@@ -202,7 +249,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         if not rows:
             return
         try:
-            await self._builder.caller.acall("add_messages", who[1], rows, user_id=who[0])
+            await self._builder.caller.acall("add_messages", who[1], rows, user_id=who[0], **self._scope(who))
         except Exception as exc:
             log.warning("the conversation could not be recorded: %s", exc)
 
@@ -215,18 +262,20 @@ class NaviMemoryToolSpec(BaseToolSpec):
     ``memory_archive``, ``memory_forget``, ``memory_list_themes``; each returns JSON text and has
     a blocking and an async form. The user id is not an argument of any tool. In a multi-person
     household (``household="multi"``, by default the user's mode in the store) search, add note
-    and save fact take a ``person`` and ``memory_find_person`` is added."""
+    and save fact take a ``person`` and ``memory_find_person`` is added. ``agent_id`` / ``run_id``
+    (``acting_for(user, agent_id=...)``, else bound here) tag what the tools write and keep their
+    searches to that scope."""
 
     spec_functions = [(name, f"a{name}") for name in TOOLS]
 
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None,
-                 household: str | None = None) -> None:
-        self._identity = IdentityResolver("NaviMemoryToolSpec", user_id)
+                 household: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
+        self._identity = IdentityResolver("NaviMemoryToolSpec", user_id, agent_id=agent_id, run_id=run_id)
         self._tools = MemoryTools(store, UNBOUND if user_id is None else user_id, async_store=async_store,
                                   household=household)
         self.spec_functions = [(name, f"a{name}") for name in self._tools.specs]
         for name in self._tools.specs:
-            sync, run_async = self._tools.functions(name, self._identity.user)
+            sync, run_async = self._tools.functions(name, self._identity.resolve)
             setattr(self, name, sync)
             setattr(self, f"a{name}", run_async)
 

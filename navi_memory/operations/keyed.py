@@ -9,6 +9,7 @@ Listing a namespace's items without a query: ``list_items(namespace_prefix=..., 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, Sequence
 
 from ..calls import db
@@ -20,6 +21,24 @@ from ..models import Item
 from ..sansio import Op, operation
 from .memory import MemoryOperations
 from .shared import Shared
+
+
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60  # a century: past it a TTL is a mistake, not a lifetime
+
+
+def _ttl(value: Any) -> float | None:
+    """A TTL in minutes: None (none), or a number > 0 (fractions allowed, as LangGraph's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TTL_MINUTES:
+        raise ValidationError(f"ttl_minutes must be a number of minutes above 0 and at most {MAX_TTL_MINUTES}")
+    return float(value)
+
+
+def _ids(ids: Any) -> list[int]:
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise ValidationError("ids must be a list of item ids")
+    return [v.item_id(i) for i in ids]
 
 
 def _key(value: Any) -> str:
@@ -37,18 +56,27 @@ class KeyedOperations:
     @operation
     def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                   metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
-                  agent_id: str | None = None, run_id: str | None = None) -> Op[Item]:
+                  agent_id: str | None = None, run_id: str | None = None,
+                  ttl_minutes: float | None = None) -> Op[Item]:
         """Store ``content`` under (``namespace``, ``key``): a new item, or the replacement of the
         one already there, in one transaction. A replacement keeps its id and ``created_at``, takes
         everything else from this call (``updated_at`` = now) and is re-embedded when its text
         changed. ``embed=False`` keeps no vector: the item is found by full-text search and by
         filters, never by similarity, and backfill leaves it alone. ``namespace``: a non-empty
-        tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly)."""
+        tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly).
+        ``ttl_minutes``: the item expires that long after now, and a read with ``refresh_ttl``
+        (``get_keyed``, ``refresh_ttl``) moves its expiry to that long after the read (LangGraph's
+        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both."""
+        ttl, now = _ttl(ttl_minutes), self._shared.now()
+        if ttl is not None and expires_at is not None:
+            raise ValidationError("give ttl_minutes or expires_at, not both")
+        if ttl is not None:
+            expires_at = now + timedelta(minutes=ttl)
         item = self._memory.new_item(user_id, {"content": content, "metadata": metadata, "expires_at": expires_at,
                                                "agent_id": agent_id, "run_id": run_id})
-        item = replace(item, namespace=keyed.stored(namespace), key=_key(key))
+        item = replace(item, namespace=keyed.stored(namespace), key=_key(key), ttl_minutes=ttl)
         embed = v.flag(embed, "embed")
-        row, needs = yield db.put_keyed(item=item, model=self._shared.model, embed=embed, now=self._shared.now())
+        row, needs = yield db.put_keyed(item=item, model=self._shared.model, embed=embed, now=now)
         if needs and self._shared.embed_on_write:
             yield from self._memory.embed_new([(row["id"], item.user_id, embedding_text(row["title"], row["content"],
                                                                                         row.get("context")))])
@@ -56,10 +84,16 @@ class KeyedOperations:
         return convert.item(row)
 
     @operation
-    def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str) -> Op[Item | None]:
-        """The item stored under (``namespace``, ``key``), or None (also when it has expired)."""
-        return self._maybe((yield db.get_keyed(user_id=v.user_id(user_id), namespace=keyed.stored(namespace),
-                                               key=_key(key), now=self._shared.now())))
+    def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str,
+                  refresh_ttl: bool = False) -> Op[Item | None]:
+        """The item stored under (``namespace``, ``key``), or None (also when it has expired).
+        ``refresh_ttl``: an item put with ``ttl_minutes`` now expires that long after this read."""
+        uid, now = v.user_id(user_id), self._shared.now()
+        row = yield db.get_keyed(user_id=uid, namespace=keyed.stored(namespace), key=_key(key), now=now)
+        if row is not None and v.flag(refresh_ttl, "refresh_ttl") and row.get("ttl_minutes") is not None:
+            yield db.refresh_ttl(user_id=uid, ids=[row["id"]], now=now)
+            row = {**row, "expires_at": now + timedelta(minutes=row["ttl_minutes"])}
+        return self._maybe(row)
 
     @staticmethod
     def _maybe(row: dict | None) -> Item | None:
@@ -85,14 +119,29 @@ class KeyedOperations:
     def touch_items(self, ids: Sequence[int], *, user_id: str, expires_at: Any) -> Op[int]:
         """Move the expiry of the user's unexpired items ``ids`` to ``expires_at`` (None: never):
         the TTL refresh of search results. Returns how many items were moved."""
-        uid = v.user_id(user_id)
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise ValidationError("ids must be a list of item ids")
-        clean = [v.item_id(i) for i in ids]
+        uid, clean = v.user_id(user_id), _ids(ids)
         if not clean:
             return 0
         return (yield db.touch_items(user_id=uid, ids=clean, expires_at=v.when(expires_at, "expires_at"),
                                      now=self._shared.now()))
+
+    @operation
+    def refresh_ttl(self, ids: Sequence[int], *, user_id: str) -> Op[int]:
+        """LangGraph's refresh on read for search results: each of the user's unexpired items
+        ``ids`` put with ``ttl_minutes`` now expires that long from now (the others are left
+        alone). Returns how many were refreshed."""
+        uid, clean = v.user_id(user_id), _ids(ids)
+        if not clean:
+            return 0
+        return (yield db.refresh_ttl(user_id=uid, ids=clean, now=self._shared.now()))
+
+    @operation
+    def sweep_ttl(self, *, user_id: str | None = None) -> Op[int]:
+        """Delete the keyed items whose expiry has passed, of ``user_id`` or (None) of every user;
+        returns how many. Expired items are never returned anyway: sweeping frees their space
+        (LangGraph's ``sweep_ttl``; ``NaviStore.start_ttl_sweeper()`` runs it periodically)."""
+        uid = None if user_id is None else v.user_id(user_id)
+        return (yield db.sweep_keyed(user_id=uid, now=self._shared.now()))
 
     @operation
     def list_namespaces(self, *, user_id: str, prefix: Sequence[str] | None = None,

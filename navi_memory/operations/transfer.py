@@ -101,7 +101,7 @@ def _item_record(row: dict, with_vectors: bool, nested: bool = False) -> dict[st
                 "status": row["status"], "pinned": bool(row["pinned"]), "source": row["source"],
                 "source_ref": row["source_ref"], "person": row["person"], "confidence": row["confidence"],
                 "metadata": row["metadata"] or {}, "agent_id": row.get("agent_id"), "run_id": row.get("run_id"),
-                "namespace": row.get("namespace"), "key": row.get("key")})
+                "namespace": row.get("namespace"), "key": row.get("key"), "ttl_minutes": row.get("ttl_minutes")})
     for name in ("observed_at", "expires_at", "created_at", "updated_at"):
         out[name] = _iso(row[name])
     out["embedding"] = None

@@ -43,6 +43,8 @@ class PostgresKeyedQueries:
         indexed = model is not None and self.has_vector
         if not old:
             (item_id,) = yield from self._insert([item], model, now)
+            yield Q("UPDATE items SET ttl_minutes = %s WHERE user_id = %s AND id = %s",
+                    [item.ttl_minutes, item.user_id, item_id])
             if indexed and not embed:
                 yield from self._not_indexed(item.user_id, item_id, model, now)
             return (yield from self._item_by_id(item.user_id, item_id)), indexed and embed
@@ -50,9 +52,10 @@ class PostgresKeyedQueries:
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING", [item.user_id, item.theme, item.theme.title(), now, now])
         yield Q("UPDATE items SET type = %s, theme = %s, title = %s, content = %s, metadata = %s, expires_at = %s,"
-                " status = 'active', agent_id = %s, run_id = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                " status = 'active', agent_id = %s, run_id = %s, ttl_minutes = %s, updated_at = %s"
+                " WHERE user_id = %s AND id = %s",
                 [item.type, item.theme, item.title, item.content, Jsonb(item.metadata or {}), item.expires_at,
-                 item.agent_id, item.run_id, now, item.user_id, item_id])
+                 item.agent_id, item.run_id, item.ttl_minutes, now, item.user_id, item_id])
         needs = False
         if indexed and not embed:
             yield from self._not_indexed(item.user_id, item_id, model, now)
@@ -90,6 +93,23 @@ class PostgresKeyedQueries:
         """Move the expiry of the user's unexpired items ``ids`` (TTL refresh); updated_at stays."""
         return (yield Q("UPDATE items SET expires_at = %s WHERE user_id = %s AND id = ANY(%s)"
                         " AND (expires_at IS NULL OR expires_at > %s)", [expires_at, user_id, list(ids), now]))
+
+    @operation
+    def refresh_ttl(self, user_id: str, ids: Sequence[int], now: datetime) -> Op:
+        """Each of the user's unexpired items ``ids`` that has a TTL expires its TTL from ``now``."""
+        return (yield Q("UPDATE items SET expires_at = %s + ttl_minutes * interval '1 minute' WHERE user_id = %s"
+                        " AND id = ANY(%s) AND ttl_minutes IS NOT NULL AND (expires_at IS NULL OR expires_at > %s)",
+                        [now, user_id, list(ids), now]))
+
+    @operation
+    def sweep_keyed(self, user_id: str | None, now: datetime) -> Op:
+        """Delete the expired keyed items (of one user, or of every user)."""
+        text = "DELETE FROM items WHERE namespace IS NOT NULL AND expires_at IS NOT NULL AND expires_at <= %s"
+        params: list[Any] = [now]
+        if user_id is not None:
+            text += " AND user_id = %s"
+            params.append(user_id)
+        return (yield Q(text, params))
 
     @operation
     def list_namespaces(self, user_id: str, prefix: str | None, now: datetime) -> Op:

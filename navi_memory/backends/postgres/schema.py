@@ -276,12 +276,26 @@ SCOPES = [
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS run_id text",
 ]
 
+# version 6: a keyed item's TTL (minutes) as a column, so a read can refresh its expiry (LangGraph's
+# refresh_ttl) without a reserved metadata key; NaviStore's old metadata "_langgraph"."ttl" moves here.
+KEYED_TTL = [
+    "ALTER TABLE items ADD COLUMN IF NOT EXISTS ttl_minutes double precision",
+    "UPDATE items SET ttl_minutes = (metadata #>> '{_langgraph,ttl}')::double precision,"
+    " metadata = metadata #- '{_langgraph,ttl}' WHERE namespace IS NOT NULL"
+    " AND jsonb_typeof(metadata #> '{_langgraph,ttl}') = 'number'",
+    "UPDATE items SET metadata = metadata - '_langgraph' WHERE namespace IS NOT NULL"
+    " AND metadata -> '_langgraph' = '{}'::jsonb",
+    "CREATE INDEX IF NOT EXISTS items_keyed_expiry ON items (expires_at) WHERE namespace IS NOT NULL"
+    " AND expires_at IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
     (3, RETRIEVAL),
     (4, HOUSEHOLD),
     (5, SCOPES),
+    (6, KEYED_TTL),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -51,7 +51,7 @@ def row_times(row: dict[str, Any]) -> dict[str, Any]:
 ITEM_SELECT = sql.SQL(
     "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
     " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.context, i.fact_id, i.created_at,"
-    " i.updated_at, i.agent_id, i.run_id, i.namespace, i.ext_key, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
+    " i.updated_at, i.agent_id, i.run_id, i.namespace, i.ext_key, i.ttl_minutes, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
     " e.updated_at AS emb_updated FROM items i"
     " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
 )

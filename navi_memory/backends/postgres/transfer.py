@@ -27,7 +27,7 @@ from .sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
                  " confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at, agent_id, run_id,"
-                 " namespace, ext_key")
+                 " namespace, ext_key, ttl_minutes")
 
 
 def _parse_vector(text: str | None) -> np.ndarray | None:
@@ -200,13 +200,13 @@ class PostgresTransferQueries:
         ids = yield from self._item_ids({(r["user_id"], r["theme"]) for r in items}, len(items), now)
         yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
                 " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at,"
-                " agent_id, run_id, namespace, ext_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " agent_id, run_id, namespace, ext_key, ttl_minutes) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(r["user_id"], i, r["theme"], r["item_type"], r["title"], r["content"], Jsonb(r["tags"]), r["status"],
                   r["pinned"], r["source"], None if r["source_ref"] is None else Jsonb(r["source_ref"]), r["person"],
                   r["confidence"], r["observed_at"], r["expires_at"], Jsonb(r["metadata"] or {}), r["context"], f,
                   r["created_at"], r["updated_at"], r.get("agent_id"), r.get("run_id"), r.get("namespace"),
-                  r.get("key")) for i, r, f in zip(ids, items, fact_ids)], many=True)
+                  r.get("key"), r.get("ttl_minutes")) for i, r, f in zip(ids, items, fact_ids)], many=True)
         if not self.has_vector:  # without pgvector no vector is stored (the store runs lexical-only)
             return ids
         ready, pending = [], []

@@ -7,7 +7,7 @@ A mixin of ``SQLiteBackend``; ``items.ext_key`` holds the key (``key`` reads bad
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 from ...core.contract import NOT_INDEXED
@@ -37,6 +37,7 @@ class SQLiteKeyed:
                                (item.user_id, item.namespace, item.key)).fetchone()
             if old is None:
                 (item_id,) = self._insert_rows(conn, [item], model, stamp)
+                conn.execute("UPDATE items SET ttl_minutes = ? WHERE id = ?", (item.ttl_minutes, item_id))
                 needs = model is not None and embed
                 if model is not None and not embed:
                     self._not_indexed(conn, item.user_id, item_id, model, stamp)
@@ -45,9 +46,9 @@ class SQLiteKeyed:
                 self._ensure_theme(conn, item.user_id, item.theme, stamp)
                 conn.execute(
                     "UPDATE items SET type = ?, theme = ?, title = ?, content = ?, metadata = ?, expires_at = ?,"
-                    " status = 'active', agent_id = ?, run_id = ?, updated_at = ? WHERE id = ?",
+                    " status = 'active', agent_id = ?, run_id = ?, ttl_minutes = ?, updated_at = ? WHERE id = ?",
                     (item.type, item.theme, item.title, item.content, to_json(item.metadata or {}),
-                     to_db(item.expires_at), item.agent_id, item.run_id, stamp, item_id))
+                     to_db(item.expires_at), item.agent_id, item.run_id, item.ttl_minutes, stamp, item_id))
                 needs = self._restamp(conn, item_id, item.user_id, old["text"], model, embed, stamp)
             row = conn.execute(f"{ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
         return item_from_row(row), needs
@@ -94,6 +95,28 @@ class SQLiteKeyed:
                                 " (SELECT value FROM json_each(?)) AND (expires_at IS NULL OR expires_at > ?)",
                                 (to_db(expires_at), user_id, json.dumps([int(i) for i in ids]),
                                  to_db(now))).rowcount
+
+    def refresh_ttl(self, user_id: str, ids: Sequence[int], now: datetime) -> int:
+        """Each of the user's unexpired items ``ids`` that has a TTL expires its TTL from ``now``."""
+        with self._transaction(write=True) as conn:
+            rows = conn.execute("SELECT id, ttl_minutes FROM items WHERE user_id = ? AND id IN"
+                                " (SELECT value FROM json_each(?)) AND ttl_minutes IS NOT NULL"
+                                " AND (expires_at IS NULL OR expires_at > ?)",
+                                (user_id, json.dumps([int(i) for i in ids]), to_db(now))).fetchall()
+            for row in rows:  # the stored text form of a time is Python's: computed here, not in SQL
+                conn.execute("UPDATE items SET expires_at = ? WHERE id = ?",
+                             (to_db(now + timedelta(minutes=row["ttl_minutes"])), row["id"]))
+        return len(rows)
+
+    def sweep_keyed(self, user_id: str | None, now: datetime) -> int:
+        """Delete the expired keyed items (of one user, or of every user)."""
+        sql = "DELETE FROM items WHERE namespace IS NOT NULL AND expires_at IS NOT NULL AND expires_at <= ?"
+        params: list[Any] = [to_db(now)]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        with self._transaction(write=True) as conn:
+            return conn.execute(sql, params).rowcount
 
     def list_namespaces(self, user_id: str, prefix: str | None, now: datetime) -> list[str]:
         """The distinct namespaces of the user's unexpired keyed items (equal to or below ``prefix``)."""

@@ -78,6 +78,21 @@ SCOPES = [
     "ALTER TABLE session_state ADD COLUMN run_id TEXT",
 ]
 
+
+# Version 6: a keyed item's TTL (minutes) as a column, so a read can refresh its expiry (LangGraph's
+# refresh_ttl) without a reserved metadata key. NaviStore kept it in metadata "_langgraph"."ttl"
+# before: that value moves here and leaves the metadata (and an emptied "_langgraph" with it).
+KEYED_TTL = [
+    "ALTER TABLE items ADD COLUMN ttl_minutes REAL",
+    "UPDATE items SET ttl_minutes = CAST(json_extract(metadata, '$._langgraph.ttl') AS REAL),"
+    " metadata = json_remove(metadata, '$._langgraph.ttl') WHERE namespace IS NOT NULL AND json_valid(metadata)"
+    " AND json_type(metadata, '$._langgraph.ttl') IN ('integer', 'real')",
+    "UPDATE items SET metadata = json_remove(metadata, '$._langgraph') WHERE namespace IS NOT NULL"
+    " AND json_valid(metadata) AND json_type(metadata, '$._langgraph') = 'object'"
+    " AND json_extract(metadata, '$._langgraph') = '{}'",
+    "CREATE INDEX IF NOT EXISTS items_keyed_expiry ON items (expires_at) WHERE namespace IS NOT NULL"
+    " AND expires_at IS NOT NULL",
+]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -294,6 +309,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
         ],
     ),
     (5, SCOPES),
+    (6, KEYED_TTL),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

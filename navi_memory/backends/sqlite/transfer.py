@@ -193,13 +193,13 @@ class SQLiteTransfer:
         cur = conn.execute(
             "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
             " person, confidence, observed_at, expires_at, metadata, context, fact_id, created_at, updated_at,"
-            " agent_id, run_id, namespace, ext_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-            " ?, ?, ?, ?)",
+            " agent_id, run_id, namespace, ext_key, ttl_minutes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            " ?, ?, ?, ?, ?, ?, ?, ?)",
             (r["user_id"], r["theme"], r["item_type"], r["title"], r["content"], _json(r["tags"]), r["status"],
              int(r["pinned"]), r["source"], _json(r["source_ref"]), r["person"], r["confidence"],
              to_db(r["observed_at"]), to_db(r["expires_at"]), _json(r["metadata"] or {}), r["context"], fact_id,
              to_db(r["created_at"]), to_db(r["updated_at"]), r.get("agent_id"), r.get("run_id"),
-             r.get("namespace"), r.get("key")))
+             r.get("namespace"), r.get("key"), r.get("ttl_minutes")))
         item_id = cur.lastrowid
         emb = r.get("embedding")
         vector: np.ndarray | None = emb["vector"] if emb else None
