@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -488,8 +488,11 @@ class MemoryOperations:
             # first name resolve to the display name the items carry
             names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
             hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
-        rows = yield db.fetch_items(user_id=f.user_id, ids=list(fused))
-        return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay))
+        # re-rank on five columns of each candidate; whole rows only for the page shown
+        ranked = ranking.order(fused, (yield db.rank_rows(user_id=f.user_id, ids=list(fused))), limit, f.now,
+                               hints, decay)
+        rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
+        return SearchResults(ranking.results(fused, ranked, rows))
 
     # -- summary, sessions, users ----------------------------------------------------------
 
