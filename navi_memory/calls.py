@@ -15,7 +15,7 @@ The runners (``store.MemoryStore`` / ``AsyncMemoryStore``) execute them; nothing
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Generator, Union, cast
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -113,3 +113,19 @@ def at_once(*calls: Any) -> AtOnce:
         if not isinstance(call, BackendCall):
             raise TypeError(f"at_once takes backend calls, not {call!r}")
     return AtOnce(calls)
+
+
+def together(*calls: Any) -> Generator[Any, Any, list[Any]]:
+    """``yield from`` it: each call's result (None for a call that is None), several at once;
+    the first error among them is raised."""
+    live = [c for c in calls if c is not None]
+    if len(live) == 1:
+        values = [(yield live[0])]
+    else:
+        values = []
+        for value, error in ((yield at_once(*live)) if live else []):
+            if error is not None:
+                raise error
+            values.append(value)
+    found = iter(values)
+    return [None if c is None else next(found) for c in calls]

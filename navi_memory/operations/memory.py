@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -29,12 +29,13 @@ from ..retrieval import context, stage
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
-from ..calls import EmbedDocuments, EmbedQuery, Rerank, at_once, db
+from ..calls import EmbedDocuments, EmbedQuery, Rerank, at_once, db, together
 from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
 
 log = logging.getLogger("navi_memory")
+
 
 
 
@@ -455,13 +456,23 @@ class MemoryOperations:
                 qvec = yield EmbedQuery(query)
             except EmbeddingError as exc:
                 log.info("query embedding failed, searching lexically: %s", exc)
-        # The two candidate queries are independent: on PostgreSQL they run on two connections.
-        calls = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        # The candidate queries (and the lookup of persons the query names) are independent: on
+        # PostgreSQL they run on separate connections at the same time.
+        calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        if f.user_id is not None:  # people the query names become person hints; hints by alias or
+            # first name resolve to the display name the items carry
+            names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
+            calls.append(db.persons_named(user_id=f.user_id, names=names))
         if qvec is not None and model is not None:
             calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
         (lexical, error), *rest = yield at_once(*calls)
         if error is not None:
             raise error
+        if f.user_id is not None:
+            (named, error), *rest = rest
+            if error is not None:
+                raise error
+            hints += tuple(named)
         semantic: list[tuple[int, float]] = []
         if rest:
             semantic, error = rest[0]
@@ -473,26 +484,30 @@ class MemoryOperations:
         substring = []
         if not lexical and not semantic:
             substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
-        extra: dict[int, float] = {}
         missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
-        if qvec is not None and model is not None and missing:
-            extra = yield db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
-        fused = plan.fuse(lexical, semantic, substring, extra)
+        # Every candidate's neighbours, looked up beside the missing cosines: smoothing reads only
+        # those of the rows fusion keeps, which are among the candidates.
+        candidates = list(dict.fromkeys(i for pairs in (lexical, semantic, substring) for i, _ in pairs))
+        scores, neighbours = yield from together(
+            db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
+            if qvec is not None and model is not None and missing else None,
+            db.neighbours(filters=f, ids=candidates) if context_weight > 0 and candidates else None)
+        fused = plan.fuse(lexical, semantic, substring, scores or {})
         if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
             fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
         if not fused:
             return SearchResults()
         if context_weight > 0:
-            fused = context.smooth(fused, (yield db.neighbours(filters=f, ids=list(fused))), context_weight)
-        if f.user_id is not None:  # people the query names become person hints; hints by alias or
-            # first name resolve to the display name the items carry
-            names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
-            hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
-        rows = yield db.fetch_items(user_id=f.user_id, ids=list(fused))
+            fused = context.smooth(fused, neighbours or {}, context_weight)
         second = self._shared.reranker
+        depth = limit if second is None else stage.depth(limit, second.depth)
+        # re-rank on a few columns of each candidate; whole rows only for the page shown
+        ranked = ranking.order(fused, (yield db.rank_rows(user_id=f.user_id, ids=list(fused))), depth, f.now,
+                               hints, decay, plan.when)
+        rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
+        results = ranking.results(fused, ranked, rows)
         if second is None:
-            return SearchResults(ranking.finish(fused, rows, limit, f.now, hints, decay, plan.when))
-        results = ranking.finish(fused, rows, stage.depth(limit, second.depth), f.now, hints, decay, plan.when)
+            return SearchResults(results)
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
         return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
 

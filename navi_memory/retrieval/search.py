@@ -12,7 +12,7 @@ from ..models import SearchResult
 from .dates import QueryTime, mentions_time, read_query
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import STOP_WORDS, query_terms
-from .rerank import RankInput, rerank
+from .rerank import RankInput, Ranked, rerank
 from .stage import reorder
 
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
@@ -95,7 +95,14 @@ class SearchPlan:
 def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now: datetime,
            person_hints: tuple[str, ...], recency_decay: bool, when: QueryTime | None = None) -> list[SearchResult]:
     """Re-rank the fused candidates that still exist and build the results, best first."""
-    by_id = {row["id"]: row for row in rows}
+    return results(fused, order(fused, rows, limit, now, person_hints, recency_decay, when), rows)
+
+
+def order(fused: dict[int, Fused], rank_rows: list[dict[str, Any]], limit: int, now: datetime,
+          person_hints: tuple[str, ...], recency_decay: bool, when: QueryTime | None = None) -> list[Ranked]:
+    """The best ``limit`` of the fused candidates that still exist, re-ranked. ``rank_rows`` need
+    only id, content, created_at, observed_at, pinned and person (``Backend.rank_rows``)."""
+    by_id = {row["id"]: row for row in rank_rows}
     timed = when is not None and when.asks_when
     inputs = [
         RankInput(id=i, fused=f.score, created_at=by_id[i]["created_at"], observed_at=by_id[i].get("observed_at"),
@@ -103,13 +110,21 @@ def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now:
                   mentions_time=timed and mentions_time(by_id[i].get("content") or ""))
         for i, f in fused.items() if i in by_id
     ]
-    results = []
-    for ranked in rerank(inputs, now, person_hints, recency_decay, when)[:limit]:
-        f = fused[ranked.id]
+    return rerank(inputs, now, person_hints, recency_decay, when)[:limit]
+
+
+def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, Any]]) -> list[SearchResult]:
+    """The results of ``order`` from the full rows (one deleted meanwhile is left out)."""
+    by_id = {row["id"]: row for row in rows}
+    out = []
+    for r in ranked:
+        if r.id not in by_id:
+            continue
+        f = fused[r.id]  # type: ignore[index]
         scores = {**f.raw, **{f"{name}_part": value for name, value in f.parts.items()},
-                  "fused": f.score, **ranked.adjustments}
-        results.append(convert.search_result(by_id[ranked.id], ranked.score, f.signals, scores))
-    return results
+                  "fused": f.score, **r.adjustments}
+        out.append(convert.search_result(by_id[r.id], r.score, f.signals, scores))
+    return out
 
 
 def model_text(result: SearchResult) -> str:

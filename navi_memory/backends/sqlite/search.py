@@ -145,9 +145,11 @@ class SQLiteSearch:
             while True:
                 ids, sims = index.top(query, wanted)
                 chunk = ids.tolist()
+                # CROSS JOIN keeps the candidates' order as the outer loop, so LIMIT stops at the first
+                # k that pass the filters: usually k row lookups, not all of ``wanted``
                 allowed = {r[0] for r in conn.execute(
-                    f"SELECT i.id FROM items i NOT INDEXED WHERE i.id IN (SELECT value FROM json_each(?)) AND {where}",
-                    [json.dumps(chunk), *params])}
+                    "SELECT i.id FROM json_each(?) j CROSS JOIN items i NOT INDEXED ON i.id = j.value"
+                    f" WHERE {where} LIMIT ?", [json.dumps(chunk), *params, k])}
                 out = [(i, s) for i, s in zip(chunk, sims.tolist()) if i in allowed][:k]
                 if len(out) >= k or len(chunk) < wanted:
                     return out
