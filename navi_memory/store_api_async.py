@@ -92,53 +92,6 @@ class AsyncMemoryStoreAPI:
         """Themes with their active-item counts, largest first."""
         return await self._run(self._ops.memory.list_themes(user_id=user_id))
 
-    async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
-                          confidence: int | None = None, source_context: str | None = None,
-                          source_session_id: str | None = None, source_message_id: str | None = None,
-                          person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                          agent_id: str | None = None, run_id: str | None = None) -> FactChange:
-        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
-
-        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
-        facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
-        return await self._run(self._ops.memory.upsert_fact(user_id=user_id, category=category, key=key, value=value,
-                                                            source=source, confidence=confidence,
-                                                            source_context=source_context,
-                                                            source_session_id=source_session_id,
-                                                            source_message_id=source_message_id, person=person,
-                                                            expires_at=expires_at, expires_days=expires_days,
-                                                            agent_id=agent_id, run_id=run_id))
-
-    async def get_fact(self, key: str, *, user_id: str, category: str | None = None,
-                       agent_id: str | None = None) -> Fact:
-        """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
-        return await self._run(self._ops.memory.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
-
-    async def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
-                          agent_id: str | None = None) -> int:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
-        return await self._run(self._ops.memory.delete_fact(key, user_id=user_id, category=category,
-                                                            agent_id=agent_id))
-
-    async def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
-                            offset: int = 0, search: str | None = None, sort_by: str = 'category',
-                            sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
-                            include_expired: bool = False, agent_id: str | None = None,
-                            run_id: str | None = None) -> FactList:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
-        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
-        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
-        return await self._run(self._ops.memory.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
-                                                              offset=offset, search=search, sort_by=sort_by,
-                                                              sort_order=sort_order, category=category,
-                                                              include_history=include_history,
-                                                              include_expired=include_expired, agent_id=agent_id,
-                                                              run_id=run_id))
-
     async def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False,
                      limit: int = 10, theme: str | None = None, types: Sequence[str] | None = None,
                      recency_days: float | None = None, status: str = 'active', person: str | None = None,
@@ -223,6 +176,53 @@ class AsyncMemoryStoreAPI:
         """Mark every vector pending and embed all rows again (after a model change)."""
         return await self._run(self._ops.memory.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
                                                                    progress=progress))
+
+    async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
+                          confidence: int | None = None, source_context: str | None = None,
+                          source_session_id: str | None = None, source_message_id: str | None = None,
+                          person: str | None = None, expires_at: Any = None, expires_days: Any = None,
+                          agent_id: str | None = None, run_id: str | None = None) -> FactChange:
+        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
+        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
+        facts, and a fact saved without an agent is one shared fact (every agent sees all three
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
+        return await self._run(self._ops.facts.upsert_fact(user_id=user_id, category=category, key=key, value=value,
+                                                           source=source, confidence=confidence,
+                                                           source_context=source_context,
+                                                           source_session_id=source_session_id,
+                                                           source_message_id=source_message_id, person=person,
+                                                           expires_at=expires_at, expires_days=expires_days,
+                                                           agent_id=agent_id, run_id=run_id))
+
+    async def get_fact(self, key: str, *, user_id: str, category: str | None = None,
+                       agent_id: str | None = None) -> Fact:
+        """The fact with this key (and category, and agent, when given; else the newest such), with
+        its history."""
+        return await self._run(self._ops.facts.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
+
+    async def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
+                          agent_id: str | None = None) -> int:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
+        history included."""
+        return await self._run(self._ops.facts.delete_fact(key, user_id=user_id, category=category,
+                                                           agent_id=agent_id))
+
+    async def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
+                            offset: int = 0, search: str | None = None, sort_by: str = 'category',
+                            sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
+                            include_expired: bool = False, agent_id: str | None = None,
+                            run_id: str | None = None) -> FactList:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
+        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
+        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
+        return await self._run(self._ops.facts.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
+                                                             offset=offset, search=search, sort_by=sort_by,
+                                                             sort_order=sort_order, category=category,
+                                                             include_history=include_history,
+                                                             include_expired=include_expired, agent_id=agent_id,
+                                                             run_id=run_id))
 
     async def start_session(self, *, user_id: str | None, session_id: str | None = None,
                             background: bool | None = None) -> Session | None:

@@ -19,16 +19,14 @@ from ..core import convert, keyed
 from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
-from ..embeddings import Embedder
 from ..errors import EmbeddingError, NotFoundError, ValidationError
-from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
-                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
-                     SummaryHistory, SummaryText, Theme)
+from ..models import (FUSIONS, ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, SearchResults,
+                     Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..retrieval import context
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
-from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
+from ..core.contract import embedding_text
 from ..calls import EmbedDocuments, EmbedQuery, at_once, db
 from ..sansio import Op, operation
 from ..vectors import check_vector
@@ -37,10 +35,9 @@ from .shared import EMBED_BATCH, Shared
 log = logging.getLogger("navi_memory")
 
 
-
 class MemoryOperations:
-    """Items, facts, search, the summary and embeddings: the memory itself. Other concerns write
-    through ``new_item`` / ``add_rows`` / ``upsert_fact`` and embed through ``embed_rows``."""
+    """Items, search, the summary and embeddings: the memory itself. Other concerns write
+    through ``new_item`` / ``add_rows`` and embed through ``embed_rows``."""
 
     def __init__(self, shared: Shared) -> None:
         self._shared = shared
@@ -159,7 +156,7 @@ class MemoryOperations:
             rows.append(self.new_item(fields.pop("user_id", None), fields))
         return (yield from self.add_rows(rows))
 
-    def _person_name(self, uid: str, name: str | None) -> Op:
+    def person_name(self, uid: str, name: str | None) -> Op:
         """The display name of the household member ``name`` refers to (alias, role, first name);
         ``name`` itself when it names nobody or is ambiguous (a person outside the household)."""
         if name is None:
@@ -217,7 +214,7 @@ class MemoryOperations:
         for key, value in changes.items():
             clean[key] = checks[key](value)
         if clean.get("person"):
-            clean["person"] = yield from self._person_name(uid, clean["person"])
+            clean["person"] = yield from self.person_name(uid, clean["person"])
         row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model, now=self._shared.now())
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
@@ -287,110 +284,6 @@ class MemoryOperations:
         rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now())
         return [Theme(**r) for r in rows]
 
-    # -- facts -----------------------------------------------------------------------------
-
-    @operation
-    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
-                    confidence: int | None = None, source_context: str | None = None,
-                    source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                    agent_id: str | None = None, run_id: str | None = None) -> Op[FactChange]:
-        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
-
-        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
-        facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
-        uid = v.user_id(user_id)
-        now = self._shared.now()
-        source = v.choice(source, "source", FACT_SOURCES)
-        fact = {
-            "category": v.choice(category, "category", FACT_CATEGORIES),
-            "key": v.text(key, "key", v.MAX_KEY),
-            "value": self._shared.content(value, "value"),
-            "source": source,
-            "confidence": v.confidence(confidence) if confidence is not None
-            else SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
-            "source_context": v.optional_text(source_context, "source_context", self._shared.max_content_bytes),
-            "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
-            "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
-            "person": (yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
-            "expires_at": v.expiry(expires_at, expires_days, now),
-            "agent_id": v.scope_id(agent_id, "agent_id"),
-            "run_id": v.scope_id(run_id, "run_id"),
-        }
-        mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
-                         theme=fact["category"], source=source, confidence=fact["confidence"],
-                         person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
-                         run_id=fact["run_id"],
-                         metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
-        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
-        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
-            yield from self.embed_new([(row["item_id"], uid, mirror.content)])
-        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
-
-    def newest_facts(self, uid: str, limit: int | None = None, category: str | None = None,
-                     include_expired: bool = False) -> Op:
-        """The user's fact rows, newest first (the order dedup and the summary read them in)."""
-        return (yield db.list_facts(user_id=uid, limit=limit, offset=0, sort_by="updated_at", descending=True,
-                                    search=None, category=category, now=self._shared.now(),
-                                    include_expired=include_expired))
-
-    @operation
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None,
-                 agent_id: str | None = None) -> Op[Fact]:
-        """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
-        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
-        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        agent = v.scope_id(agent_id, "agent_id")
-        rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
-        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))]
-        if not rows:
-            raise NotFoundError(f"no fact {key!r} for this user")
-        history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
-        return convert.fact(rows[0], history)
-
-    @operation
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
-                    agent_id: str | None = None) -> Op[int]:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
-        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
-        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"))
-        if not count:
-            raise NotFoundError(f"no fact {key!r} for this user")
-        return count
-
-    @operation
-    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
-                      offset: int = 0, search: str | None = None, sort_by: str = "category",
-                      sort_order: str = "desc", category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False, agent_id: str | None = None,
-                      run_id: str | None = None) -> Op[FactList]:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
-        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
-        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
-        uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        rows = yield db.list_facts(
-            user_id=uid,
-            limit=None if limit is None else v.limit(limit, 100_000),
-            offset=v.offset(offset),
-            sort_by=v.choice(sort_by, "sort_by", FACT_SORT_FIELDS),
-            descending=v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
-            search=v.optional_text(search, "search", 1024),
-            category=None if category is None else v.choice(category, "category", FACT_CATEGORIES),
-            now=self._shared.now(),
-            include_expired=include_expired,
-            agent_id=v.scope_id(agent_id, "agent_id"),
-            run_id=v.scope_id(run_id, "run_id"),
-        )
-        history = (
-            (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if include_history and rows else {}
-        )
-        return FactList(convert.fact(r, history) for r in rows)
-
     # -- search ----------------------------------------------------------------------------
 
     @operation
@@ -426,7 +319,7 @@ class MemoryOperations:
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
                           namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
-            f = replace(f, person=(yield from self._person_name(f.user_id, f.person)))  # name an alias names
+            f = replace(f, person=(yield from self.person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
         if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \

@@ -39,6 +39,7 @@ from ..models import (
     Message,
     Session,
 )
+from .facts import FactOperations
 from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
 from ..pipeline import (
@@ -80,9 +81,10 @@ def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedF
 class SessionOperations:
     """Sessions, messages, triggers and extraction runs; they write memory through ``memory``."""
 
-    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+    def __init__(self, shared: Shared, memory: MemoryOperations, facts: FactOperations) -> None:
         self._shared = shared
         self._memory = memory
+        self._facts = facts
 
     # -- sessions and messages ---------------------------------------------------------------
 
@@ -306,7 +308,7 @@ class SessionOperations:
         failure: ExtractionError | None = None
         if self._shared.chat is not None and new:
             if rules.worth_extracting(new):
-                known = yield from self._memory.newest_facts(uid, 200)
+                known = yield from self._facts.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
                     try:
@@ -315,7 +317,7 @@ class SessionOperations:
                         failure = exc
                     else:
                         report.used_llm = True
-                        on_file = yield from self._memory.newest_facts(uid)
+                        on_file = yield from self._facts.newest_facts(uid)
                         # the model has read the same statements: of the rule facts only identity stays
                         candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
                                                          [dedup.adopt(f, on_file, sid) for f in found.facts])
@@ -386,7 +388,7 @@ class SessionOperations:
         if not candidates:
             return []
         opts = self._shared.pipeline
-        known = yield from self._memory.newest_facts(uid)
+        known = yield from self._facts.newest_facts(uid)
         decisions = [dedup.decide(c, known) for c in candidates]
         fresh = [i for i, d in enumerate(decisions) if d.action == "add"]
         neighbours = yield from self._neighbours(uid, [candidates[i] for i in fresh], known)
@@ -414,13 +416,13 @@ class SessionOperations:
         category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
                                                                                           candidate.key)
         value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
-        return (yield from self._memory.upsert_fact(
+        return (yield from self._facts.upsert_fact(
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
             agent_id=None if target is None else target.get("agent_id"), run_id=run_id))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
-        facts = yield from self._memory.newest_facts(uid, summary.MAX_FACTS)
+        facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)
         current = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False
