@@ -159,11 +159,23 @@ class Fact(_Record):
 
 @dataclass
 class FactChange(_Record):
-    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``."""
+    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``.
+    ``requested_key``: the key the caller gave, when the value went to an equivalent fact on file
+    under another key (``fact.key``); None otherwise."""
 
     action: str
     fact: Fact
     previous_value: str | None = None
+    requested_key: str | None = None
+
+
+@dataclass
+class NoteAdded(_Record):
+    """Outcome of ``add_note``: action ``added`` (a new item) or ``existing`` (the same text was
+    already stored for the user: that item, unchanged, and nothing new)."""
+
+    action: str
+    item: Item
 
 
 @dataclass

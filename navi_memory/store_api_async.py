@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.persons import Person, SpeakerInference
-from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, SearchResults,
-                     Session, Summary, SummaryHistory, SummaryText, Theme)
+from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, NoteAdded,
+                     SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
@@ -29,12 +29,24 @@ class AsyncMemoryStoreAPI:
     if TYPE_CHECKING:
         async def _run(self, gen: Op[T]) -> T: ...
 
-    async def add(self, *, user_id: str, content: str, **fields: Any) -> int:
+    async def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> int:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
-        no control characters; search, list_items and count_items filter by them)."""
-        return await self._run(self._ops.memory.add(user_id=user_id, content=content, **fields))
+        no control characters; search, list_items and count_items filter by them).
+
+        ``dedup`` (default True): when the user already has an active item of the same type,
+        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        and nothing is stored. ``add_note`` also tells which of the two happened."""
+        return await self._run(self._ops.memory.add(user_id=user_id, content=content, dedup=dedup, **fields))
+
+    async def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> NoteAdded:
+        """``add``, returning the item and whether it is new: action ``added``, or ``existing``
+        when the same text was already stored (that item is returned unchanged, ``dedup=False``
+        stores a second one). The same text: equal once case, punctuation, articles and spacing
+        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
+        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
+        return await self._run(self._ops.memory.add_note(user_id=user_id, content=content, dedup=dedup, **fields))
 
     async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[int]:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
@@ -181,9 +193,18 @@ class AsyncMemoryStoreAPI:
                           confidence: int | None = None, source_context: str | None = None,
                           source_session_id: str | None = None, source_message_id: str | None = None,
                           person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                          agent_id: str | None = None, run_id: str | None = None) -> FactChange:
+                          agent_id: str | None = None, run_id: str | None = None,
+                          match_equivalent: bool = True) -> FactChange:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
         one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``match_equivalent`` (default True): when no fact has this key yet but one of the same
+        agent names the same attribute under another key, that fact is updated instead of a
+        second one added, as extraction does: ``home_city`` finds ``city`` or ``location`` (key
+        words such as home, current, my, preferred are ignored and synonyms such as city/location,
+        job/occupation, editor/ide are one attribute: ``pipeline.dedup``), in the same category
+        or, in another category, only with the same value. ``FactChange.requested_key`` then
+        holds the key given. False: the key is taken as given.
 
         ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
         facts, and a fact saved without an agent is one shared fact (every agent sees all three
@@ -194,7 +215,8 @@ class AsyncMemoryStoreAPI:
                                                            source_session_id=source_session_id,
                                                            source_message_id=source_message_id, person=person,
                                                            expires_at=expires_at, expires_days=expires_days,
-                                                           agent_id=agent_id, run_id=run_id))
+                                                           agent_id=agent_id, run_id=run_id,
+                                                           match_equivalent=match_equivalent))
 
     async def get_fact(self, key: str, *, user_id: str, category: str | None = None,
                        agent_id: str | None = None) -> Fact:

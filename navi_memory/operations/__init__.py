@@ -40,6 +40,7 @@ class StoreOperations:
                              embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
         self.memory = MemoryOperations(self.shared)
         self.facts = FactOperations(self.shared, self.memory)
+        self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors
         self.sessions = SessionOperations(self.shared, self.memory, self.facts)
         self.persons = PersonOperations(self.shared, self.memory, self.facts)
         self.transfer = TransferOperations(self.shared, self.memory)

@@ -10,7 +10,8 @@ from ..calls import db
 from ..core import convert
 from ..core import validation as v
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, fact_item_content
-from ..errors import NotFoundError
+from ..errors import NotFoundError, ValidationError
+from ..pipeline import dedup
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, Fact, FactChange, FactList
 from ..sansio import Op, operation
 from .memory import MemoryOperations
@@ -29,9 +30,18 @@ class FactOperations:
                     confidence: int | None = None, source_context: str | None = None,
                     source_session_id: str | None = None, source_message_id: str | None = None,
                     person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                    agent_id: str | None = None, run_id: str | None = None) -> Op[FactChange]:
+                    agent_id: str | None = None, run_id: str | None = None,
+                    match_equivalent: bool = True) -> Op[FactChange]:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
         one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``match_equivalent`` (default True): when no fact has this key yet but one of the same
+        agent names the same attribute under another key, that fact is updated instead of a
+        second one added, as extraction does: ``home_city`` finds ``city`` or ``location`` (key
+        words such as home, current, my, preferred are ignored and synonyms such as city/location,
+        job/occupation, editor/ide are one attribute: ``pipeline.dedup``), in the same category
+        or, in another category, only with the same value. ``FactChange.requested_key`` then
+        holds the key given. False: the key is taken as given.
 
         ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
         facts, and a fact saved without an agent is one shared fact (every agent sees all three
@@ -54,6 +64,13 @@ class FactOperations:
             "agent_id": v.scope_id(agent_id, "agent_id"),
             "run_id": v.scope_id(run_id, "run_id"),
         }
+        requested = None
+        if v.flag(match_equivalent, "match_equivalent"):
+            mine = [r for r in (yield from self.newest_facts(uid)) if r.get("agent_id") == fact["agent_id"]]
+            if not any(r["category"] == fact["category"] and r["key"] == fact["key"] for r in mine):
+                other = dedup.equivalent_fact(fact["category"], fact["key"], fact["value"], mine)
+                if other is not None:
+                    requested, fact["category"], fact["key"] = fact["key"], other["category"], other["key"]
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
                          theme=fact["category"], source=source, confidence=fact["confidence"],
                          person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
@@ -62,7 +79,28 @@ class FactOperations:
         action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
         if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
-        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
+        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                          requested_key=requested)
+
+    def edit_from_item(self, uid: str, item: dict, content: str) -> Op:
+        """A new content for a fact's searchable item, as the fact's new value: ``key: value``
+        (the form the item shows) gives value, any other text is the value itself."""
+        ref = (item.get("metadata") or {}).get("fact") or {}
+        fact = yield db.get_fact(user_id=uid, category=str(ref.get("category")), key=str(ref.get("key")),
+                                 agent_id=item.get("agent_id"))
+        if fact is None:
+            raise NotFoundError(f"item {item['id']} names a fact that is no longer stored")
+        value = content
+        for prefix in (fact_item_content(fact["key"], "").rstrip(), f"{fact['key']}:"):
+            if value.casefold().startswith(prefix.casefold()):
+                value = value[len(prefix):].strip()
+                break
+        if not value:
+            raise ValidationError(f"no value for the fact {fact['key']!r} in the new content")
+        return (yield from self.upsert_fact(
+            user_id=uid, category=fact["category"], key=fact["key"], value=value, source="user_explicit",
+            source_context="edited through its item", person=fact.get("person"), agent_id=fact.get("agent_id"),
+            match_equivalent=False))
 
     def newest_facts(self, uid: str, limit: int | None = None, category: str | None = None,
                      include_expired: bool = False) -> Op:

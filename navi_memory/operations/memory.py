@@ -8,6 +8,7 @@ generators), so the logic of validation, embedding and ranking exists exactly on
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime
@@ -20,17 +21,20 @@ from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
 from ..errors import EmbeddingError, NotFoundError, ValidationError
-from ..models import (FUSIONS, ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, SearchResults,
-                     Summary, SummaryHistory, SummaryText, Theme)
+from ..models import (FUSIONS, ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
+                     SearchResults, Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..retrieval import context
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
 from ..core.contract import embedding_text
+from ..pipeline import dedup
 from ..calls import EmbedDocuments, EmbedQuery, at_once, db
 from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
+
+DEDUP_CANDIDATES = 20  # full-text hits checked for a stored note with the same text
 
 log = logging.getLogger("navi_memory")
 
@@ -41,6 +45,9 @@ class MemoryOperations:
 
     def __init__(self, shared: Shared) -> None:
         self._shared = shared
+        # (user id, the item row, its new content) -> Op: writes a fact's item edit to the fact.
+        # Set by StoreOperations (the fact operations build on this class, so they come in this way).
+        self.edit_fact: Callable[[str, dict, str], Op] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -135,13 +142,69 @@ class MemoryOperations:
     # -- items -----------------------------------------------------------------------------
 
     @operation
-    def add(self, *, user_id: str, content: str, **fields: Any) -> Op[int]:
+    def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[int]:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
-        no control characters; search, list_items and count_items filter by them)."""
-        ids = yield from self.add_rows([self.new_item(user_id, {**fields, "content": content})])
-        return ids[0]
+        no control characters; search, list_items and count_items filter by them).
+
+        ``dedup`` (default True): when the user already has an active item of the same type,
+        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        and nothing is stored. ``add_note`` also tells which of the two happened."""
+        item_id, _ = yield from self._add_one(user_id, content, dedup, fields)
+        return item_id
+
+    @operation
+    def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[NoteAdded]:
+        """``add``, returning the item and whether it is new: action ``added``, or ``existing``
+        when the same text was already stored (that item is returned unchanged, ``dedup=False``
+        stores a second one). The same text: equal once case, punctuation, articles and spacing
+        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
+        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
+        item_id, existing = yield from self._add_one(user_id, content, dedup, fields)
+        if existing is not None:
+            return NoteAdded(action="existing", item=self._item(existing))
+        return NoteAdded(action="added", item=self._item((yield from self._require_item(v.user_id(user_id),
+                                                                                           item_id))))
+
+    def _add_one(self, user_id: Any, content: Any, dedup: Any, fields: Mapping[str, Any]) -> Op:
+        """(id, None) of a new item, or (id, row) of the stored item that says the same."""
+        row = self.new_item(user_id, {**fields, "content": content})
+        if v.flag(dedup, "dedup"):
+            if row.person:
+                row = replace(row, person=(yield from self.person_name(row.user_id, row.person)))
+            same = yield from self._same_note(row)
+            if same is not None:
+                return same["id"], same
+        return (yield from self.add_rows([row]))[0], None
+
+    def _same_note(self, row: NewItem) -> Op:
+        """The user's active, unexpired item saying what ``row`` says (same type, scopes, person and
+        metadata), or None.
+        Candidates come from the full-text index: a duplicate holds every word of the new text."""
+        where = Filters(user_id=row.user_id, now=self._shared.now(), types=(row.type,), agent_id=row.agent_id,
+                        run_id=row.run_id)
+        terms = query_terms(row.content)
+        if not terms:
+            return None
+        hits = yield db.lexical_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
+        if not hits:
+            hits = yield db.substring_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
+        if not hits:
+            return None
+        rows = {r["id"]: r for r in (yield db.fetch_items(user_id=row.user_id, ids=[i for i, _ in hits]))}
+        def identity(r: Mapping[str, Any]) -> tuple:  # json: 1, 1.0 and True are three metadata values
+            return (r.get("ext_key"), r.get("fact_id"), r.get("agent_id"), r.get("run_id"), r.get("person"),
+                    json.dumps(r.get("metadata") or {}, sort_keys=True))
+
+        wanted = identity({"agent_id": row.agent_id, "run_id": row.run_id, "person": row.person,
+                           "metadata": row.metadata})
+        for item_id, _ in hits:  # keyed items and facts' copies (ext_key, fact_id) are never notes' doubles
+            found = rows.get(item_id)
+            if found is not None and dedup.same_note(found["content"], row.content) and identity(found) == wanted:
+                log.debug("item %s already says this: not stored again", item_id)
+                return found
+        return None
 
     @operation
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op[list[int]]:
@@ -215,13 +278,36 @@ class MemoryOperations:
             clean[key] = checks[key](value)
         if clean.get("person"):
             clean["person"] = yield from self.person_name(uid, clean["person"])
-        row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model, now=self._shared.now())
+        if {"content", "theme", "type"} & set(clean):
+            yield from self._follow_fact(uid, iid, clean)
+        if clean:
+            row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model,
+                                       now=self._shared.now())
+        else:
+            row = yield db.get_item(user_id=uid, item_id=iid)
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
         if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
             yield from self.embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
         return self._item(row)
+
+    def _follow_fact(self, uid: str, iid: int, clean: dict[str, Any]) -> Op:
+        """An item that mirrors a fact stays that fact's copy: a new content becomes the fact's new
+        value (``edit_fact``; the old value goes to the fact's history), and its category (theme)
+        and type cannot change apart from the fact."""
+        current = yield from self._require_item(uid, iid)
+        if current.get("fact_id") is None:
+            return
+        fact = (current.get("metadata") or {}).get("fact") or {}
+        if clean.get("theme", current["theme"]) != current["theme"] or clean.get("type", "fact") != "fact":
+            raise ValidationError(f"item {iid} is the searchable copy of the fact {fact.get('key')!r}: its theme "
+                                  "and type follow the fact; change the fact itself (upsert_fact, or the "
+                                  "facts endpoint of the REST API)")
+        clean.pop("theme", None)
+        clean.pop("type", None)
+        if "content" in clean and self.edit_fact is not None:
+            yield from self.edit_fact(uid, current, clean.pop("content"))
 
     @operation
     def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op[Item]:
