@@ -223,7 +223,7 @@ class SearchResult(_Record):
 
     @property
     def content_snippet(self) -> str:
-        """Name used by the seeds' tool API."""
+        """The snippet under the name the memory_search tool results use (``content_snippet``)."""
         return self.snippet
 
 

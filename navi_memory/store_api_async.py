@@ -130,7 +130,8 @@ class AsyncMemoryStoreAPI:
         ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
-        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
+        the right turns on the LoCoMo dev set).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
@@ -355,7 +356,7 @@ class AsyncMemoryStoreAPI:
 
     async def put_household(self, *, user_id: str, members: Sequence[Any] = (),
                             mode: str | None = None) -> dict[str, Any]:
-        """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
+        """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
         single). Every member and the resulting household are checked before anything is written."""

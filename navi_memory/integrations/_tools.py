@@ -74,7 +74,7 @@ class NoArgs(BaseModel):
     pass
 
 
-# Multi-person households (seed 004): the person parameters and memory_find_person exist only
+# Multi-person households: the person parameters and memory_find_person exist only
 # there; in single mode they would only invite the model to guess.
 PERSON_FIELD = "A household member (name, alias such as 'mom', or relation such as 'my son')"
 

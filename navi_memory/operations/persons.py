@@ -173,7 +173,7 @@ class PersonOperations:
     def put_household(
         self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None
     ) -> Op[dict[str, Any]]:
-        """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
+        """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
         single). Every member and the resulting household are checked before anything is written."""

@@ -1,4 +1,4 @@
-"""The REST API with writes (``navi-memory serve``): facts, items ("chunks" in seed 004's words) and
+"""The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks") and
 the household (mode and persons).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
@@ -141,7 +141,7 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
               user_route(f"{user}/household", get_household, methods=["GET"]),
               user_route(f"{user}/household", put_household, methods=["PUT"]),
               user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
-    for name in ("items", "chunks"):  # "chunks": seed 004's name for the same rows
+    for name in ("items", "chunks"):  # two paths to the same rows: .../chunks/7 is .../items/7
         routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),
                    user_route(f"{user}/{name}", create_item, methods=["POST"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
