@@ -295,7 +295,9 @@ class MemoryStoreAPI:
                                                                    unextracted=unextracted))
 
     def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> dict[str, Any]:
-        """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
+        """Sessions by state, LLM calls and tokens by purpose and by chat model (``models``, keyed
+        by the model's name, ``unknown`` for calls recorded without one), totals, and the
+        costliest sessions."""
         return self._run(self._ops.sessions.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
 
     def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,

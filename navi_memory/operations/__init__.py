@@ -6,8 +6,8 @@ blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public metho
 (``store_api.py``, generated) are one line each over these generators.
 
 One object per concern, all reading one ``Shared``: ``memory`` (items, search, summary,
-embeddings), ``facts`` (facts and their history), ``sessions`` (conversations and extraction), ``persons`` (household and promotion)
-``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
+embeddings), ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
+``persons`` (household and promotion), ``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
 model). The others write memory through ``memory`` and ``facts``.
 """
 

@@ -203,7 +203,9 @@ class SessionOperations:
     def usage_stats(
         self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20
     ) -> Op[dict[str, Any]]:
-        """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
+        """Sessions by state, LLM calls and tokens by purpose and by chat model (``models``, keyed
+        by the model's name, ``unknown`` for calls recorded without one), totals, and the
+        costliest sessions."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         stats = yield db.usage_stats(user_id=uid, limit=v.limit(limit, 10_000))
         purposes = stats["purposes"]
@@ -268,14 +270,15 @@ class SessionOperations:
                 user_id=uid,
                 session_id=sid,
                 outcome={"state": "error", "error": report.error},
-                calls=ledger,
+                calls=self._named(ledger),
                 now=self._shared.now(),
             )
             self._book(report, ledger)
             if not isinstance(exc, ExtractionError):
                 raise
             return report
-        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=ledger, now=self._shared.now())
+        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=self._named(ledger),
+                                now=self._shared.now())
         self._book(report, ledger)
         if report.state == "error":
             log.warning("extraction of session %s (user %s) failed, the rules recorded %d facts: %s", sid, uid,
@@ -284,6 +287,11 @@ class SessionOperations:
         log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
                  report.updated, report.unchanged, report.notes, report.llm_calls)
         return report
+
+    def _named(self, ledger: list[dict]) -> list[dict]:
+        """The calls, each with its model: a failed call has no reply to name it, the client does."""
+        name = self._shared.chat.name if self._shared.chat is not None else None
+        return [c if c.get("model") else {**c, "model": name} for c in ledger]
 
     @staticmethod
     def _book(report: ExtractionReport, ledger: list[dict]) -> None:
