@@ -86,6 +86,10 @@ class _Record:
 
 @dataclass
 class EmbeddingInfo(_Record):
+    """The embedding of an item: state ``ready``, ``pending`` (not embedded yet), ``error`` (the
+    provider failed: ``error`` says why; backfill retries) or ``skipped`` (stored with
+    ``embed=False``: never embedded, found by full-text search and filters only)."""
+
     state: str
     model: str | None = None
     dimensions: int | None = None

@@ -176,7 +176,8 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.memory.list_users(limit=limit, offset=offset))
 
     async def embedding_status(self) -> dict[str, Any]:
-        """Counts of ready / pending / error / missing / other-model embeddings."""
+        """Counts of ready / pending / error / missing / other-model embeddings, and of items
+        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
         return await self._run(self._ops.memory.embedding_status())
 
     async def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,

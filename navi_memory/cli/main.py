@@ -250,7 +250,10 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     counts = report.get("embeddings")
     if counts:
         rows.append(("vectors", f"{counts['items']} items: {counts['ready']} ready, {counts['pending']} pending, "
-                                f"{counts['error']} failed, {counts['other_model']} of another model, "
+                                f"{counts['error']} failed, "
+                                + (f"{counts['skipped']} not embedded by choice (embed=False), "
+                                   if counts.get("skipped") else "")
+                                + f"{counts['other_model']} of another model, "
                                 f"{counts['missing']} missing"))
         if counts["pending"] or counts["error"] or counts["other_model"] or counts["missing"]:
             rows.append(("", "run `navi-memory backfill` to embed them"))

@@ -523,7 +523,8 @@ class MemoryOperations:
 
     @operation
     def embedding_status(self) -> Op[dict[str, Any]]:
-        """Counts of ready / pending / error / missing / other-model embeddings."""
+        """Counts of ready / pending / error / missing / other-model embeddings, and of items
+        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
         stats = yield db.embedding_stats(model=self._shared.model)
         return {"model": self._shared.model, **stats}
 
@@ -536,7 +537,7 @@ class MemoryOperations:
         uid = None if user_id is None else v.user_id(user_id)
         batch_size = v.limit(batch_size, 10_000, "batch_size")
         total = (yield db.embedding_stats(model=self._shared.model))
-        todo = total["items"] - total["ready"]
+        todo = total["items"] - total["ready"] - total["skipped"]
         report, after = BackfillReport(), 0
         while True:
             rows = yield db.pending_embeddings(model=self._shared.model, user_id=uid, limit=batch_size, after_id=after)
@@ -552,7 +553,7 @@ class MemoryOperations:
             if failed and not stored:
                 break  # the provider is down: stop rather than mark every row as error
         stats = yield db.embedding_stats(model=self._shared.model)
-        report.remaining = stats["items"] - stats["ready"]
+        report.remaining = stats["items"] - stats["ready"] - stats["skipped"]
         return report
 
     @operation
