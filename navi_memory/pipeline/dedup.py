@@ -107,6 +107,7 @@ _GUARDS = {"not", "no", "never", "nor", "none", "nothing", "without", "t", "dont
            "wont", "cant", "except", "but"}
 _ARTICLES = {"a", "an", "the"}
 NOTE_SIMILARITY = 0.95  # character similarity of two normalised notes that only differ by a typo
+TYPO_MAX_CHARS = 1000  # longer notes must match exactly (normalised): the comparison grows with length squared
 
 
 def note_text(text: str) -> str:
@@ -118,13 +119,13 @@ def note_text(text: str) -> str:
 
 
 def same_note(a: str, b: str) -> bool:
-    """Whether two notes say the same thing: equal ``note_text``, or (for notes of at least 20
-    characters) a typo apart: character similarity of at least ``NOTE_SIMILARITY`` with the same
+    """Whether two notes say the same thing: equal ``note_text``, or (for notes of 20 to
+    ``TYPO_MAX_CHARS`` characters) a typo apart: character similarity of at least ``NOTE_SIMILARITY`` with the same
     numbers and the same negations ("8:15" vs "8:45", "do" vs "don't" are never the same)."""
     x, y = note_text(a), note_text(b)
     if x == y:
         return bool(x)
-    if min(len(x), len(y)) < 20:
+    if min(len(x), len(y)) < 20 or max(len(x), len(y)) > TYPO_MAX_CHARS:
         return False
 
     def guards(words: list[str]) -> list[str]:
@@ -132,7 +133,9 @@ def same_note(a: str, b: str) -> bool:
 
     if guards(x.split()) != guards(y.split()):
         return False
-    return difflib.SequenceMatcher(None, x, y, autojunk=False).ratio() >= NOTE_SIMILARITY
+    matcher = difflib.SequenceMatcher(None, x, y, autojunk=False)
+    return matcher.real_quick_ratio() >= NOTE_SIMILARITY and matcher.quick_ratio() >= NOTE_SIMILARITY \
+        and matcher.ratio() >= NOTE_SIMILARITY  # the cheap upper bounds first
 
 
 def _against(candidate: ExtractedFact, existing: Mapping[str, Any], why: str) -> Decision:
