@@ -167,3 +167,13 @@ def test_patching_a_fact_item_updates_the_fact(store, api):
     empty = api.patch(f"/api/users/{U}/items/{item_id}", json={"content": "coffee order:"})
     assert empty.status_code == 422
     assert len(store.get_all_facts(user_id=U)) == 1
+
+
+def test_the_cli_add_says_the_note_was_already_stored(db_url, capsys):
+    from navi_memory import cli
+
+    args = ["--db", db_url, "--embeddings", "none", "add", "--user", U, "I keep bees on the roof"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.startswith("added item 1 ")
+    assert cli.main(args[:-1] + ["i keep bees on the roof."]) == 0
+    assert capsys.readouterr().out.strip() == "already stored as item 1 (theme general): nothing added"

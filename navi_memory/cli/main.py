@@ -44,14 +44,16 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 def cmd_add(args: argparse.Namespace) -> None:
     with open_store(args) as store:
-        item_id = store.add(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
-                            title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
-        item = store.get(item_id, user_id=args.user)
+        added = store.add_note(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
+                               title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
+    item = added.item
     if args.json:
         print_json(item)
+    elif added.action == "existing":
+        print(f"already stored as item {item.id} (theme {item.theme}): nothing added")
     else:
         state = item.embedding.state if item.embedding else "none (lexical only)"
-        print(f"added item {item_id} (theme {item.theme}, embedding {state})")
+        print(f"added item {item.id} (theme {item.theme}, embedding {state})")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
