@@ -177,3 +177,5 @@ def test_the_cli_add_says_the_note_was_already_stored(db_url, capsys):
     assert capsys.readouterr().out.startswith("added item 1 ")
     assert cli.main(args[:-1] + ["i keep bees on the roof."]) == 0
     assert capsys.readouterr().out.strip() == "already stored as item 1 (theme general): nothing added"
+    assert cli.main(args + ["--allow-duplicate"]) == 0
+    assert capsys.readouterr().out.startswith("added item 2 ")

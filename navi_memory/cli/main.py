@@ -45,7 +45,8 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_add(args: argparse.Namespace) -> None:
     with open_store(args) as store:
         added = store.add_note(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
-                               title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
+                               title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days,
+                               dedup=not args.allow_duplicate)
     item = added.item
     if args.json:
         print_json(item)
@@ -354,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="a tag (repeatable)")
     p.add_argument("--pin", action="store_true", help="pin it: always part of the memory block")
     p.add_argument("--expires-days", type=float, help="forget it after this many days")
+    p.add_argument("--allow-duplicate", action="store_true",
+                   help="store it even when the user already has a note with the same text (default: keep that one)")
     for name, fn, text in (("get", cmd_get, "show one item"), ("pin", cmd_pin, "pin an item"),
                            ("archive", cmd_archive, "archive an item"), ("delete", cmd_delete, "delete an item"),
                            ("update", cmd_update, "change an item (re-embeds new text)")):
