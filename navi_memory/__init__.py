@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
                      NotFoundError, RerankError, SchemaError, StorageError, ValidationError)
-from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, SearchResult,
-                     SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
+from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, NoteAdded,
+                     SearchResult, SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
 
 __version__ = "0.1.0"
 
@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "MemoryStore", "AsyncMemoryStore", "Settings", "HashingEmbeddings", "PipelineOptions",
-    "Item", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
+    "Item", "NoteAdded", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
     "SearchResults", "FactList", "SummaryHistory", "SummaryText",
     "Session", "Message", "ToolCall", "ExtractionReport", "AddResult", "Person", "SpeakerInference",
     "PromotionReport",

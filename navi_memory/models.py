@@ -86,6 +86,10 @@ class _Record:
 
 @dataclass
 class EmbeddingInfo(_Record):
+    """The embedding of an item: state ``ready``, ``pending`` (not embedded yet), ``error`` (the
+    provider failed: ``error`` says why; backfill retries) or ``skipped`` (stored with
+    ``embed=False``: never embedded, found by full-text search and filters only)."""
+
     state: str
     model: str | None = None
     dimensions: int | None = None
@@ -160,11 +164,23 @@ class Fact(_Record):
 
 @dataclass
 class FactChange(_Record):
-    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``."""
+    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``.
+    ``requested_key``: the key the caller gave, when the value went to an equivalent fact on file
+    under another key (``fact.key``); None otherwise."""
 
     action: str
     fact: Fact
     previous_value: str | None = None
+    requested_key: str | None = None
+
+
+@dataclass
+class NoteAdded(_Record):
+    """Outcome of ``add_note``: action ``added`` (a new item) or ``existing`` (the same text was
+    already stored for the user: that item, unchanged, and nothing new)."""
+
+    action: str
+    item: Item
 
 
 @dataclass
@@ -212,7 +228,7 @@ class SearchResult(_Record):
 
     @property
     def content_snippet(self) -> str:
-        """Name used by the seeds' tool API."""
+        """The snippet under the name the memory_search tool results use (``content_snippet``)."""
         return self.snippet
 
 

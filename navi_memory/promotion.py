@@ -1,7 +1,7 @@
 """Promotion: notes that keep coming back become a fact, and the promoted facts as a MEMORY.md. Pure.
 
 The job reads a user's items with vectors and looks for clusters: items whose cosine distance to a
-centre item is below ``MAX_DISTANCE`` (0.15, seed 004), at least ``MIN_OCCURRENCES`` (3) of them.
+centre item is below ``MAX_DISTANCE`` (0.15), at least ``MIN_OCCURRENCES`` (3) of them.
 Centres are taken densest first (ties: oldest), and an item belongs to one cluster at most, so
 the result does not depend on the order rows come back in. A cluster whose items were all promoted
 before is skipped, which makes a re-run add nothing.

@@ -44,7 +44,7 @@ def escape(text: str, single_line: bool = False) -> str:
 
 
 def summary_block(summary: str | None) -> str | None:
-    """The system message with the user's summary (seed 001), or None when there is none."""
+    """The system message with the user's summary, or None when there is none."""
     if not summary or not summary.strip():
         return None
     return f'{SUMMARY_HEADING}\n\n<memory kind="summary">\n{escape(summary.strip())}\n</memory>'
@@ -86,7 +86,7 @@ def _shorten(line: str, budget: int, count: TokenCounter) -> str | None:
 
 def relevant_memory_block(results: Iterable[SearchResult], max_tokens: int = INJECTION_TOKENS,
                           count_tokens: TokenCounter | None = None) -> str | None:
-    """``## Relevant Memory`` with one escaped line per result (seed 004's volatile half), best
+    """``## Relevant Memory`` with one escaped line per result (the part that changes each turn), best
     first, as many as fit in ``max_tokens`` (counted by ``count_tokens``, default
     ``approximate_tokens``): a line that does not fit is skipped for the shorter ones after it,
     and the best result alone is shortened rather than left out."""

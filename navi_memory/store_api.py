@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.persons import Person, SpeakerInference
-from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, SearchResults,
-                     Session, Summary, SummaryHistory, SummaryText, Theme)
+from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, NoteAdded,
+                     SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
@@ -29,12 +29,24 @@ class MemoryStoreAPI:
     if TYPE_CHECKING:
         def _run(self, gen: Op[T]) -> T: ...
 
-    def add(self, *, user_id: str, content: str, **fields: Any) -> int:
+    def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> int:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
-        no control characters; search, list_items and count_items filter by them)."""
-        return self._run(self._ops.memory.add(user_id=user_id, content=content, **fields))
+        no control characters; search, list_items and count_items filter by them).
+
+        ``dedup`` (default True): when the user already has an active item of the same type,
+        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        and nothing is stored. ``add_note`` also tells which of the two happened."""
+        return self._run(self._ops.memory.add(user_id=user_id, content=content, dedup=dedup, **fields))
+
+    def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> NoteAdded:
+        """``add``, returning the item and whether it is new: action ``added``, or ``existing``
+        when the same text was already stored (that item is returned unchanged, ``dedup=False``
+        stores a second one). The same text: equal once case, punctuation, articles and spacing
+        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
+        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
+        return self._run(self._ops.memory.add_note(user_id=user_id, content=content, dedup=dedup, **fields))
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[int]:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
@@ -90,50 +102,6 @@ class MemoryStoreAPI:
         """Themes with their active-item counts, largest first."""
         return self._run(self._ops.memory.list_themes(user_id=user_id))
 
-    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
-                    confidence: int | None = None, source_context: str | None = None,
-                    source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                    agent_id: str | None = None, run_id: str | None = None) -> FactChange:
-        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
-
-        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
-        facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
-        return self._run(self._ops.memory.upsert_fact(user_id=user_id, category=category, key=key, value=value,
-                                                      source=source, confidence=confidence,
-                                                      source_context=source_context,
-                                                      source_session_id=source_session_id,
-                                                      source_message_id=source_message_id, person=person,
-                                                      expires_at=expires_at, expires_days=expires_days,
-                                                      agent_id=agent_id, run_id=run_id))
-
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> Fact:
-        """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
-        return self._run(self._ops.memory.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
-
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> int:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
-        return self._run(self._ops.memory.delete_fact(key, user_id=user_id, category=category, agent_id=agent_id))
-
-    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
-                      offset: int = 0, search: str | None = None, sort_by: str = 'category',
-                      sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False, agent_id: str | None = None,
-                      run_id: str | None = None) -> FactList:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
-        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
-        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
-        return self._run(self._ops.memory.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
-                                                        offset=offset, search=search, sort_by=sort_by,
-                                                        sort_order=sort_order, category=category,
-                                                        include_history=include_history,
-                                                        include_expired=include_expired, agent_id=agent_id,
-                                                        run_id=run_id))
-
     def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False, limit: int = 10,
                theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
                status: str = 'active', person: str | None = None, person_hints: Sequence[str] = (),
@@ -159,7 +127,8 @@ class MemoryStoreAPI:
         ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
-        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
+        the right turns on the LoCoMo dev set).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
@@ -201,7 +170,8 @@ class MemoryStoreAPI:
         return self._run(self._ops.memory.list_users(limit=limit, offset=offset))
 
     def embedding_status(self) -> dict[str, Any]:
-        """Counts of ready / pending / error / missing / other-model embeddings."""
+        """Counts of ready / pending / error / missing / other-model embeddings, and of items
+        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
         return self._run(self._ops.memory.embedding_status())
 
     def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
@@ -214,6 +184,60 @@ class MemoryStoreAPI:
         """Mark every vector pending and embed all rows again (after a model change)."""
         return self._run(self._ops.memory.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
                                                              progress=progress))
+
+    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
+                    confidence: int | None = None, source_context: str | None = None,
+                    source_session_id: str | None = None, source_message_id: str | None = None,
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
+                    agent_id: str | None = None, run_id: str | None = None,
+                    match_equivalent: bool = True) -> FactChange:
+        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
+        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``match_equivalent`` (default True): when no fact has this key yet but one of the same
+        agent names the same attribute under another key, that fact is updated instead of a
+        second one added, as extraction does: ``home_city`` finds ``city`` or ``location`` (key
+        words such as home, current, my, preferred are ignored and synonyms such as city/location,
+        job/occupation, editor/ide are one attribute: ``pipeline.dedup``), in the same category
+        or, in another category, only with the same value. ``FactChange.requested_key`` then
+        holds the key given. False: the key is taken as given.
+
+        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
+        facts, and a fact saved without an agent is one shared fact (every agent sees all three
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
+        return self._run(self._ops.facts.upsert_fact(user_id=user_id, category=category, key=key, value=value,
+                                                     source=source, confidence=confidence,
+                                                     source_context=source_context,
+                                                     source_session_id=source_session_id,
+                                                     source_message_id=source_message_id, person=person,
+                                                     expires_at=expires_at, expires_days=expires_days,
+                                                     agent_id=agent_id, run_id=run_id,
+                                                     match_equivalent=match_equivalent))
+
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> Fact:
+        """The fact with this key (and category, and agent, when given; else the newest such), with
+        its history."""
+        return self._run(self._ops.facts.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
+
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None) -> int:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
+        history included."""
+        return self._run(self._ops.facts.delete_fact(key, user_id=user_id, category=category, agent_id=agent_id))
+
+    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
+                      offset: int = 0, search: str | None = None, sort_by: str = 'category',
+                      sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
+                      include_expired: bool = False, agent_id: str | None = None,
+                      run_id: str | None = None) -> FactList:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
+        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
+        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
+        return self._run(self._ops.facts.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
+                                                       offset=offset, search=search, sort_by=sort_by,
+                                                       sort_order=sort_order, category=category,
+                                                       include_history=include_history,
+                                                       include_expired=include_expired, agent_id=agent_id,
+                                                       run_id=run_id))
 
     def start_session(self, *, user_id: str | None, session_id: str | None = None,
                       background: bool | None = None) -> Session | None:
@@ -272,7 +296,9 @@ class MemoryStoreAPI:
                                                                    unextracted=unextracted))
 
     def usage_stats(self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20) -> dict[str, Any]:
-        """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
+        """Sessions by state, LLM calls and tokens by purpose and by chat model (``models``, keyed
+        by the model's name, ``unknown`` for calls recorded without one), totals, and the
+        costliest sessions."""
         return self._run(self._ops.sessions.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
 
     def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,
@@ -318,7 +344,7 @@ class MemoryStoreAPI:
         return self._run(self._ops.persons.household(user_id=user_id))
 
     def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> dict[str, Any]:
-        """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
+        """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
         single). Every member and the resulting household are checked before anything is written."""

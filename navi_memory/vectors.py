@@ -1,6 +1,6 @@
 """Vector checks and an in-memory cosine index (numpy).
 
-``check_vector`` rejects NaN/inf and applies the fixed-dimension rule of seed 002: a smaller
+``check_vector`` rejects NaN/inf and applies the fixed-dimension rule: a smaller
 vector is zero-padded, a larger one is an error. ``VectorIndex`` holds unit-normalised float32
 rows in a growable matrix so a brute-force search over 100k rows is one matrix-vector product.
 From ``QUANTISE_FROM`` rows on (off by default), and when the optional ``usearch`` package is

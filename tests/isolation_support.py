@@ -82,7 +82,8 @@ def seed_promoted(store: Any, user: str, marker: str) -> None:
     """Three items with one vector: ``promote`` makes them a fact carrying ``marker``."""
     vector = [1.0] + [0.0] * 63  # the fake embeddings' size
     for n in range(3):
-        store.add(user_id=user, content=f"{marker} repeated preference", embedding=vector, theme="preferences")
+        store.add(user_id=user, content=f"{marker} repeated preference", embedding=vector, theme="preferences",
+                  dedup=False)  # the repeats are the point
     assert store.promote(user_id=user).facts_added >= 1  # (B's other items may cluster too)
 
 

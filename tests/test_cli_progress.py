@@ -58,7 +58,8 @@ def cli_on_terminal(*args: str, db: str, stdout_too: bool = False) -> tuple[str,
 def db(tmp_path):
     url = f"sqlite:///{tmp_path / 'progress.db'}"
     for n in range(3):
-        cli("add", "--user", "u1", "I go climbing on Tuesday evenings", "--embeddings", "none", db=url)
+        cli("add", "--user", "u1", "I go climbing on Tuesday evenings", "--allow-duplicate", "--embeddings", "none",
+            db=url)
     cli("add", "--user", "u1", f"my bike is blue {n}", "--embeddings", "none", db=url)
     return url
 

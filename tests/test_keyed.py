@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 
 from navi_memory import AsyncMemoryStore, ValidationError
-from navi_memory.core.contract import NOT_INDEXED
 
 from .fakes import FakeClock, FakeEmbeddings
 from .test_postgres import novector_url  # noqa: F401  (a fixture: a fresh database without pgvector)
@@ -41,16 +40,19 @@ def test_put_inserts_then_replaces_keeping_id_and_creation(store, clock, fake_em
 
 def test_embed_false_keeps_no_vector_and_backfill_leaves_it(store, fake_embeddings):
     item = store.put_keyed(user_id=U, namespace=("docs",), key="raw", content="not for vectors", embed=False)
-    assert item.embedding is None or item.embedding.error == NOT_INDEXED
+    assert (item.embedding.state, item.embedding.error) == ("skipped", None)  # by choice, not a failure
+    assert store.get(item.id, user_id=U).embedding.state == "skipped"
+    status = store.embedding_status()
+    assert (status["skipped"], status["error"], status["pending"], status["items"]) == (1, 0, 0, 1)
     calls = fake_embeddings.document_calls
-    store.backfill(user_id=U)
+    assert store.backfill(user_id=U).remaining == 0  # nothing left to do: the item is not owed a vector
     store.rebuild_embeddings(user_id=U)
     assert fake_embeddings.document_calls == calls
     assert store.search("vectors", user_id=U)[0].key == "raw"  # full text still finds it
     again = store.put_keyed(user_id=U, namespace=("docs",), key="raw", content="not for vectors")
     assert again.embedding.state == "ready"  # embed=True again: embedded
     back = store.put_keyed(user_id=U, namespace=("docs",), key="raw", content="not for vectors", embed=False)
-    assert back.embedding is None or back.embedding.error == NOT_INDEXED
+    assert back.embedding.state == "skipped"
 
 
 def test_expiry_delete_and_ttl_refresh(store, clock):
@@ -174,3 +176,18 @@ def test_keyed_items_filters_and_scopes_without_pgvector(novector_url):  # noqa:
         store.upsert_fact(user_id=U, category="profile", key="city", value="Rome", agent_id="planner")
         store.upsert_fact(user_id=U, category="profile", key="city", value="Oslo")
         assert len(store.get_all_facts(user_id=U)) == 2
+
+
+def test_embed_false_shows_as_skipped_on_the_item_page_and_its_json(store):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.app import create_app
+
+    from .ui_helpers import LOCAL
+
+    item = store.put_keyed(user_id=U, namespace=("docs",), key="raw", content="not for vectors", embed=False)
+    client = TestClient(create_app(store), base_url=LOCAL)
+    data = client.get(f"/api/users/{U}/items/{item.id}").json()
+    assert data["item"]["embedding"]["state"] == "skipped" and data["item"]["embedding"]["error"] is None
+    page = client.get(f"/users/{U}/items/{item.id}").text
+    assert '<span class="state skipped"' in page and "not indexed" not in page and 'class="error"' not in page

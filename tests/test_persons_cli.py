@@ -63,7 +63,7 @@ def test_person_mode_update_remove_speaker(db: str, capsys: pytest.CaptureFixtur
 
 def test_promote_and_memory_md(db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for _ in range(3):  # the same words give the same hashing vector: one cluster
-        nm(db, "add", "--user", "u1", "Prefers oat milk in coffee", "--theme", "preferences")
+        nm(db, "add", "--user", "u1", "Prefers oat milk in coffee", "--theme", "preferences", "--allow-duplicate")
     nm(db, "add", "--user", "u1", "Owns a red bicycle")
     report = out_json(capsys, db, "promote", "--json")
     assert (report["users"], report["clusters"], report["facts_added"], report["items_promoted"]) == (1, 1, 1, 3)

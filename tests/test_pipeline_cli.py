@@ -115,8 +115,11 @@ def test_extract_with_a_chat_model_records_cost(db, transcript_file, scripted, c
     stats = json.loads(capsys.readouterr().out)
     assert {p: s["calls"] for p, s in stats["purposes"].items()} == {"extract": 1, "summary": 1}
     assert stats["totals"]["extraction_calls_per_extracted_session"] == 1.0
+    (model, per_model), = stats["models"].items()
+    assert (per_model["calls"], per_model["input_tokens"], per_model["output_tokens"]) == (2, 240, 60)
     assert cli.main(["--db", db, "stats"]) == 0
-    assert "LLM calls 2 (0 failed), tokens 240 in / 60 out" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "LLM calls 2 (0 failed), tokens 240 in / 60 out" in out and f"  {model}: 2 calls (0 failed), 240 in, 60 out" in out
     assert cli.main(["--db", db, "summary", "--user", "u1"]) == 0
     assert capsys.readouterr().out.strip() == "Eugene runs Arch Linux."
 

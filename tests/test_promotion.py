@@ -106,7 +106,7 @@ def test_all_users_and_forget(store: MemoryStore) -> None:
 
 def test_without_embeddings_reworded_repeats_cluster_by_shared_words(lexical_store: MemoryStore) -> None:
     said = ["I go climbing on Tuesday", "climbing again this Tuesday", "Tuesday climbing session"]
-    ids = [lexical_store.add(user_id=U, content=text) for text in said * 3]
+    ids = [lexical_store.add(user_id=U, content=text, dedup=False) for text in said * 3]
     others = [lexical_store.add(user_id=U, content=text) for text in
               ("Bought a red bicycle", "Went climbing in the Alps last summer", "Tuesday is bin day")]
     report = lexical_store.promote(user_id=U)

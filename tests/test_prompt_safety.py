@@ -72,7 +72,7 @@ def add_household(store, texts: list[str]) -> None:
         vector[n % 64] = 1.0
         for copy in range(3):
             store.add(user_id=U, content=f"train habit {n}: {text}", person=person.aliases[0], embedding=vector,
-                      theme="preferences", title=f"habit{n} {text}"[:200])
+                      theme="preferences", title=f"habit{n} {text}"[:200], dedup=False)  # repeats to promote
     assert store.promote(user_id=U).facts_added == len(texts)
 
 

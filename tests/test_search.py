@@ -157,9 +157,9 @@ def test_store_wide_fusion_setting(db_url, fake_embeddings, clock):
 
 
 def test_pinned_boost(store, clock):
-    older = store.add(user_id=U, content="green tea in the afternoon")
+    older = store.add(user_id=U, content="green tea in the afternoon", dedup=False)
     clock.advance(hours=1)
-    newer = store.add(user_id=U, content="green tea in the afternoon")
+    newer = store.add(user_id=U, content="green tea in the afternoon", dedup=False)
     assert [r.id for r in store.search("green tea", user_id=U)] == [newer, older]
     store.pin(older, user_id=U)
     results = store.search("green tea", user_id=U)
@@ -179,9 +179,9 @@ def test_person_hints_boost(store):
 
 
 def test_recency_decay_and_neutral(store, clock):
-    old = store.add(user_id=U, content="museum visit")
+    old = store.add(user_id=U, content="museum visit", dedup=False)
     clock.advance(200)
-    new = store.add(user_id=U, content="museum visit")
+    new = store.add(user_id=U, content="museum visit", dedup=False)
     decayed = {r.id: r for r in store.search("museum", user_id=U)}
     assert decayed[old].scores["recency"] == pytest.approx(-0.10)
     assert "recency" not in decayed[new].scores

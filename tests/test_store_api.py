@@ -12,6 +12,8 @@ import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.operations import StoreOperations
+from navi_memory.operations.facts import FactOperations
+from navi_memory.operations.keyed import KeyedOperations
 from navi_memory.operations.memory import MemoryOperations
 from navi_memory.operations.persons import PersonOperations
 from navi_memory.operations.sessions import SessionOperations
@@ -26,7 +28,8 @@ def test_generated_methods_are_up_to_date() -> None:
     assert run.returncode == 0, run.stderr
 
 
-CONCERNS = [MemoryOperations, SessionOperations, PersonOperations, TransferOperations]
+CONCERNS = [MemoryOperations, FactOperations, SessionOperations, PersonOperations, TransferOperations,
+            KeyedOperations]
 
 
 def operations() -> dict[str, object]:

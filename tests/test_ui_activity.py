@@ -148,3 +148,15 @@ def test_search_without_a_floor_or_for_the_newest_items_hides_nothing(client, db
         relaxed = TestClient(create_app(off), base_url=LOCAL).get("/api/users/alice/search", params={"q": "diary"}).json()
     assert len(relaxed["results"]) == 6 and relaxed["relevance"] == {"floor": 0.0, "show_all": False, "weaker": 0,
                                                                      "hidden": 0, "below_floor": []}
+
+
+def test_usage_page_shows_calls_and_tokens_per_model(client):
+    """Each call is booked with its chat model, a failed one (no reply to name it) too."""
+    data = client.get("/api/users/frank/usage").json()
+    assert sum(m["calls"] for m in data["models"].values()) == 3
+    assert "unknown" not in data["models"]
+    (name, model), = data["models"].items()  # one scripted model answered, then one failed: same name
+    assert (model["calls"], model["failed"], model["input_tokens"], model["output_tokens"]) == (3, 1, 2400, 600)
+    page = client.get("/users/frank/usage").text
+    assert "<h2>By model</h2>" in page and f'<td class="key">{html.escape(name)}</td>' in page
+    assert "No LLM calls recorded for this user." in client.get("/users/alice/usage").text

@@ -25,7 +25,7 @@ from ..store import MemoryStore
 from .locomo_data import questions
 
 TOP = 10
-FLOORS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.7)  # 0.7: seed 000's cutoff read as cosine distance 0.3
+FLOORS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.7)  # 0.7: a cosine distance cutoff of 0.3
 CUT_BUDGETS = (0.0, 0.01)  # share of the top-10 evidence turns a floor may lose
 OFF_TOPIC = (
     "What is the capital of France?",

@@ -44,14 +44,17 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 def cmd_add(args: argparse.Namespace) -> None:
     with open_store(args) as store:
-        item_id = store.add(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
-                            title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days)
-        item = store.get(item_id, user_id=args.user)
+        added = store.add_note(user_id=args.user, content=args.content, type=args.type, theme=args.theme,
+                               title=args.title, tags=args.tag, pinned=args.pin, expires_days=args.expires_days,
+                               dedup=not args.allow_duplicate)
+    item = added.item
     if args.json:
         print_json(item)
+    elif added.action == "existing":
+        print(f"already stored as item {item.id} (theme {item.theme}): nothing added")
     else:
         state = item.embedding.state if item.embedding else "none (lexical only)"
-        print(f"added item {item_id} (theme {item.theme}, embedding {state})")
+        print(f"added item {item.id} (theme {item.theme}, embedding {state})")
 
 
 def cmd_get(args: argparse.Namespace) -> None:
@@ -250,7 +253,10 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     counts = report.get("embeddings")
     if counts:
         rows.append(("vectors", f"{counts['items']} items: {counts['ready']} ready, {counts['pending']} pending, "
-                                f"{counts['error']} failed, {counts['other_model']} of another model, "
+                                f"{counts['error']} failed, "
+                                + (f"{counts['skipped']} not embedded by choice (embed=False), "
+                                   if counts.get("skipped") else "")
+                                + f"{counts['other_model']} of another model, "
                                 f"{counts['missing']} missing"))
         if counts["pending"] or counts["error"] or counts["other_model"] or counts["missing"]:
             rows.append(("", "run `navi-memory backfill` to embed them"))
@@ -349,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="a tag (repeatable)")
     p.add_argument("--pin", action="store_true", help="pin it: always part of the memory block")
     p.add_argument("--expires-days", type=float, help="forget it after this many days")
+    p.add_argument("--allow-duplicate", action="store_true",
+                   help="store it even when the user already has a note with the same text (default: keep that one)")
     for name, fn, text in (("get", cmd_get, "show one item"), ("pin", cmd_pin, "pin an item"),
                            ("archive", cmd_archive, "archive an item"), ("delete", cmd_delete, "delete an item"),
                            ("update", cmd_update, "change an item (re-embeds new text)")):

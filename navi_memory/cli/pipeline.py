@@ -127,6 +127,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
     for purpose, p in sorted(stats["purposes"].items()):
         print(f"  {purpose:<8} {p['calls']:>6} calls {p['input_tokens']:>9} in {p['output_tokens']:>8} out"
               f"  in {p['sessions']} sessions")
+    for model, m in sorted(stats["models"].items()):
+        print(f"  {model}: {m['calls']} calls ({m['failed']} failed), {m['input_tokens']} in, {m['output_tokens']} out")
     for s in stats["sessions"]:
         print(f"  {s['user_id']}/{s['session_id']:<34} {s['state']:<10} {s['message_count']:>5} messages"
               f" {s['llm_calls']:>3} LLM calls {s['input_tokens']:>8} in {s['output_tokens']:>7} out")

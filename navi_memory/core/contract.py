@@ -16,7 +16,8 @@ __all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "SOURCE_C
 SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
 DEFAULT_CONFIDENCE = 70
 # The embedding row of an item stored with embed=False (put_keyed): state 'error' with this error
-# keeps its vector out of semantic search, and backfill / rebuild leave it alone.
+# keeps its vector out of semantic search, and backfill / rebuild leave it alone. Reported as
+# state 'skipped' (convert.item, embedding_stats), never as a failure.
 NOT_INDEXED = "not indexed (embed=False)"
 PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..models import EmbeddingInfo, Fact, FactVersion, Item, SearchResult
+from .contract import NOT_INDEXED
 
 SNIPPET_CHARS = 300
 
@@ -15,7 +16,9 @@ def snippet(content: str, size: int = SNIPPET_CHARS) -> str:
 
 def item(row: dict[str, Any]) -> Item:
     embedding = None
-    if row.get("emb_state"):
+    if row.get("emb_state") == "error" and row.get("emb_error") == NOT_INDEXED:  # stored so, but no failure
+        embedding = EmbeddingInfo(state="skipped", model=row.get("emb_model"), updated_at=row.get("emb_updated"))
+    elif row.get("emb_state"):
         embedding = EmbeddingInfo(state=row["emb_state"], model=row.get("emb_model"),
                                   dimensions=row.get("emb_dims"), error=row.get("emb_error"),
                                   updated_at=row.get("emb_updated"))

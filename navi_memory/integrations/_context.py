@@ -62,7 +62,7 @@ class MemoryContextBuilder:
         self.max_tokens = store.settings.injection_tokens if max_tokens is None else max_tokens
         self.token_counter = token_counter
         self.search_kwargs = dict(search_kwargs or {})
-        # the person of the device or session, if the application knows it (seed 004's device hint)
+        # the person of the device or session, if the application knows it: preferred in search
         self.speaker = self.search_kwargs.pop("speaker", None)
 
     def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:

@@ -79,7 +79,7 @@ class NoArgs(BaseModel):
     pass
 
 
-# Multi-person households (seed 004): the person parameters and memory_find_person exist only
+# Multi-person households: the person parameters and memory_find_person exist only
 # there; in single mode they would only invite the model to guess.
 PERSON_FIELD = "A household member (name, alias such as 'mom', or relation such as 'my son')"
 
@@ -109,9 +109,12 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
                                   "when they refer to something from earlier. Returns JSON results with id, "
                                   "theme, type, content_snippet, created_at, score and signals."),
     "memory_add_note": (AddNoteArgs, "Store a note in the user's long-term memory: something worth remembering "
-                                     "across conversations. Returns the new item's id."),
+                                     "across conversations. Returns the new item's id, or the id of the item that "
+                                     "already holds the same text (status 'existing')."),
     "memory_save_fact": (SaveFactArgs, "Save a stable fact about the user (name, city, preferences, setup, "
-                                       "projects) as category/key/value. Returns added, updated or unchanged."),
+                                       "projects) as category/key/value. Returns added, updated or unchanged; an "
+                                       "equivalent fact on file under another key (city for home_city) is "
+                                       "updated rather than doubled."),
     "memory_get": (ItemArgs, "Read one memory item in full by its id."),
     "memory_archive": (ItemArgs, "Archive a memory item that is outdated or wrong: it leaves default searches "
                                  "but is kept."),
@@ -183,6 +186,22 @@ def result_json(r: SearchResult) -> dict[str, Any]:
         out["fact"] = {k: r.fact.get(k) for k in ("category", "key", "value")}
     if r.person:
         out["person"] = r.person
+    return out
+
+
+def note_json(added: Any) -> dict[str, Any]:
+    if added.action == "existing":
+        return {"id": added.item.id, "status": "existing",
+                "note": "this text was already stored: the existing item is kept, nothing was added"}
+    return {"id": added.item.id, "status": "added"}
+
+
+def fact_change_json(change: Any) -> dict[str, Any]:
+    out = {"action": change.action, "category": change.fact.category, "key": change.fact.key,
+           "value": change.fact.value, "previous_value": change.previous_value}
+    if change.requested_key is not None:
+        out["note"] = (f"saved under the equivalent key {change.fact.key!r} already on file, not as a second fact "
+                       f"{change.requested_key!r}")
     return out
 
 
@@ -288,16 +307,14 @@ class MemoryTools:
                                                  "person_hints": [args["person"]] if args.get("person") else []},
                     lambda rs: {"results": [result_json(r) for r in rs]})
         if name == "memory_add_note":
-            return ("add", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
-                                "title": args["title"], "type": args["type"], "source": "tool_call",
-                                "person": args.get("person"), **scope},
-                    lambda item_id: {"id": item_id, "status": "added"})
+            return ("add_note", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
+                                     "title": args["title"], "type": args["type"], "source": "tool_call",
+                                     "person": args.get("person"), **scope}, note_json)
         if name == "memory_save_fact":
             return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
                                         "value": args["value"], "source": "tool_call", "person": args.get("person"),
                                         **scope},
-                    lambda ch: {"action": ch.action, "category": ch.fact.category, "key": ch.fact.key,
-                                "value": ch.fact.value, "previous_value": ch.previous_value})
+                    fact_change_json)
         if name == "memory_get":
             return ("get", (args["item_id"],), {"user_id": uid},
                     lambda it: {k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS})

@@ -5,10 +5,10 @@ it needs (the requests of ``calls``) and receives the results. ``MemoryStore`` r
 blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public methods
 (``store_api.py``, generated) are one line each over these generators.
 
-One object per concern, all reading one ``Shared``: ``memory`` (items, facts, search, summary,
-embeddings), ``sessions`` (conversations and extraction), ``persons`` (household and promotion)
-``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
-model). The last four write memory through ``memory``.
+One object per concern, all reading one ``Shared``: ``memory`` (items, search, summary,
+embeddings), ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
+``persons`` (household and promotion), ``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
+model). The others write memory through ``memory`` and ``facts``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..config import Settings
 from ..embeddings import Embedder
 from ..pipeline import PipelineOptions
 from ..pipeline.llm import ChatClient
+from .facts import FactOperations
 from .keyed import KeyedOperations
 from .memory import MemoryOperations
 from .persons import PersonOperations
@@ -38,7 +39,9 @@ class StoreOperations:
         self.shared = Shared(embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
                              embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
         self.memory = MemoryOperations(self.shared)
-        self.sessions = SessionOperations(self.shared, self.memory)
-        self.persons = PersonOperations(self.shared, self.memory)
+        self.facts = FactOperations(self.shared, self.memory)
+        self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors
+        self.sessions = SessionOperations(self.shared, self.memory, self.facts)
+        self.persons = PersonOperations(self.shared, self.memory, self.facts)
         self.transfer = TransferOperations(self.shared, self.memory)
         self.keyed = KeyedOperations(self.shared, self.memory)

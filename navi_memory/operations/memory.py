@@ -8,6 +8,7 @@ generators), so the logic of validation, embedding and ranking exists exactly on
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 from datetime import datetime
@@ -19,32 +20,34 @@ from ..core import convert, keyed
 from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
-from ..embeddings import Embedder
 from ..errors import EmbeddingError, NotFoundError, ValidationError
-from ..models import (FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, FUSIONS, ITEM_STATUSES, ITEM_TYPES,
-                     SEARCH_STATUSES, BackfillReport, Fact, FactChange, FactList, Item, SearchResults, Summary,
-                     SummaryHistory, SummaryText, Theme)
+from ..models import (FUSIONS, ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
+                     SearchResults, Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..retrieval import context, stage
 from ..retrieval import search as ranking
 from ..retrieval.query import is_match_all, query_terms
-from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, embedding_text, fact_item_content
+from ..core.contract import embedding_text
+from ..pipeline import dedup
 from ..calls import EmbedDocuments, EmbedQuery, Rerank, at_once, db, together
 from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
 
+DEDUP_CANDIDATES = 20  # full-text hits checked for a stored note with the same text
+
 log = logging.getLogger("navi_memory")
 
 
-
-
 class MemoryOperations:
-    """Items, facts, search, the summary and embeddings: the memory itself. Other concerns write
-    through ``new_item`` / ``add_rows`` / ``upsert_fact`` and embed through ``embed_rows``."""
+    """Items, search, the summary and embeddings: the memory itself. Other concerns write
+    through ``new_item`` / ``add_rows`` and embed through ``embed_rows``."""
 
     def __init__(self, shared: Shared) -> None:
         self._shared = shared
+        # (user id, the item row, its new content) -> Op: writes a fact's item edit to the fact.
+        # Set by StoreOperations (the fact operations build on this class, so they come in this way).
+        self.edit_fact: Callable[[str, dict, str], Op] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -139,13 +142,69 @@ class MemoryOperations:
     # -- items -----------------------------------------------------------------------------
 
     @operation
-    def add(self, *, user_id: str, content: str, **fields: Any) -> Op[int]:
+    def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[int]:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
-        no control characters; search, list_items and count_items filter by them)."""
-        ids = yield from self.add_rows([self.new_item(user_id, {**fields, "content": content})])
-        return ids[0]
+        no control characters; search, list_items and count_items filter by them).
+
+        ``dedup`` (default True): when the user already has an active item of the same type,
+        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        and nothing is stored. ``add_note`` also tells which of the two happened."""
+        item_id, _ = yield from self._add_one(user_id, content, dedup, fields)
+        return item_id
+
+    @operation
+    def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[NoteAdded]:
+        """``add``, returning the item and whether it is new: action ``added``, or ``existing``
+        when the same text was already stored (that item is returned unchanged, ``dedup=False``
+        stores a second one). The same text: equal once case, punctuation, articles and spacing
+        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
+        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
+        item_id, existing = yield from self._add_one(user_id, content, dedup, fields)
+        if existing is not None:
+            return NoteAdded(action="existing", item=self._item(existing))
+        return NoteAdded(action="added", item=self._item((yield from self._require_item(v.user_id(user_id),
+                                                                                           item_id))))
+
+    def _add_one(self, user_id: Any, content: Any, dedup: Any, fields: Mapping[str, Any]) -> Op:
+        """(id, None) of a new item, or (id, row) of the stored item that says the same."""
+        row = self.new_item(user_id, {**fields, "content": content})
+        if v.flag(dedup, "dedup"):
+            if row.person:
+                row = replace(row, person=(yield from self.person_name(row.user_id, row.person)))
+            same = yield from self._same_note(row)
+            if same is not None:
+                return same["id"], same
+        return (yield from self.add_rows([row]))[0], None
+
+    def _same_note(self, row: NewItem) -> Op:
+        """The user's active, unexpired item saying what ``row`` says (same type, scopes, person and
+        metadata), or None.
+        Candidates come from the full-text index: a duplicate holds every word of the new text."""
+        where = Filters(user_id=row.user_id, now=self._shared.now(), types=(row.type,), agent_id=row.agent_id,
+                        run_id=row.run_id)
+        terms = query_terms(row.content)
+        if not terms:
+            return None
+        hits = yield db.lexical_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
+        if not hits:
+            hits = yield db.substring_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
+        if not hits:
+            return None
+        rows = {r["id"]: r for r in (yield db.fetch_items(user_id=row.user_id, ids=[i for i, _ in hits]))}
+        def identity(r: Mapping[str, Any]) -> tuple:  # json: 1, 1.0 and True are three metadata values
+            return (r.get("ext_key"), r.get("fact_id"), r.get("agent_id"), r.get("run_id"), r.get("person"),
+                    json.dumps(r.get("metadata") or {}, sort_keys=True))
+
+        wanted = identity({"agent_id": row.agent_id, "run_id": row.run_id, "person": row.person,
+                           "metadata": row.metadata})
+        for item_id, _ in hits:  # keyed items and facts' copies (ext_key, fact_id) are never notes' doubles
+            found = rows.get(item_id)
+            if found is not None and dedup.same_note(found["content"], row.content) and identity(found) == wanted:
+                log.debug("item %s already says this: not stored again", item_id)
+                return found
+        return None
 
     @operation
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op[list[int]]:
@@ -160,7 +219,7 @@ class MemoryOperations:
             rows.append(self.new_item(fields.pop("user_id", None), fields))
         return (yield from self.add_rows(rows))
 
-    def _person_name(self, uid: str, name: str | None) -> Op:
+    def person_name(self, uid: str, name: str | None) -> Op:
         """The display name of the household member ``name`` refers to (alias, role, first name);
         ``name`` itself when it names nobody or is ambiguous (a person outside the household)."""
         if name is None:
@@ -218,14 +277,37 @@ class MemoryOperations:
         for key, value in changes.items():
             clean[key] = checks[key](value)
         if clean.get("person"):
-            clean["person"] = yield from self._person_name(uid, clean["person"])
-        row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model, now=self._shared.now())
+            clean["person"] = yield from self.person_name(uid, clean["person"])
+        if {"content", "theme", "type"} & set(clean):
+            yield from self._follow_fact(uid, iid, clean)
+        if clean:
+            row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model,
+                                       now=self._shared.now())
+        else:
+            row = yield db.get_item(user_id=uid, item_id=iid)
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
         if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
             yield from self.embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
         return self._item(row)
+
+    def _follow_fact(self, uid: str, iid: int, clean: dict[str, Any]) -> Op:
+        """An item that mirrors a fact stays that fact's copy: a new content becomes the fact's new
+        value (``edit_fact``; the old value goes to the fact's history), and its category (theme)
+        and type cannot change apart from the fact."""
+        current = yield from self._require_item(uid, iid)
+        if current.get("fact_id") is None:
+            return
+        fact = (current.get("metadata") or {}).get("fact") or {}
+        if clean.get("theme", current["theme"]) != current["theme"] or clean.get("type", "fact") != "fact":
+            raise ValidationError(f"item {iid} is the searchable copy of the fact {fact.get('key')!r}: its theme "
+                                  "and type follow the fact; change the fact itself (upsert_fact, or the "
+                                  "facts endpoint of the REST API)")
+        clean.pop("theme", None)
+        clean.pop("type", None)
+        if "content" in clean and self.edit_fact is not None:
+            yield from self.edit_fact(uid, current, clean.pop("content"))
 
     @operation
     def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op[Item]:
@@ -288,110 +370,6 @@ class MemoryOperations:
         rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now())
         return [Theme(**r) for r in rows]
 
-    # -- facts -----------------------------------------------------------------------------
-
-    @operation
-    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
-                    confidence: int | None = None, source_context: str | None = None,
-                    source_session_id: str | None = None, source_message_id: str | None = None,
-                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                    agent_id: str | None = None, run_id: str | None = None) -> Op[FactChange]:
-        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
-
-        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
-        facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
-        uid = v.user_id(user_id)
-        now = self._shared.now()
-        source = v.choice(source, "source", FACT_SOURCES)
-        fact = {
-            "category": v.choice(category, "category", FACT_CATEGORIES),
-            "key": v.text(key, "key", v.MAX_KEY),
-            "value": self._shared.content(value, "value"),
-            "source": source,
-            "confidence": v.confidence(confidence) if confidence is not None
-            else SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
-            "source_context": v.optional_text(source_context, "source_context", self._shared.max_content_bytes),
-            "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
-            "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
-            "person": (yield from self._person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
-            "expires_at": v.expiry(expires_at, expires_days, now),
-            "agent_id": v.scope_id(agent_id, "agent_id"),
-            "run_id": v.scope_id(run_id, "run_id"),
-        }
-        mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
-                         theme=fact["category"], source=source, confidence=fact["confidence"],
-                         person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
-                         run_id=fact["run_id"],
-                         metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
-        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
-        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
-            yield from self.embed_new([(row["item_id"], uid, mirror.content)])
-        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None)
-
-    def newest_facts(self, uid: str, limit: int | None = None, category: str | None = None,
-                     include_expired: bool = False) -> Op:
-        """The user's fact rows, newest first (the order dedup and the summary read them in)."""
-        return (yield db.list_facts(user_id=uid, limit=limit, offset=0, sort_by="updated_at", descending=True,
-                                    search=None, category=category, now=self._shared.now(),
-                                    include_expired=include_expired))
-
-    @operation
-    def get_fact(self, key: str, *, user_id: str, category: str | None = None,
-                 agent_id: str | None = None) -> Op[Fact]:
-        """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
-        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
-        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        agent = v.scope_id(agent_id, "agent_id")
-        rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
-        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))]
-        if not rows:
-            raise NotFoundError(f"no fact {key!r} for this user")
-        history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
-        return convert.fact(rows[0], history)
-
-    @operation
-    def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
-                    agent_id: str | None = None) -> Op[int]:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
-        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
-        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"))
-        if not count:
-            raise NotFoundError(f"no fact {key!r} for this user")
-        return count
-
-    @operation
-    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
-                      offset: int = 0, search: str | None = None, sort_by: str = "category",
-                      sort_order: str = "desc", category: str | None = None, include_history: bool = False,
-                      include_expired: bool = False, agent_id: str | None = None,
-                      run_id: str | None = None) -> Op[FactList]:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
-        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
-        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
-        uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        rows = yield db.list_facts(
-            user_id=uid,
-            limit=None if limit is None else v.limit(limit, 100_000),
-            offset=v.offset(offset),
-            sort_by=v.choice(sort_by, "sort_by", FACT_SORT_FIELDS),
-            descending=v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
-            search=v.optional_text(search, "search", 1024),
-            category=None if category is None else v.choice(category, "category", FACT_CATEGORIES),
-            now=self._shared.now(),
-            include_expired=include_expired,
-            agent_id=v.scope_id(agent_id, "agent_id"),
-            run_id=v.scope_id(run_id, "run_id"),
-        )
-        history = (
-            (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if include_history and rows else {}
-        )
-        return FactList(convert.fact(r, history) for r in rows)
-
     # -- search ----------------------------------------------------------------------------
 
     @operation
@@ -420,14 +398,15 @@ class MemoryOperations:
         ``Settings.min_similarity`` when they fill prompts.
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
-        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; seed 002 used 0.7).
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
+        the right turns on the LoCoMo dev set).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``."""
         f = self._filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
                           namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
-            f = replace(f, person=(yield from self._person_name(f.user_id, f.person)))  # name an alias names
+            f = replace(f, person=(yield from self.person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
         if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
@@ -563,7 +542,8 @@ class MemoryOperations:
 
     @operation
     def embedding_status(self) -> Op[dict[str, Any]]:
-        """Counts of ready / pending / error / missing / other-model embeddings."""
+        """Counts of ready / pending / error / missing / other-model embeddings, and of items
+        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
         stats = yield db.embedding_stats(model=self._shared.model)
         return {"model": self._shared.model, **stats}
 
@@ -576,7 +556,7 @@ class MemoryOperations:
         uid = None if user_id is None else v.user_id(user_id)
         batch_size = v.limit(batch_size, 10_000, "batch_size")
         total = (yield db.embedding_stats(model=self._shared.model))
-        todo = total["items"] - total["ready"]
+        todo = total["items"] - total["ready"] - total["skipped"]
         report, after = BackfillReport(), 0
         while True:
             rows = yield db.pending_embeddings(model=self._shared.model, user_id=uid, limit=batch_size, after_id=after)
@@ -592,7 +572,7 @@ class MemoryOperations:
             if failed and not stored:
                 break  # the provider is down: stop rather than mark every row as error
         stats = yield db.embedding_stats(model=self._shared.model)
-        report.remaining = stats["items"] - stats["ready"]
+        report.remaining = stats["items"] - stats["ready"] - stats["skipped"]
         return report
 
     @operation

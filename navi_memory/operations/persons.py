@@ -22,6 +22,7 @@ from ..backends.base import Filters
 from ..calls import db
 from ..errors import NotFoundError, ValidationError
 from ..models import HOUSEHOLD_MODES, ITEM_TYPES, Fact
+from .facts import FactOperations
 from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
 from ..core.persons import (
@@ -56,9 +57,10 @@ PROMOTABLE_TYPES = tuple(t for t in ITEM_TYPES if t not in ("fact", "summary")) 
 class PersonOperations:
     """Persons, household mode, speaker inference and promotion ."""
 
-    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+    def __init__(self, shared: Shared, memory: MemoryOperations, facts: FactOperations) -> None:
         self._shared = shared
         self._memory = memory
+        self._facts = facts
 
     def _person_fields(self, fields: dict[str, Any], partial: bool) -> dict[str, Any]:
         return clean_person_fields(fields, partial, self._shared.max_content_bytes)
@@ -171,7 +173,7 @@ class PersonOperations:
     def put_household(
         self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None
     ) -> Op[dict[str, Any]]:
-        """Set the household in one call (seed 004's ``PUT /api/household``): members whose display
+        """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
         single). Every member and the resulting household are checked before anything is written."""
@@ -267,7 +269,7 @@ class PersonOperations:
             fact_id = cluster.fact_id
             if fact_id is None and not cluster.retired:
                 fields = fact_fields(cluster)
-                change = yield from self._memory.upsert_fact(
+                change = yield from self._facts.upsert_fact(
                     user_id=uid, category=fields["category"], key=fields["key"],
                     value=fit_utf8(fields["value"], self._shared.max_content_bytes), source="auto_discovery",
                     confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
@@ -314,7 +316,7 @@ class PersonOperations:
         cap = v.limit(limit, 10_000)
         now = self._shared.now()
         counts = {r["id"]: r["promoted_items"] for r in (yield db.promoted_facts(user_id=uid, limit=cap, now=now))}
-        rows = yield from self._memory.newest_facts(uid)
+        rows = yield from self._facts.newest_facts(uid)
         rows = sorted(rows, key=lambda r: -counts.get(r["id"], 0))  # stable: the rest stay newest first
         pinned: list[dict] = []
         where = Filters(user_id=uid, now=now, types=PROMOTABLE_TYPES)

@@ -39,6 +39,7 @@ from ..models import (
     Message,
     Session,
 )
+from .facts import FactOperations
 from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
 from ..pipeline import (
@@ -80,9 +81,10 @@ def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedF
 class SessionOperations:
     """Sessions, messages, triggers and extraction runs; they write memory through ``memory``."""
 
-    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+    def __init__(self, shared: Shared, memory: MemoryOperations, facts: FactOperations) -> None:
         self._shared = shared
         self._memory = memory
+        self._facts = facts
 
     # -- sessions and messages ---------------------------------------------------------------
 
@@ -201,7 +203,9 @@ class SessionOperations:
     def usage_stats(
         self, *, user_id: str | None = None, all_users: bool = False, limit: int = 20
     ) -> Op[dict[str, Any]]:
-        """Sessions by state, LLM calls and tokens by purpose, totals, and the costliest sessions."""
+        """Sessions by state, LLM calls and tokens by purpose and by chat model (``models``, keyed
+        by the model's name, ``unknown`` for calls recorded without one), totals, and the
+        costliest sessions."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
         stats = yield db.usage_stats(user_id=uid, limit=v.limit(limit, 10_000))
         purposes = stats["purposes"]
@@ -266,14 +270,15 @@ class SessionOperations:
                 user_id=uid,
                 session_id=sid,
                 outcome={"state": "error", "error": report.error},
-                calls=ledger,
+                calls=self._named(ledger),
                 now=self._shared.now(),
             )
             self._book(report, ledger)
             if not isinstance(exc, ExtractionError):
                 raise
             return report
-        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=ledger, now=self._shared.now())
+        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=self._named(ledger),
+                                now=self._shared.now())
         self._book(report, ledger)
         if report.state == "error":
             log.warning("extraction of session %s (user %s) failed, the rules recorded %d facts: %s", sid, uid,
@@ -282,6 +287,11 @@ class SessionOperations:
         log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
                  report.updated, report.unchanged, report.notes, report.llm_calls)
         return report
+
+    def _named(self, ledger: list[dict]) -> list[dict]:
+        """The calls, each with its model: a failed call has no reply to name it, the client does."""
+        name = self._shared.chat.name if self._shared.chat is not None else None
+        return [c if c.get("model") else {**c, "model": name} for c in ledger]
 
     @staticmethod
     def _book(report: ExtractionReport, ledger: list[dict]) -> None:
@@ -306,7 +316,7 @@ class SessionOperations:
         failure: ExtractionError | None = None
         if self._shared.chat is not None and new:
             if rules.worth_extracting(new):
-                known = yield from self._memory.newest_facts(uid, 200)
+                known = yield from self._facts.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
                     try:
@@ -315,7 +325,7 @@ class SessionOperations:
                         failure = exc
                     else:
                         report.used_llm = True
-                        on_file = yield from self._memory.newest_facts(uid)
+                        on_file = yield from self._facts.newest_facts(uid)
                         # the model has read the same statements: of the rule facts only identity stays
                         candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
                                                          [dedup.adopt(f, on_file, sid) for f in found.facts])
@@ -386,7 +396,7 @@ class SessionOperations:
         if not candidates:
             return []
         opts = self._shared.pipeline
-        known = yield from self._memory.newest_facts(uid)
+        known = yield from self._facts.newest_facts(uid)
         decisions = [dedup.decide(c, known) for c in candidates]
         fresh = [i for i, d in enumerate(decisions) if d.action == "add"]
         neighbours = yield from self._neighbours(uid, [candidates[i] for i in fresh], known)
@@ -414,13 +424,14 @@ class SessionOperations:
         category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
                                                                                           candidate.key)
         value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
-        return (yield from self._memory.upsert_fact(
+        return (yield from self._facts.upsert_fact(
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
-            agent_id=None if target is None else target.get("agent_id"), run_id=run_id))
+            agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
+            match_equivalent=False))  # dedup.decide has matched equivalent keys already
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
-        facts = yield from self._memory.newest_facts(uid, summary.MAX_FACTS)
+        facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)
         current = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False

@@ -17,13 +17,18 @@
 this session (the model could not be reached then), the model's version of it takes that fact's
 category and key, so the fact is updated, not doubled.
 
+The same rules serve the direct writes: ``upsert_fact`` updates an ``equivalent_fact`` rather
+than adding a second one, and adding a note returns the stored one that is the ``same_note``.
+
 Pure functions except ``judge``, a sans-I/O step.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
@@ -84,6 +89,55 @@ def same_attribute(key_a: str, key_b: str) -> bool:
     return canonical_key(key_a) == canonical_key(key_b)
 
 
+def equivalent_fact(category: str, key: str, value: str,
+                    known: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first fact of ``known`` (newest first) under a key that names the same attribute
+    (``home_city`` ~ ``city`` ~ ``location``: see ``SYNONYMS`` and ``QUALIFIERS``) in the same
+    category, or in any category with the same value; None when there is none."""
+    wanted = norm_value(value)
+    for fact in known:
+        if same_attribute(fact["key"], key) and (
+                fact["category"] == category or norm_value(fact["value"]) == wanted):
+            return fact
+    return None
+
+
+# Words whose presence alone changes what a note says: a near-identical note must have the same ones.
+_GUARDS = {"not", "no", "never", "nor", "none", "nothing", "without", "t", "dont", "doesnt", "didnt", "isnt",
+           "wont", "cant", "except", "but"}
+_ARTICLES = {"a", "an", "the"}
+NOTE_SIMILARITY = 0.95  # character similarity of two normalised notes that only differ by a typo
+TYPO_MAX_CHARS = 1000  # longer notes must match exactly (normalised): the comparison grows with length squared
+
+
+def note_text(text: str) -> str:
+    """A note as compared for duplicates: case and accents of width folded, punctuation and
+    articles dropped, whitespace collapsed ("The train leaves at 8:15!" -> "train leaves at 8 15")."""
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    words = re.findall(r"\w+", folded)
+    return " ".join(w for w in words if w not in _ARTICLES)
+
+
+def same_note(a: str, b: str) -> bool:
+    """Whether two notes say the same thing: equal ``note_text``, or (for notes of 20 to
+    ``TYPO_MAX_CHARS`` characters) a typo apart: character similarity of at least ``NOTE_SIMILARITY`` with the same
+    numbers and the same negations ("8:15" vs "8:45", "do" vs "don't" are never the same)."""
+    x, y = note_text(a), note_text(b)
+    if x == y:
+        return bool(x)
+    if min(len(x), len(y)) < 20 or max(len(x), len(y)) > TYPO_MAX_CHARS:
+        return False
+
+    def guards(words: list[str]) -> list[str]:
+        return sorted(w for w in words if w.isdigit() or w in _GUARDS)
+
+    if guards(x.split()) != guards(y.split()):
+        return False
+    matcher = difflib.SequenceMatcher(None, x, y, autojunk=False)
+    return matcher.real_quick_ratio() >= NOTE_SIMILARITY and matcher.quick_ratio() >= NOTE_SIMILARITY \
+        and matcher.ratio() >= NOTE_SIMILARITY  # the cheap upper bounds first
+
+
 def _against(candidate: ExtractedFact, existing: Mapping[str, Any], why: str) -> Decision:
     if norm_value(candidate.value) == norm_value(existing["value"]):
         return Decision("unchanged", existing, f"same value ({why})")
@@ -100,10 +154,9 @@ def decide(candidate: ExtractedFact, known: Sequence[Mapping[str, Any]],
         if fact["category"] == candidate.category and fact["key"] == candidate.key:
             return _against(candidate, fact, "same key")
     value = norm_value(candidate.value)
-    for fact in known:
-        if same_attribute(fact["key"], candidate.key) and (
-                fact["category"] == candidate.category or norm_value(fact["value"]) == value):
-            return _against(candidate, fact, f"{candidate.key} is {fact['key']}")
+    equivalent = equivalent_fact(candidate.category, candidate.key, candidate.value, known)
+    if equivalent is not None:
+        return _against(candidate, equivalent, f"{candidate.key} is {equivalent['key']}")
     for fact, score in sorted(similar, key=lambda pair: -pair[1]):
         if score < threshold:
             break

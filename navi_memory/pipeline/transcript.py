@@ -1,6 +1,6 @@
 """A session rendered as plain text for the extractor, and cut into turn-sized chunks.
 
-Rules (seed 003): ``User:`` and ``Assistant:`` lines; each tool call as ``[Tool call] name(args)``
+Rules: ``User:`` and ``Assistant:`` lines; each tool call as ``[Tool call] name(args)``
 with the arguments cut to 200 characters; each tool result as ``[Tool result] name: output`` cut
 to 500 characters; a message's further lines indented; the whole transcript capped at 12,000
 characters, keeping the head and the tail and dropping the middle. System messages are not

@@ -1,6 +1,6 @@
 """Fuse per-signal candidate scores into one ranking. Pure functions over ``{id: score}`` maps.
 
-Two fusions from the seeds:
+Two fusions:
 
 * ``weighted_fusion``: each signal scaled to [0, 1] over the union of candidates, then a
   weighted sum (default 0.7 semantic + 0.3 lexical). A candidate a signal did not score gets 0
@@ -23,9 +23,9 @@ from typing import Callable, Hashable, Mapping, Sequence, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-DEFAULT_WEIGHTS = {"semantic": 0.7, "fts": 0.3}  # seed 002's weighting, the default of weighted_fusion
+DEFAULT_WEIGHTS = {"semantic": 0.7, "fts": 0.3}  # the default of weighted_fusion when called alone
 # What the store uses unless told otherwise: with the contextual full-text index, lexical evidence
-# deserves more weight than seed 002 gave it (LoCoMo dev, MiniLM: R@10 0.717 at 0.7, 0.749 at 0.6).
+# deserves more weight than 0.3 (LoCoMo dev, MiniLM: R@10 0.717 at 0.7, 0.749 at 0.6).
 STORE_SEMANTIC_WEIGHT = 0.6
 RRF_K = 60
 # Cosine spread from which candidate similarities are min-max scaled in full; below it the

@@ -1,4 +1,4 @@
-"""Heuristic adjustments on top of the fused score (seed 004), then the final order.
+"""Heuristic adjustments on top of the fused score, then the final order.
 
 * pinned: +0.20, and exempt from recency decay;
 * matched person hint: +0.15;

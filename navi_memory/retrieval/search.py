@@ -15,8 +15,8 @@ from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, Ranked, rerank
 from .stage import reorder
 
-WEIGHTED_K = 50  # per-signal candidates before weighted fusion (seed 002)
-RRF_K_CANDIDATES = 40  # per-signal candidates before RRF (seed 004)
+WEIGHTED_K = 50  # per-signal candidates before weighted fusion
+RRF_K_CANDIDATES = 40  # per-signal candidates before RRF
 SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a borrowed neighbour score
 # How much cosine similarity a full-text match of a content word is worth toward the relevance
 # floor: common words match many unrelated rows, so a match alone is not enough, but it lowers the

@@ -1,4 +1,4 @@
-"""The REST API with writes (``navi-memory serve``): facts, items ("chunks" in seed 004's words) and
+"""The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks") and
 the household (mode and persons).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
@@ -27,7 +27,7 @@ from .security import Guard, check_token
 from .web import SafeJSONResponse, call, json_error, path_part, path_user, user_route
 
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
-               "source_message_id", "person", "expires_at", "expires_days"}
+               "source_message_id", "person", "expires_at", "expires_days", "match_equivalent"}
 FACT_SOURCE = "user_explicit"  # a write through the API is a deliberate one
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above any valid item (32 KiB content, a vector of a few thousand floats)
 
@@ -72,14 +72,13 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         data = await _body(request, {"user_id", "id", "self"})
         content = data.pop("content", None)
 
-        def add() -> Any:
-            item_id = store.add(user_id=path_user(request), content=content, **data)
-            return store.get(item_id, user_id=path_user(request))
-
-        item = await call(add)
+        added = await call(store.add_note, user_id=path_user(request), content=content, **data)
+        item = added.item
         collection = request.url.path.rstrip("/").rsplit("/", 1)[1]
         location = f"{request.scope.get('root_path', '')}/api/users/{path_part(path_user(request))}/{collection}/{item.id}"
-        return SafeJSONResponse({"user": path_user(request), "item": item}, status_code=201, headers={"location": location})
+        # the same text already stored: 200 with that item ("status": "existing"), nothing created
+        return SafeJSONResponse({"user": path_user(request), "item": item, "status": added.action},
+                                status_code=201 if added.action == "added" else 200, headers={"location": location})
 
     async def get_item(request: Request) -> Response:
         return SafeJSONResponse(await call(pages.item_page, store, path_user(request), request.path_params["item_id"]))
@@ -142,7 +141,7 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
               user_route(f"{user}/household", get_household, methods=["GET"]),
               user_route(f"{user}/household", put_household, methods=["PUT"]),
               user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
-    for name in ("items", "chunks"):  # "chunks": seed 004's name for the same rows
+    for name in ("items", "chunks"):  # two paths to the same rows: .../chunks/7 is .../items/7
         routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),
                    user_route(f"{user}/{name}", create_item, methods=["POST"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),

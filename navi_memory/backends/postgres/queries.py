@@ -527,9 +527,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     @operation
     def embedding_stats(self, model: str | None) -> Op:
         total = (yield Q("SELECT count(*) AS n FROM items"))[0]["n"]
-        rows = yield Q("SELECT state, model = %s AS current, count(*) AS n FROM embeddings GROUP BY 1, 2", [model])
-        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "other_model": 0}
+        rows = yield Q("SELECT CASE WHEN state = 'error' AND error = %s THEN 'skipped' ELSE state END AS state,"
+                       " model = %s AS current, count(*) AS n FROM embeddings GROUP BY 1, 2", [NOT_INDEXED, model])
+        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
         for row in rows:
-            stats[row["state"] if row["current"] else "other_model"] += row["n"]
+            stats[row["state"] if row["current"] or row["state"] == "skipped" else "other_model"] += row["n"]
         stats["missing"] = total - sum(r["n"] for r in rows)
         return stats

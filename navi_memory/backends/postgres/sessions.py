@@ -136,6 +136,11 @@ class PostgresSessionQueries:
                            " coalesce(sum(output_tokens), 0) AS o, count(*) FILTER (WHERE NOT ok) AS f,"
                            " count(DISTINCT (user_id, coalesce(session_id, ''))) AS s"
                            " FROM llm_calls WHERE (%s::text IS NULL OR user_id = %s) GROUP BY purpose", user)
+        models = yield Q("SELECT coalesce(model, 'unknown') AS model, count(*) AS n,"
+                         " coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,"
+                         " count(*) FILTER (WHERE NOT ok) AS f,"
+                         " count(DISTINCT (user_id, coalesce(session_id, ''))) AS s"
+                         " FROM llm_calls WHERE (%s::text IS NULL OR user_id = %s) GROUP BY 1", user)
         sessions = yield Q("SELECT s.user_id, s.session_id, s.state, s.message_count, s.extracted_at,"
                            " count(c.id) AS llm_calls, coalesce(sum(c.input_tokens), 0) AS input_tokens,"
                            " coalesce(sum(c.output_tokens), 0) AS output_tokens FROM session_state s"
@@ -147,6 +152,8 @@ class PostgresSessionQueries:
             "states": {r["state"]: {"sessions": r["n"], "messages": int(r["m"])} for r in states},
             "purposes": {r["purpose"]: {"calls": r["n"], "input_tokens": int(r["i"]), "output_tokens": int(r["o"]),
                                         "failed": r["f"], "sessions": r["s"]} for r in purposes},
+            "models": {r["model"]: {"calls": r["n"], "input_tokens": int(r["i"]), "output_tokens": int(r["o"]),
+                                    "failed": r["f"], "sessions": r["s"]} for r in models},
             "sessions": [{**row_times(r), "input_tokens": int(r["input_tokens"]),
                           "output_tokens": int(r["output_tokens"])} for r in sessions],
         }

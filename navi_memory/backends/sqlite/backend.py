@@ -538,10 +538,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
     def embedding_stats(self, model: str | None) -> dict[str, int]:
         with self._transaction(write=False) as conn:
             total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-            rows = conn.execute("SELECT e.state, e.model = ? AS current, count(*) FROM embeddings e GROUP BY 1, 2",
-                                (model,)).fetchall()
-        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "other_model": 0}
+            rows = conn.execute("SELECT CASE WHEN e.state = 'error' AND e.error = ? THEN 'skipped' ELSE e.state END,"
+                                " e.model = ? AS current, count(*) FROM embeddings e GROUP BY 1, 2",
+                                (NOT_INDEXED, model)).fetchall()
+        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
         for state, current, count in rows:
-            stats[state if current else "other_model"] += count
+            stats[state if current or state == "skipped" else "other_model"] += count
         stats["missing"] = total - sum(c for _, _, c in rows)
         return stats

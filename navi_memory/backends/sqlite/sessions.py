@@ -164,7 +164,7 @@ class SQLiteSessions:
             return self._session_row(conn, user_id, session_id)
 
     def usage_stats(self, user_id: str | None, limit: int) -> dict:
-        """Session counts by state, LLM calls and tokens by purpose, and the costliest sessions."""
+        """Session counts by state, LLM calls and tokens by purpose and by model, and the costliest sessions."""
         user = (user_id, user_id)
         with self._transaction(write=False) as conn:
             states = conn.execute("SELECT state, count(*), coalesce(sum(message_count), 0) FROM session_state"
@@ -173,6 +173,11 @@ class SQLiteSessions:
                 "SELECT purpose, count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
                 " coalesce(sum(1 - ok), 0), count(DISTINCT user_id || char(31) || coalesce(session_id, ''))"
                 " FROM llm_calls WHERE (? IS NULL OR user_id = ?) GROUP BY purpose", user).fetchall()
+            models = conn.execute(
+                "SELECT coalesce(model, 'unknown'), count(*), coalesce(sum(input_tokens), 0),"
+                " coalesce(sum(output_tokens), 0), coalesce(sum(1 - ok), 0),"
+                " count(DISTINCT user_id || char(31) || coalesce(session_id, ''))"
+                " FROM llm_calls WHERE (? IS NULL OR user_id = ?) GROUP BY 1", user).fetchall()
             sessions = conn.execute(
                 "SELECT s.user_id, s.session_id, s.state, s.message_count, s.extracted_at, count(c.id) AS llm_calls,"
                 " coalesce(sum(c.input_tokens), 0) AS input_tokens, coalesce(sum(c.output_tokens), 0) AS output_tokens"
@@ -183,5 +188,7 @@ class SQLiteSessions:
             "states": {r[0]: {"sessions": r[1], "messages": r[2]} for r in states},
             "purposes": {r[0]: {"calls": r[1], "input_tokens": r[2], "output_tokens": r[3], "failed": r[4],
                                 "sessions": r[5]} for r in purposes},
+            "models": {r[0]: {"calls": r[1], "input_tokens": r[2], "output_tokens": r[3], "failed": r[4],
+                              "sessions": r[5]} for r in models},
             "sessions": [dict(r, extracted_at=from_db(r["extracted_at"])) for r in sessions],
         }

@@ -1,0 +1,165 @@
+"""Facts: one value per (user, agent, category, key), its earlier values kept as history, and a
+mirror item (type ``fact``) so that search finds facts like any other memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backends.base import NewItem
+from ..calls import db
+from ..core import convert
+from ..core import validation as v
+from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, fact_item_content
+from ..errors import NotFoundError, ValidationError
+from ..pipeline import dedup
+from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, Fact, FactChange, FactList
+from ..sansio import Op, operation
+from .memory import MemoryOperations
+from .shared import Shared
+
+
+class FactOperations:
+    """upsert / get / delete / list facts; other concerns write facts through ``upsert_fact``."""
+
+    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+        self._shared = shared
+        self._memory = memory
+
+    @operation
+    def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
+                    confidence: int | None = None, source_context: str | None = None,
+                    source_session_id: str | None = None, source_message_id: str | None = None,
+                    person: str | None = None, expires_at: Any = None, expires_days: Any = None,
+                    agent_id: str | None = None, run_id: str | None = None,
+                    match_equivalent: bool = True) -> Op[FactChange]:
+        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
+        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+
+        ``match_equivalent`` (default True): when no fact has this key yet but one of the same
+        agent names the same attribute under another key, that fact is updated instead of a
+        second one added, as extraction does: ``home_city`` finds ``city`` or ``location`` (key
+        words such as home, current, my, preferred are ignored and synonyms such as city/location,
+        job/occupation, editor/ide are one attribute: ``pipeline.dedup``), in the same category
+        or, in another category, only with the same value. ``FactChange.requested_key`` then
+        holds the key given. False: the key is taken as given.
+
+        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
+        facts, and a fact saved without an agent is one shared fact (every agent sees all three
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
+        uid = v.user_id(user_id)
+        now = self._shared.now()
+        source = v.choice(source, "source", FACT_SOURCES)
+        fact = {
+            "category": v.choice(category, "category", FACT_CATEGORIES),
+            "key": v.text(key, "key", v.MAX_KEY),
+            "value": self._shared.content(value, "value"),
+            "source": source,
+            "confidence": v.confidence(confidence) if confidence is not None
+            else SOURCE_CONFIDENCE.get(source, DEFAULT_CONFIDENCE),
+            "source_context": v.optional_text(source_context, "source_context", self._shared.max_content_bytes),
+            "source_session_id": v.optional_text(source_session_id, "source_session_id", v.MAX_KEY),
+            "source_message_id": v.optional_text(source_message_id, "source_message_id", v.MAX_KEY),
+            "person": (yield from self._memory.person_name(uid, v.optional_text(person, "person", v.MAX_KEY))),
+            "expires_at": v.expiry(expires_at, expires_days, now),
+            "agent_id": v.scope_id(agent_id, "agent_id"),
+            "run_id": v.scope_id(run_id, "run_id"),
+        }
+        requested = None
+        if v.flag(match_equivalent, "match_equivalent"):
+            mine = [r for r in (yield from self.newest_facts(uid)) if r.get("agent_id") == fact["agent_id"]]
+            if not any(r["category"] == fact["category"] and r["key"] == fact["key"] for r in mine):
+                other = dedup.equivalent_fact(fact["category"], fact["key"], fact["value"], mine)
+                if other is not None:
+                    requested, fact["category"], fact["key"] = fact["key"], other["category"], other["key"]
+        mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
+                         theme=fact["category"], source=source, confidence=fact["confidence"],
+                         person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
+                         run_id=fact["run_id"],
+                         metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
+        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
+        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
+            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
+        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                          requested_key=requested)
+
+    def edit_from_item(self, uid: str, item: dict, content: str) -> Op:
+        """A new content for a fact's searchable item, as the fact's new value: ``key: value``
+        (the form the item shows) gives value, any other text is the value itself."""
+        ref = (item.get("metadata") or {}).get("fact") or {}
+        fact = yield db.get_fact(user_id=uid, category=str(ref.get("category")), key=str(ref.get("key")),
+                                 agent_id=item.get("agent_id"))
+        if fact is None:
+            raise NotFoundError(f"item {item['id']} names a fact that is no longer stored")
+        value = content
+        for prefix in (fact_item_content(fact["key"], "").rstrip(), f"{fact['key']}:"):
+            if value.casefold().startswith(prefix.casefold()):
+                value = value[len(prefix):].strip()
+                break
+        if not value:
+            raise ValidationError(f"no value for the fact {fact['key']!r} in the new content")
+        return (yield from self.upsert_fact(
+            user_id=uid, category=fact["category"], key=fact["key"], value=value, source="user_explicit",
+            source_context="edited through its item", person=fact.get("person"), agent_id=fact.get("agent_id"),
+            match_equivalent=False))
+
+    def newest_facts(self, uid: str, limit: int | None = None, category: str | None = None,
+                     include_expired: bool = False) -> Op:
+        """The user's fact rows, newest first (the order dedup and the summary read them in)."""
+        return (yield db.list_facts(user_id=uid, limit=limit, offset=0, sort_by="updated_at", descending=True,
+                                    search=None, category=category, now=self._shared.now(),
+                                    include_expired=include_expired))
+
+    @operation
+    def get_fact(self, key: str, *, user_id: str, category: str | None = None,
+                 agent_id: str | None = None) -> Op[Fact]:
+        """The fact with this key (and category, and agent, when given; else the newest such), with
+        its history."""
+        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
+        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
+        agent = v.scope_id(agent_id, "agent_id")
+        rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
+        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))]
+        if not rows:
+            raise NotFoundError(f"no fact {key!r} for this user")
+        history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
+        return convert.fact(rows[0], history)
+
+    @operation
+    def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
+                    agent_id: str | None = None) -> Op[int]:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
+        history included."""
+        uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
+        cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
+        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"))
+        if not count:
+            raise NotFoundError(f"no fact {key!r} for this user")
+        return count
+
+    @operation
+    def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
+                      offset: int = 0, search: str | None = None, sort_by: str = "category",
+                      sort_order: str = "desc", category: str | None = None, include_history: bool = False,
+                      include_expired: bool = False, agent_id: str | None = None,
+                      run_id: str | None = None) -> Op[FactList]:
+        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
+        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
+        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
+        uid = None if (all_users and user_id is None) else v.user_id(user_id)
+        rows = yield db.list_facts(
+            user_id=uid,
+            limit=None if limit is None else v.limit(limit, 100_000),
+            offset=v.offset(offset),
+            sort_by=v.choice(sort_by, "sort_by", FACT_SORT_FIELDS),
+            descending=v.choice(sort_order, "sort_order", ("asc", "desc")) == "desc",
+            search=v.optional_text(search, "search", 1024),
+            category=None if category is None else v.choice(category, "category", FACT_CATEGORIES),
+            now=self._shared.now(),
+            include_expired=include_expired,
+            agent_id=v.scope_id(agent_id, "agent_id"),
+            run_id=v.scope_id(run_id, "run_id"),
+        )
+        history = (
+            (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if include_history and rows else {}
+        )
+        return FactList(convert.fact(r, history) for r in rows)
