@@ -104,49 +104,6 @@ class AsyncMemoryStoreAPI:
         """Themes with their active-item counts, largest first."""
         return await self._run(self._ops.memory.list_themes(user_id=user_id))
 
-    async def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False,
-                     limit: int = 10, theme: str | None = None, types: Sequence[str] | None = None,
-                     recency_days: float | None = None, status: str = 'active', person: str | None = None,
-                     person_hints: Sequence[str] = (), fusion: str | None = None, recency: str = 'decay',
-                     query_embedding: Any = None, include_expired: bool = False,
-                     context_weight: float = context.NEIGHBOUR_WEIGHT, semantic_weight: float | None = None,
-                     min_similarity: float = 0.0, namespace_prefix: Sequence[str] | None = None,
-                     agent_id: str | None = None, run_id: str | None = None,
-                     filters: Mapping[str, Any] | None = None) -> SearchResults:
-        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
-
-        ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
-        with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
-        ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
-        ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
-        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
-        their own: with a metadata filter, no fact is returned.
-
-        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
-        similarity to the query reaches it are kept, a full-text match of a query word that is not
-        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
-        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
-        and ``'*'`` still list the newest items). The framework adapters pass the store's
-        ``Settings.min_similarity`` when they fill prompts.
-
-        ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
-        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
-        the right turns on the LoCoMo dev set).
-        ``context_weight``: share of the best adjacent turn's score (same conversation session,
-        ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
-        the user's items that the query names are added to ``person_hints``."""
-        return await self._run(self._ops.memory.search(query, user_id=user_id, all_users=all_users, limit=limit,
-                                                       theme=theme, types=types, recency_days=recency_days,
-                                                       status=status, person=person, person_hints=person_hints,
-                                                       fusion=fusion, recency=recency,
-                                                       query_embedding=query_embedding,
-                                                       include_expired=include_expired,
-                                                       context_weight=context_weight,
-                                                       semantic_weight=semantic_weight,
-                                                       min_similarity=min_similarity,
-                                                       namespace_prefix=namespace_prefix, agent_id=agent_id,
-                                                       run_id=run_id, filters=filters))
-
     async def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None."""
         return await self._run(self._ops.memory.get_summary(user_id=user_id))
@@ -190,6 +147,49 @@ class AsyncMemoryStoreAPI:
         """Mark every vector pending and embed all rows again (after a model change)."""
         return await self._run(self._ops.memory.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
                                                                    progress=progress))
+
+    async def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False,
+                     limit: int = 10, theme: str | None = None, types: Sequence[str] | None = None,
+                     recency_days: float | None = None, status: str = 'active', person: str | None = None,
+                     person_hints: Sequence[str] = (), fusion: str | None = None, recency: str = 'decay',
+                     query_embedding: Any = None, include_expired: bool = False,
+                     context_weight: float = context.NEIGHBOUR_WEIGHT, semantic_weight: float | None = None,
+                     min_similarity: float = 0.0, namespace_prefix: Sequence[str] | None = None,
+                     agent_id: str | None = None, run_id: str | None = None,
+                     filters: Mapping[str, Any] | None = None) -> SearchResults:
+        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
+        with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
+        ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
+        ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
+        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        their own: with a metadata filter, no fact is returned.
+
+        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
+        similarity to the query reaches it are kept, a full-text match of a query word that is not
+        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
+        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
+        and ``'*'`` still list the newest items). The framework adapters pass the store's
+        ``Settings.min_similarity`` when they fill prompts.
+
+        ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
+        the right turns on the LoCoMo dev set).
+        ``context_weight``: share of the best adjacent turn's score (same conversation session,
+        ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
+        the user's items that the query names are added to ``person_hints``."""
+        return await self._run(self._ops.search.search(query, user_id=user_id, all_users=all_users, limit=limit,
+                                                       theme=theme, types=types, recency_days=recency_days,
+                                                       status=status, person=person, person_hints=person_hints,
+                                                       fusion=fusion, recency=recency,
+                                                       query_embedding=query_embedding,
+                                                       include_expired=include_expired,
+                                                       context_weight=context_weight,
+                                                       semantic_weight=semantic_weight,
+                                                       min_similarity=min_similarity,
+                                                       namespace_prefix=namespace_prefix, agent_id=agent_id,
+                                                       run_id=run_id, filters=filters))
 
     async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
                           confidence: int | None = None, source_context: str | None = None,

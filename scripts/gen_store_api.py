@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "navi_memory"
 # module of navi_memory.operations -> the StoreOperations attribute holding its concern
-SOURCES = {"memory": "memory", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
+SOURCES = {"memory": "memory", "search": "search", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
 WIDTH = 118
 
 

@@ -16,6 +16,7 @@ from navi_memory.operations.facts import FactOperations
 from navi_memory.operations.keyed import KeyedOperations
 from navi_memory.operations.memory import MemoryOperations
 from navi_memory.operations.persons import PersonOperations
+from navi_memory.operations.search import SearchOperations
 from navi_memory.operations.sessions import SessionOperations
 from navi_memory.operations.transfer import TransferOperations
 
@@ -28,7 +29,7 @@ def test_generated_methods_are_up_to_date() -> None:
     assert run.returncode == 0, run.stderr
 
 
-CONCERNS = [MemoryOperations, FactOperations, SessionOperations, PersonOperations, TransferOperations,
+CONCERNS = [MemoryOperations, SearchOperations, FactOperations, SessionOperations, PersonOperations, TransferOperations,
             KeyedOperations]
 
 

@@ -5,10 +5,11 @@ it needs (the requests of ``calls``) and receives the results. ``MemoryStore`` r
 blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public methods
 (``store_api.py``, generated) are one line each over these generators.
 
-One object per concern, all reading one ``Shared``: ``memory`` (items, search, summary,
-embeddings), ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
-``persons`` (household and promotion), ``transfer`` (export and import) and ``keyed`` (items by namespace and key, LangGraph's store
-model). The others write memory through ``memory`` and ``facts``.
+One object per concern, all reading one ``Shared``: ``memory`` (items, summary, embeddings),
+``search``, ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
+``persons`` (household and promotion), ``transfer`` (export and import) and ``keyed`` (items by
+namespace and key, LangGraph's store model). The others write memory through ``memory`` and
+``facts``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .facts import FactOperations
 from .keyed import KeyedOperations
 from .memory import MemoryOperations
 from .persons import PersonOperations
+from .search import SearchOperations
 from .sessions import SessionOperations
 from .shared import Shared
 from .transfer import TransferOperations
@@ -39,6 +41,7 @@ class StoreOperations:
         self.shared = Shared(embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
                              embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
         self.memory = MemoryOperations(self.shared)
+        self.search = SearchOperations(self.shared, self.memory)
         self.facts = FactOperations(self.shared, self.memory)
         self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors
         self.sessions = SessionOperations(self.shared, self.memory, self.facts)

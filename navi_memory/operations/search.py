@@ -1,0 +1,151 @@
+"""Search: hybrid retrieval over a user's items and facts.
+
+The pure parts (fusion, re-ranking, smoothing, the time of a query) live in ``retrieval``; this
+operation validates the call, yields the candidate queries to the backend and assembles the page.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any, Mapping, Sequence, cast
+
+from ..calls import EmbedQuery, Rerank, at_once, db, together
+from ..core import convert
+from ..core import validation as v
+from ..errors import EmbeddingError, ValidationError
+from ..models import FUSIONS, SearchResults
+from ..retrieval import context, stage
+from ..retrieval import search as ranking
+from ..retrieval.query import is_match_all, query_terms
+from ..sansio import Op, operation
+from .memory import MemoryOperations
+from .shared import Shared
+
+log = logging.getLogger("navi_memory")
+
+
+class SearchOperations:
+    """``search``: the memory's retrieval, built on the item helpers of ``MemoryOperations``."""
+
+    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+        self._shared = shared
+        self._memory = memory
+
+    @operation
+    def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False, limit: int = 10,
+               theme: str | None = None, types: Sequence[str] | None = None, recency_days: float | None = None,
+               status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
+               fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
+               include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
+               semantic_weight: float | None = None, min_similarity: float = 0.0,
+               namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
+               run_id: str | None = None, filters: Mapping[str, Any] | None = None) -> Op[SearchResults]:
+        """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
+
+        ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
+        with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
+        ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
+        ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
+        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        their own: with a metadata filter, no fact is returned.
+
+        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
+        similarity to the query reaches it are kept, a full-text match of a query word that is not
+        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
+        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
+        and ``'*'`` still list the newest items). The framework adapters pass the store's
+        ``Settings.min_similarity`` when they fill prompts.
+
+        ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
+        store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
+        the right turns on the LoCoMo dev set).
+        ``context_weight``: share of the best adjacent turn's score (same conversation session,
+        ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
+        the user's items that the query names are added to ``person_hints``."""
+        f = self._memory.filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
+                          namespace_prefix, agent_id, run_id, filters)
+        if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
+            f = replace(f, person=(yield from self._memory.person_name(f.user_id, f.person)))  # name an alias names
+        limit = v.limit(limit)
+        hints = v.names(person_hints, "person_hints")
+        if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
+                or not 0 <= context_weight <= 1:
+            raise ValidationError("context_weight must be a number from 0 to 1")
+        weight = self._shared.settings.semantic_weight if semantic_weight is None else semantic_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+            raise ValidationError("semantic_weight must be a number from 0 to 1")
+        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
+                or not 0 <= min_similarity <= 1:
+            raise ValidationError("min_similarity must be a number from 0 to 1")
+        fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
+        decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
+        if query is not None and not isinstance(query, str):
+            raise ValidationError("query must be a string")
+        if query is not None:
+            v.text(query, "query", self._shared.max_content_bytes, allow_empty=True)
+        if is_match_all(query):
+            rows = yield db.list_items(filters=f, limit=limit, offset=0)
+            return SearchResults(convert.match_all_result(r) for r in rows)
+        plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
+        qvec = None if query_embedding is None else self._memory.vector(query_embedding)
+        model = self._shared.model
+        if qvec is None and query and self._shared.embedder is not None and self._shared.embedder.available and model:
+            try:
+                qvec = yield EmbedQuery(query)
+            except EmbeddingError as exc:
+                log.info("query embedding failed, searching lexically: %s", exc)
+        # The candidate queries (and the lookup of persons the query names) are independent: on
+        # PostgreSQL they run on separate connections at the same time.
+        calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        if f.user_id is not None:  # people the query names become person hints; hints by alias or
+            # first name resolve to the display name the items carry
+            names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
+            calls.append(db.persons_named(user_id=f.user_id, names=names))
+        if qvec is not None and model is not None:
+            calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
+        (lexical, error), *rest = yield at_once(*calls)
+        if error is not None:
+            raise error
+        if f.user_id is not None:
+            (named, error), *rest = rest
+            if error is not None:
+                raise error
+            hints += tuple(named)
+        semantic: list[tuple[int, float]] = []
+        if rest:
+            semantic, error = rest[0]
+            if isinstance(error, EmbeddingError):
+                log.warning("semantic search skipped: %s", error)
+                semantic, qvec = [], None
+            elif error is not None:
+                raise error
+        substring = []
+        if not lexical and not semantic:
+            substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
+        missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
+        # Every candidate's neighbours, looked up beside the missing cosines: smoothing reads only
+        # those of the rows fusion keeps, which are among the candidates.
+        candidates = list(dict.fromkeys(i for pairs in (lexical, semantic, substring) for i, _ in pairs))
+        scores, neighbours = yield from together(
+            db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
+            if qvec is not None and model is not None and missing else None,
+            db.neighbours(filters=f, ids=candidates) if context_weight > 0 and candidates else None)
+        fused = plan.fuse(lexical, semantic, substring, scores or {})
+        if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
+            fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
+        if not fused:
+            return SearchResults()
+        if context_weight > 0:
+            fused = context.smooth(fused, neighbours or {}, context_weight)
+        second = self._shared.reranker
+        depth = limit if second is None else stage.depth(limit, second.depth)
+        # re-rank on a few columns of each candidate; whole rows only for the page shown
+        ranked = ranking.order(fused, (yield db.rank_rows(user_id=f.user_id, ids=list(fused))), depth, f.now,
+                               hints, decay, plan.when)
+        rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
+        results = ranking.results(fused, ranked, rows)
+        if second is None:
+            return SearchResults(results)
+        scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
+        return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
