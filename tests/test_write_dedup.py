@@ -33,6 +33,7 @@ def test_same_note_ignores_case_punctuation_articles_and_typos_not_numbers_or_ne
     assert same_note("Maya likes oat milk lattes in the morning", "Maya likes oat-milk lattes in the mornings")
     assert not same_note("I take the 8:15 train every morning", "I take the 8:45 train every morning")
     assert not same_note("Maya likes oat milk lattes in the morning", "Maya doesn't like oat milk lattes in the morning")
+    assert not same_note("worker 0 write 2 about coffee and trains", "worker 2 write 0 about coffee and trains")
     assert not same_note("I like tea", "I like tee")  # short texts: only an exact match counts
     assert not same_note("...", "!!!")
 

@@ -121,7 +121,8 @@ def note_text(text: str) -> str:
 def same_note(a: str, b: str) -> bool:
     """Whether two notes say the same thing: equal ``note_text``, or (for notes of 20 to
     ``TYPO_MAX_CHARS`` characters) a typo apart: character similarity of at least ``NOTE_SIMILARITY`` with the same
-    numbers and the same negations ("8:15" vs "8:45", "do" vs "don't" are never the same)."""
+    numbers and negations in the same order ("8:15" vs "8:45", "do" vs "don't", "worker 1 write 2" vs
+    "worker 2 write 1" are never the same)."""
     x, y = note_text(a), note_text(b)
     if x == y:
         return bool(x)
@@ -129,7 +130,7 @@ def same_note(a: str, b: str) -> bool:
         return False
 
     def guards(words: list[str]) -> list[str]:
-        return sorted(w for w in words if w.isdigit() or w in _GUARDS)
+        return [w for w in words if w.isdigit() or w in _GUARDS]  # in order: "1 of 2" is not "2 of 1"
 
     if guards(x.split()) != guards(y.split()):
         return False
