@@ -83,7 +83,7 @@ def test_pool_recovers_after_connections_are_killed(pg_url, postgres_server):
         postgres_server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                 " WHERE pid <> pg_backend_pid() AND datname = current_database()")
         for _ in range(3):  # the pool drops dead connections on checkout and opens new ones
-            store.add(user_id=U, content="after the restart")
+            store.add(user_id=U, content="after the restart", dedup=False)
         assert len(store.list_items(user_id=U)) == 4
 
 
