@@ -4,28 +4,26 @@ default) ranks only rows holding the rarest terms, on the same scores."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from navi_memory import MemoryStore
 from navi_memory.backends.base import Filters
-from navi_memory.backends.sqlite.search import filter_sql
-from navi_memory.retrieval.query import fts5_or_expression
 
 
-def _wide(backend, filters: Filters, terms: list[str], k: int) -> list[tuple[int, float]]:
-    """The query used before the narrow one: rank, join the best max(4k, 200), else rank all."""
-    where, params = filter_sql(filters)
-    sql = ("SELECT i.id, f.rank FROM (SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts"
-           " WHERE items_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN items i ON i.id = f.rowid"
-           f" WHERE {where} ORDER BY f.rank LIMIT ?")
-    expression = fts5_or_expression(terms)
-    with backend._transaction(write=False) as conn:
-        rows = conn.execute(sql, [expression, max(4 * k, 200), *params, k]).fetchall()
-        if len(rows) < k:
-            rows = conn.execute(sql, [expression, -1, *params, k]).fetchall()
-    return [(r[0], -float(r[1])) for r in rows]
+def _load_benchmark():
+    path = Path(__file__).parent.parent / "benchmarks" / "sqlite_lexical_ab.py"
+    spec = importlib.util.spec_from_file_location("sqlite_lexical_ab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the query used before the narrow one: rank, join the best max(4k, 200), else rank all
+_wide = _load_benchmark().wide
 
 
 def _open(tmp_path, clock, **options) -> MemoryStore:
@@ -78,19 +76,43 @@ def test_misses_turn_to_the_wide_query_then_back(filled, clock):
     assert backend._narrow_rate > 0.5
 
 
-def test_row_budget_ranks_rows_of_the_rare_terms_on_every_term(filled, tmp_path, clock):
+@pytest.fixture
+def budgeted(filled, tmp_path, clock) -> Iterator:
+    """Backends without and with a row budget on the filled database."""
     filled.close()
-    exact_store = _open(tmp_path, clock)
-    budget_store = _open(tmp_path, clock, lexical_row_budget=10)
-    try:
-        filters = Filters(user_id="alice", now=clock.now)
-        terms = ["tea", "quince", 'quoted"']  # a quote in a term stays a literal
-        exact = dict(exact_store.backend.lexical_candidates(filters, terms, 100))
-        cut = budget_store.backend.lexical_candidates(filters, terms, 100)
-        quince = {i for i, _ in exact_store.backend.lexical_candidates(filters, ["quince"], 100)}
-        assert {i for i, _ in cut} == quince  # tea (46 rows) is over the budget
-        assert all(score == exact[i] for i, score in cut)  # scored on tea as well
-        assert exact_store.backend.lexical_row_budget is None
-    finally:
-        exact_store.close()
-        budget_store.close()
+    stores: list[MemoryStore] = []
+
+    def make(budget: int | None):
+        stores.append(_open(tmp_path, clock, **({"lexical_row_budget": budget} if budget else {})))
+        return stores[-1].backend
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def test_row_budget_ranks_rows_of_the_rare_terms_on_every_term(budgeted, clock):
+    exact_backend, budget_backend = budgeted(None), budgeted(10)
+    filters = Filters(user_id="alice", now=clock.now)
+    terms = ["tea", "quince", 'quoted"']  # a quote in a term stays a literal
+    exact = dict(exact_backend.lexical_candidates(filters, terms, 100))
+    cut = budget_backend.lexical_candidates(filters, terms, 100)
+    quince = {i for i, _ in exact_backend.lexical_candidates(filters, ["quince"], 100)}
+    assert {i for i, _ in cut} == quince  # tea (58 rows) is over the budget
+    assert all(score == exact[i] for i, score in cut)  # scored on tea as well
+    assert exact_backend.lexical_row_budget is None
+
+
+def test_row_budget_over_budget_needs_every_term_else_the_rarest(budgeted, clock):
+    exact_backend, budget_backend = budgeted(None), budgeted(2)
+    filters = Filters(user_id="alice", now=clock.now)
+
+    def ids(backend, terms: list[str]) -> set[int]:
+        return {i for i, _ in backend.lexical_candidates(filters, terms, 100)}
+
+    exact = dict(exact_backend.lexical_candidates(filters, ["tea", "quince"], 100))
+    both = budget_backend.lexical_candidates(filters, ["tea", "quince"], 100)
+    assert {i for i, _ in both} == ids(exact_backend, ["quince"]) & ids(exact_backend, ["tea"])
+    assert all(score == exact[i] for i, score in both)
+    # no row holds garden and quince: the rarest (quince) selects
+    assert ids(budget_backend, ["garden", "quince"]) == ids(exact_backend, ["quince"])

@@ -107,16 +107,20 @@ class SQLiteSearch:
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
-        terms whose rows fit the budget; only rows holding one of them are ranked (still on every term).
-        Empty when every row is ranked."""
+        terms whose rows (in the whole index, every user) fit the budget; only rows holding one of them
+        are ranked, still on every term. Over budget: rows holding all terms, else the rarest term
+        (as PostgreSQL's option). Empty when every row is ranked."""
         if not self.lexical_row_budget or len(terms) < 2:
             return ""
         counts = {t: float(conn.execute("SELECT count(*) FROM items_fts WHERE items_fts MATCH ?",
                                         [fts5_quote(t)]).fetchone()[0]) for t in terms}
         chosen, match_all = select_matching_terms(list(terms), counts, self.lexical_row_budget)
-        if match_all:
-            return " AND ".join(fts5_quote(t) for t in chosen)
-        return "" if len(chosen) == len(terms) else fts5_or_expression(chosen)
+        if not match_all:
+            return "" if len(chosen) == len(terms) else fts5_or_expression(chosen)
+        every = " AND ".join(fts5_quote(t) for t in chosen)  # even the rarest is over the budget
+        if conn.execute("SELECT 1 FROM items_fts WHERE items_fts MATCH ? LIMIT 1", [every]).fetchone():
+            return every
+        return fts5_quote(min(terms, key=lambda t: counts[t]))  # no row holds them all: the rarest
 
     def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
         if not terms:
