@@ -13,6 +13,7 @@ import argparse
 import os
 import time
 from datetime import datetime, timezone
+from functools import partial
 
 import numpy as np
 
@@ -55,7 +56,8 @@ def main() -> None:
         same, recall = 0, []
         for n, (user, terms, k) in enumerate(asked):
             f = Filters(user_id=user, now=datetime.now(timezone.utc))
-            calls = {"before": lambda: wide(backend, f, terms, k), "now": lambda: backend.lexical_candidates(f, terms, k)}
+            calls = {"before": partial(wide, backend, f, terms, k),
+                     "now": partial(backend.lexical_candidates, f, terms, k)}
             got = {}
             for name in sorted(calls, reverse=n % 2 == 1):  # alternate which runs first (warm caches)
                 start = time.thread_time()

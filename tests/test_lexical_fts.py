@@ -5,8 +5,8 @@ default) ranks only rows holding the rarest terms, on the same scores."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
