@@ -64,8 +64,10 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
 
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30,
-                 create: bool = True) -> None:
-        """``create=False`` (read-only opens): a missing file is a ``SchemaError``, never created."""
+                 create: bool = True, lexical_row_budget: int | None = None) -> None:
+        """``create=False`` (read-only opens): a missing file is a ``SchemaError``, never created.
+        ``lexical_row_budget`` (approximate, off by default): rank only rows holding one of the rarest
+        query terms whose rows add up to this budget (see ``SQLiteSearch._rare_terms``)."""
         self.path = path
         self.create = create
         self.busy_timeout_ms = busy_timeout_ms
@@ -76,6 +78,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self.vectors = VectorCache(vector_cache_bytes)
+        self.lexical_row_budget = lexical_row_budget
         if not self._memory and create:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         elif not self._memory and not Path(path).expanduser().is_file():
