@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from navi_memory import MemoryStore
 from navi_memory.backends.base import Filters
 from navi_memory.retrieval import search as ranking
 
@@ -44,9 +45,15 @@ def test_rank_rows_rank_like_whole_rows(store, clock):
         assert ranking.results(fused, ranked, page) == ranking.finish(fused, full, 10, clock.now, hints, decay)
 
 
-def test_semantic_candidates_skip_filtered_rows_in_order(store, clock, fake_embeddings, backend_name):
-    if backend_name != "sqlite":
-        pytest.skip("the in-memory index and its filter check are SQLite's")
+@pytest.fixture
+def sqlite_store(tmp_path, fake_embeddings, clock):
+    """The in-memory index and its filter check are SQLite's: this test has no PostgreSQL twin."""
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'speed.db'}", embeddings=fake_embeddings, clock=clock) as s:
+        yield s
+
+
+def test_semantic_candidates_skip_filtered_rows_in_order(sqlite_store, clock, fake_embeddings):
+    store = sqlite_store
     ids = _items(store, clock)
     query = np.asarray(fake_embeddings.embed_query("garden tea note 3"), dtype=np.float32)
     model = store.embedding_status()["model"]
