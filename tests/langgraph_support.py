@@ -119,8 +119,11 @@ IMPLEMENTATIONS = [
 ]
 
 
-@pytest.fixture(params=IMPLEMENTATIONS)
-def make(request: pytest.FixtureRequest) -> Iterator[Make]:
+# LangGraph's InMemoryStore has no TTL: the TTL cases run on the others only
+TTL_IMPLEMENTATIONS = [p for p in IMPLEMENTATIONS if p.id != "inmemory"]
+
+
+def _stores(request: pytest.FixtureRequest) -> Iterator[Make]:
     made: list[StoreCase] = []
     urls: list[str] = []
 
@@ -146,6 +149,21 @@ def make(request: pytest.FixtureRequest) -> Iterator[Make]:
         done.cleanup.close()
     for url in urls:
         request.getfixturevalue("postgres_server").drop_schema(url)
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def make(request: pytest.FixtureRequest) -> Iterator[Make]:
+    yield from _stores(request)
+
+
+@pytest.fixture(params=TTL_IMPLEMENTATIONS)
+def ttl_make(request: pytest.FixtureRequest) -> Iterator[Make]:
+    yield from _stores(request)
+
+
+@pytest.fixture
+def ttl_case(ttl_make: Make) -> StoreCase:
+    return ttl_make()
 
 
 @pytest.fixture

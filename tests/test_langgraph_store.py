@@ -13,7 +13,7 @@ import asyncio
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
 
-from .langgraph_support import Make, StoreCase, case, make  # noqa: F401 (fixtures)
+from .langgraph_support import Make, StoreCase, case, make, ttl_case, ttl_make  # noqa: F401 (fixtures)
 
 pytest.importorskip("langgraph.store.postgres")
 
@@ -285,9 +285,8 @@ def test_ttl_support(case: StoreCase) -> None:
             case.store.put(("docs",), "k", {"text": "x"}, ttl=5)
 
 
-def test_ttl_expiry_and_sweep(case: StoreCase) -> None:
-    if not case.supports_ttl:
-        pytest.skip("no TTL")
+def test_ttl_expiry_and_sweep(ttl_case: StoreCase) -> None:
+    case = ttl_case
     ns = ("docs", "alice")
     case.store.put(ns, "short", {"text": "short"}, ttl=10)
     case.store.put(ns, "long", {"text": "long"}, ttl=60)
@@ -301,9 +300,8 @@ def test_ttl_expiry_and_sweep(case: StoreCase) -> None:
     assert sorted(keys(case.store.search(("docs",)))) == ["forever", "long"]
 
 
-def test_ttl_refresh_on_read(case: StoreCase) -> None:
-    if not case.supports_ttl:
-        pytest.skip("no TTL")
+def test_ttl_refresh_on_read(ttl_case: StoreCase) -> None:
+    case = ttl_case
     ns = ("docs", "alice")
     for key in ("got", "searched", "kept", "stale"):
         case.store.put(ns, key, {"text": key}, ttl=10)
@@ -317,10 +315,8 @@ def test_ttl_refresh_on_read(case: StoreCase) -> None:
     assert case.store.get(ns, "kept") is None and case.store.get(ns, "stale") is None
 
 
-def test_ttl_config_default_and_no_refresh(make: Make) -> None:
-    case = make(ttl={"default_ttl": 10, "refresh_on_read": False})
-    if not case.supports_ttl:
-        pytest.skip("no TTL")
+def test_ttl_config_default_and_no_refresh(ttl_make: Make) -> None:
+    case = ttl_make(ttl={"default_ttl": 10, "refresh_on_read": False})
     ns = ("docs", "alice")
     case.store.put(ns, "default", {"text": "x"})
     case.store.put(ns, "none", {"text": "x"}, ttl=None)
