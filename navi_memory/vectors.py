@@ -3,41 +3,23 @@
 ``check_vector`` rejects NaN/inf and applies the fixed-dimension rule: a smaller
 vector is zero-padded, a larger one is an error. ``VectorIndex`` holds unit-normalised float32
 rows in a growable matrix so a brute-force search over 100k rows is one matrix-vector product.
-From ``QUANTISE_FROM`` rows on (off by default), and when the optional ``usearch`` package is
-installed (extra ``fast``), an int8 copy is scanned first (a quarter of the memory traffic, SIMD) and only its
-best ``RESCORE_FACTOR * k`` rows are scored again in float32, so the returned similarities are exact.
+From ``ann_from`` rows on, and when the optional ``usearch`` package is installed (extra ``fast``),
+a graph (``navi_memory.ann``) is built in the background; once its recall check passes, ``top``
+asks it for candidates and rescores them in float32, so the returned similarities are exact.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
+from . import ann
 from .errors import EmbeddingError
 
 log = logging.getLogger(__name__)
-
-# Off by default: at 100k x 384 on a 2-core machine the int8 path measured no faster than the
-# float32 scan (docs/benchmarks.md). Set a row count (e.g. 20_000) to turn it on.
-QUANTISE_FROM: int | None = None
-RESCORE_FACTOR = 2  # int8 candidates per wanted row, rescored in float32
-_INT8_MAX = 127
-_usearch: list[Callable[..., Any] | None] = []  # the loaded usearch.index.search, or [None]
-
-
-def _int8_search() -> Callable[..., Any] | None:
-    if not _usearch:
-        try:
-            from usearch.index import search
-        except ImportError:
-            log.debug("usearch is not installed: vector search stays an exact float32 scan")
-            search = None
-        _usearch.append(search)
-    return _usearch[0]
-
 
 def check_vector(values: Sequence[float] | np.ndarray, dimensions: int | None = None) -> np.ndarray:
     """A finite float32 vector, zero-padded to ``dimensions`` when that is set."""
@@ -77,20 +59,26 @@ def normalise(vec: np.ndarray) -> np.ndarray:
 class VectorIndex:
     """Cosine search over unit vectors keyed by integer id; thread-safe.
 
-    ``top`` is exact below ``quantise_from`` rows (None: always) or without usearch; above, it
-    picks candidates by an int8 scan and rescores them in float32."""
+    ``top`` scans every row (exact) until a graph is ready: from ``ann_from`` live rows (None:
+    never) a background thread builds one (``background=False``: in the calling thread)."""
 
-    def __init__(self, dimensions: int, capacity: int = 1024, quantise_from: int | None = QUANTISE_FROM) -> None:
+    def __init__(self, dimensions: int, capacity: int = 1024, ann_from: int | None = None,
+                 background: bool = True) -> None:
         self.dimensions = dimensions
-        self.quantise_from = quantise_from
+        self.ann_from = ann_from
+        self.background = background
         self._matrix = np.zeros((capacity, dimensions), dtype=np.float32)
         self._ids = np.zeros(capacity, dtype=np.int64)
         self._live = np.zeros(capacity, dtype=bool)
         self._row_of: dict[int, int] = {}
         self._size = 0
-        self._q8: np.ndarray | None = None  # int8 rows, built once the index is large enough
-        self._scale = 0.0
         self._lock = threading.Lock()
+        self._graph: ann.Graph | None = None
+        self._changed: set[int] | None = None  # rows changed while a graph is being built
+        self._builder: threading.Thread | None = None
+        self._next_try = ann_from  # live rows at which to build (again, after a failed check)
+        self.graph_recall: float | None = None  # the last recall check's figure
+        self.graph_seconds: float | None = None
 
     def __len__(self) -> int:
         return len(self._row_of)
@@ -100,12 +88,12 @@ class VectorIndex:
         return self._size - len(self._row_of)
 
     @property
-    def quantised(self) -> bool:
-        return self._q8 is not None
+    def has_graph(self) -> bool:
+        return self._graph is not None
 
     def nbytes(self) -> int:
-        """Memory held by the rows (allocated capacity included)."""
-        extra = 0 if self._q8 is None else self._q8.nbytes
+        """Memory held by the rows (allocated capacity included) and the graph."""
+        extra = 0 if self._graph is None else self._graph.nbytes()
         return self._matrix.nbytes + self._ids.nbytes + self._live.nbytes + extra
 
     def upsert_many(self, ids: Iterable[int], vectors: np.ndarray) -> None:
@@ -116,6 +104,7 @@ class VectorIndex:
         vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         with self._lock:
             rows = np.empty(len(vectors), dtype=np.int64)
+            known = []
             for j, item_id in enumerate(ids):
                 row = self._row_of.get(int(item_id))
                 if row is None:
@@ -123,21 +112,28 @@ class VectorIndex:
                     self._row_of[int(item_id)] = row
                     self._ids[row] = int(item_id)
                     self._live[row] = True
+                else:
+                    known.append(row)
                 rows[j] = row
             self._matrix[rows] = vectors
-            if self._q8 is not None:
-                self._q8[rows] = self._quantise(vectors)
-            elif self.quantise_from is not None and len(self._row_of) >= self.quantise_from \
-                    and _int8_search() is not None:
-                self._build_int8()
+            if self._graph is not None:
+                self._graph.remove(np.asarray(known, dtype=np.int64))
+                self._graph.add(rows, vectors)
+            if self._changed is not None:
+                self._changed.update(rows.tolist())
+            start = self._should_build()
+        if start:
+            self._start_build()
 
     def remove(self, item_id: int) -> None:
         with self._lock:
             row = self._row_of.pop(int(item_id), None)
             if row is not None:
                 self._live[row] = False
-                if self._q8 is not None:
-                    self._q8[row] = 0
+                if self._graph is not None:
+                    self._graph.remove(np.asarray([row], dtype=np.int64))
+                if self._changed is not None:
+                    self._changed.add(row)
 
     def scores(self, query: np.ndarray, ids: Iterable[int]) -> dict[int, float]:
         """Cosine similarity of the query to each given id that has a vector."""
@@ -161,17 +157,13 @@ class VectorIndex:
 
     def top(self, query: np.ndarray, k: int, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` live ids most similar to the query and their cosine similarities, best first.
-        ``exact`` scans every row in float32 even when an int8 copy exists."""
+        ``exact`` scans every row even when a graph is ready."""
         q = normalise(np.asarray(query, dtype=np.float32))
         with self._lock:
             n, live = self._size, len(self._row_of)
-            pool = RESCORE_FACTOR * k + (n - live)  # dead int8 rows score 0 and may crowd the pool
-            search = _int8_search()
-            if self._q8 is not None and not exact and search is not None and pool < n // 4:
-                q8 = self._quantise(q[None, :])[0]
-                found = search(self._q8[:n], q8, pool, "ip", exact=True, threads=1)  # keys = rows
-                rows = np.asarray(found.keys[:len(found)], dtype=np.int64)
-                rows = rows[self._live[rows]]
+            if self._graph is not None and not exact and k <= live // 8:  # a large k: the scan is as quick
+                rows = self._graph.search(q, k)
+                rows = rows[self._live[rows]]  # removals are applied to the graph too; kept as a guard
                 sims = self._matrix[rows] @ q
             else:
                 rows = None
@@ -182,18 +174,57 @@ class VectorIndex:
             ids = self._ids[order if rows is None else rows[order]]
         return ids, sims[order]
 
-    def _quantise(self, vectors: np.ndarray) -> np.ndarray:
-        # one scale for every row keeps int8 dot products comparable across rows; a later row
-        # with a larger component is clipped, which only moves it within the rescored pool
-        return np.clip(np.rint(vectors * self._scale), -_INT8_MAX, _INT8_MAX).astype(np.int8)
+    def wait_for_graph(self, timeout: float | None = None) -> bool:
+        """Block until a background build (if any) has finished; True if a graph is in use."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+        return self._graph is not None
 
-    def _build_int8(self) -> None:
-        n = self._size
-        peak = float(np.abs(self._matrix[:n][self._live[:n]]).max(initial=0.0))
-        self._scale = _INT8_MAX / peak if peak > 0 else 1.0
-        self._q8 = np.zeros((len(self._ids), self.dimensions), dtype=np.int8)
-        self._q8[:n] = self._quantise(self._matrix[:n])
-        self._q8[:n][~self._live[:n]] = 0
+    def _should_build(self) -> bool:
+        if self._next_try is None or self._builder is not None or self._graph is not None:
+            return False
+        if len(self._row_of) < self._next_try or not ann.available():
+            return False
+        self._changed = set()
+        self._builder = threading.Thread(target=self._build, name="navi-memory-ann", daemon=True)
+        return True
+
+    def _start_build(self) -> None:
+        assert self._builder is not None
+        if self.background:
+            self._builder.start()
+        else:
+            self._build()
+
+    def _build(self) -> None:
+        with self._lock:
+            n = self._size
+            matrix = self._matrix[:n]  # a view: growth replaces self._matrix, rows changed meanwhile are redone
+            rows = np.flatnonzero(self._live[:n])
+        try:
+            built = ann.build(matrix, rows)
+        except (RuntimeError, ValueError, MemoryError) as exc:  # the exact scan goes on serving
+            log.warning("vector graph of %d rows not built, searches scan every row: %s", len(rows), exc)
+            built = None
+        with self._lock:
+            changed, self._changed, self._builder = self._changed or set(), None, None
+            if built is None:
+                self._next_try = None
+                return
+            self.graph_recall, self.graph_seconds = built.recall, built.seconds
+            if built.graph is None:
+                self._next_try = 2 * len(self._row_of)  # more rows may give the graph more structure
+                log.info("vector graph recall %.3f < %.2f on %d rows: searches scan every row",
+                         built.recall, ann.MIN_RECALL, len(rows))
+                return
+            redo = np.asarray(sorted(changed), dtype=np.int64)
+            built.graph.remove(redo[redo < n])
+            alive = redo[self._live[redo]]
+            built.graph.add(alive, self._matrix[alive])
+            self._graph = built.graph
+            log.info("vector graph of %d rows ready in %.1f s (recall@10 %.3f)", len(rows), built.seconds,
+                     built.recall)
 
     def _append_row(self) -> int:
         if self._size == len(self._ids):
@@ -201,8 +232,6 @@ class VectorIndex:
             self._matrix = np.vstack([self._matrix, np.zeros((grow, self.dimensions), np.float32)])
             self._ids = np.concatenate([self._ids, np.zeros(grow, np.int64)])
             self._live = np.concatenate([self._live, np.zeros(grow, bool)])
-            if self._q8 is not None:
-                self._q8 = np.vstack([self._q8, np.zeros((grow, self.dimensions), np.int8)])
         self._size += 1
         return self._size - 1
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from ... import ann
 from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
@@ -64,8 +65,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
 
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30,
-                 create: bool = True, lexical_row_budget: int | None = None) -> None:
+                 create: bool = True, lexical_row_budget: int | None = None,
+                 ann_from: int | None = ann.ANN_FROM) -> None:
         """``create=False`` (read-only opens): a missing file is a ``SchemaError``, never created.
+        ``ann_from``: live vectors of one user from which an approximate graph serves semantic
+        candidates once its recall check passes (needs ``usearch``; None: always the exact scan).
         ``lexical_row_budget`` (approximate, off by default): rank only rows holding one of the rarest
         query terms whose rows add up to this budget (see ``SQLiteSearch._rare_terms``)."""
         self.path = path
@@ -77,7 +81,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         self._shared_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        self.vectors = VectorCache(vector_cache_bytes)
+        self.vectors = VectorCache(vector_cache_bytes, ann_from)
         self.lexical_row_budget = lexical_row_budget
         if not self._memory and create:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)

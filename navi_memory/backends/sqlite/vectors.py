@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ... import vectors
+from ... import ann
 from ...vectors import VectorIndex, from_blob
 
 @dataclass
@@ -26,8 +26,9 @@ class _Entry:
 
 
 class VectorCache:
-    def __init__(self, max_bytes: int = 1 << 30) -> None:
+    def __init__(self, max_bytes: int = 1 << 30, ann_from: int | None = ann.ANN_FROM) -> None:
         self.max_bytes = max_bytes
+        self.ann_from = ann_from or None  # rows from which a user's vectors get a graph
         self._entries: OrderedDict[tuple[int, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -48,10 +49,17 @@ class VectorCache:
             return entry.indexes.get(dimensions)
 
     def memory(self) -> tuple[int, bool]:
-        """Bytes held by every cached index, and whether any of them scans int8 first."""
+        """Bytes held by every cached index, and whether any of them searches a graph."""
+        indexes = self.indexes()
+        return sum(ix.nbytes() for ix in indexes), any(ix.has_graph for ix in indexes)
+
+    def wait_for_graphs(self, timeout: float | None = None) -> list[VectorIndex]:
+        """Wait for graphs being built; the cached indexes that search one."""
+        return [ix for ix in self.indexes() if ix.wait_for_graph(timeout)]
+
+    def indexes(self) -> list[VectorIndex]:
         with self._lock:
-            indexes = [ix for e in self._entries.values() for ix in e.indexes.values()]
-        return sum(ix.nbytes() for ix in indexes), any(ix.quantised for ix in indexes)
+            return [ix for e in self._entries.values() for ix in e.indexes.values()]
 
     def drop_user(self, user_pk: int) -> None:
         with self._lock:
@@ -79,8 +87,7 @@ class VectorCache:
         for width, (ids, blobs) in batches.items():
             size = width // 4
             if size not in entry.indexes:
-                entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)),
-                                                  quantise_from=vectors.QUANTISE_FROM)
+                entry.indexes[size] = VectorIndex(size, capacity=max(1024, len(ids)), ann_from=self.ann_from)
             # one buffer for all rows instead of an array per row and a vstack
             entry.indexes[size].upsert_many(ids, from_blob(b"".join(blobs)).reshape(len(ids), size))
 
