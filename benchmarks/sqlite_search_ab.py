@@ -1,6 +1,6 @@
 """Search beside a bare scan at 100k on SQLite, for A/B runs of two checkouts (run each with its
 own PYTHONPATH, one after the other). The database is built once (``bench latency``'s generator,
-one user, seed 42) under --dir and reused, so only search is timed.
+one user, seed 42, lowrank vectors unless --vectors gaussian) under --dir and reused, so only search is timed.
 
     PYTHONPATH=. python benchmarks/sqlite_search_ab.py            # search p50/p95, bare p50, ratio
     PYTHONPATH=. python benchmarks/sqlite_search_ab.py --stages   # median ms of each backend call
@@ -19,7 +19,7 @@ import numpy as np
 from navi_memory.backends.base import Filters
 from navi_memory.bench.data import Corpus, Dataset, Vectors
 from navi_memory.bench.measure import ingest, open_store
-from navi_memory.bench.scan import _unit_rows, bare_top
+from navi_memory.bench.scan import _unit_rows, bare_top, wait_for_graphs
 from navi_memory.retrieval.search import SearchPlan
 
 MODEL = "bench-384"
@@ -59,9 +59,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--dir", default="/tmp/navi-search-ab")
     parser.add_argument("--stages", action="store_true")
+    parser.add_argument("--vectors", choices=("lowrank", "gaussian"), default="lowrank")
     args = parser.parse_args()
-    data = Dataset.create(Corpus(42), args.n, "one", 1000, Vectors("gaussian", 384, 42), args.queries + 21, 42)
-    path = Path(args.dir) / f"bench-{args.n}.db"
+    data = Dataset.create(Corpus(42), args.n, "one", 1000, Vectors(args.vectors, 384, 42), args.queries + 21, 42)
+    path = Path(args.dir) / f"bench-{args.n}{'' if args.vectors == 'gaussian' else '-' + args.vectors}.db"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         loader = open_store(f"sqlite:///{path}", MODEL)
@@ -75,6 +76,7 @@ def main() -> None:
 
     for i in range(1, 21):
         search(i)
+    print(wait_for_graphs(store) or "no graph")
     timed = range(21, len(data.queries))
     if args.stages:
         print(stages(store, data, by_user, timed), f"load {os.getloadavg()[0]:.2f}")

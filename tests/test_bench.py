@@ -34,6 +34,15 @@ def test_sqlite_benchmark_with_both_layouts(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
+def test_sqlite_benchmark_reports_the_graph_and_its_recall(capsys):
+    report = latency.main([*TINY, "--n", "3000", "--ann-from", "1000"])
+    (row,) = report["results"]
+    assert row["graph"] and row["graph_check_recall"] >= 0.98 and row["recall_at_10"] >= 0.9
+    assert "graph (built" in capsys.readouterr().out
+    (exact,) = latency.main([*TINY, "--n", "3000", "--ann-from", "0"])["results"]
+    assert not exact.get("graph") and "graph_build_s" not in exact and exact["recall_at_10"] == 1.0
+
+
 def test_peers_answer_the_same_queries_in_the_same_run():
     pytest.importorskip("bm25s")
     pytest.importorskip("langgraph")

@@ -75,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lowrank (default: 32-d latent + noise; its effective dimension is close to that of"
                              " all-MiniLM-L6-v2 sentence embeddings) or gaussian (iid, no structure: the worst case"
                              " for an approximate graph)")
+    parser.add_argument("--ann-from", type=int, default=None, metavar="ROWS",
+                        help="SQLite: a user's vectors from which an approximate graph may serve (default: the"
+                             " backend's, 20000; 0: never, always the exact scan)")
     parser.add_argument("--queries", type=int, default=200, help="timed searches per N (default 200)")
     parser.add_argument("--warmup", type=int, default=20, help="untimed searches before timing (default 20)")
     parser.add_argument("--dim", type=int, default=384, help="vector dimensions (default 384)")
@@ -99,7 +102,8 @@ def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any
     if parse_url(url).path == ":memory:":
         raise ConfigurationError("the latency benchmark needs a database file (two stores open it)")
     model = f"bench-{args.dim}"
-    store = open_store(url, model)
+    ann_from = getattr(args, "ann_from", None)
+    store = open_store(url, model, **({} if ann_from is None else {"ann_from": ann_from or None}))
     lexical = None
     label = f"sqlite n={data.n} {data.layout}"
     try:
