@@ -145,6 +145,12 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                 raise
             conn.execute("COMMIT")
 
+    def _statement(self) -> Any:
+        """The connection for a read of ONE statement: SQLite gives it a consistent snapshot of its
+        own, so the BEGIN and COMMIT round a read transaction would add are saved (in a transaction
+        already open on this thread, the statement is part of it)."""
+        return self._connection()
+
     def close(self) -> None:
         with self._all_lock:
             conns, self._all = self._all, []
@@ -295,7 +301,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         if user_id is not None:
             sql += " AND i.user_id = ?"
             params.append(user_id)
-        with self._transaction(write=False) as conn:
+        with self._statement() as conn:
             return [item_from_row(r) for r in conn.execute(sql, params)]
 
     def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> list[dict]:
@@ -306,7 +312,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         if user_id is not None:
             sql += " AND i.user_id = ?"
             params.append(user_id)
-        with self._transaction(write=False) as conn:
+        with self._statement() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [{"id": r[0], "created_at": from_db(r[1]), "observed_at": from_db(r[2]), "pinned": bool(r[3]),
                  "person": r[4], "content": r[5]} for r in rows]

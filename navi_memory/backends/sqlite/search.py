@@ -71,6 +71,7 @@ class SQLiteSearch:
     """Candidate queries of hybrid search (mixed into ``SQLiteBackend``)."""
 
     _transaction: Any
+    _statement: Any
     vectors: Any
     lexical_row_budget: int | None = None
     _narrow_rate = 1.0  # recent share of searches whose best k FTS rows all passed the filters
@@ -139,7 +140,7 @@ class SQLiteSearch:
         (same user and ``source_ref.session_id``) that pass the filters."""
         where, params = filter_sql(filters)
         out: dict[int, list[int]] = {}
-        with self._transaction(write=False) as conn:
+        with self._statement() as conn:
             rows = conn.execute(
                 "SELECT c.id, i.id FROM items c NOT INDEXED JOIN items i NOT INDEXED ON i.id IN (c.id - 1, c.id + 1)"
                 " WHERE c.id IN (SELECT value FROM json_each(?)) AND i.user_id = c.user_id"
@@ -156,7 +157,7 @@ class SQLiteSearch:
         if not names:
             return []
         wanted = json.dumps(list(names))
-        with self._transaction(write=False) as conn:
+        with self._statement() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
                 " AND lower(person) IN (SELECT value FROM json_each(?))"
