@@ -285,7 +285,10 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         store = open_store(args, read_only=True)
     except SchemaError as exc:  # the report so far, then the one-line error and exit 2
         report["schema"] = str(exc)
-        print_json(report) if args.json else print("\n".join(doctor_lines(report)))
+        if args.json:
+            print_json(report)
+        else:  # the error itself follows on stderr: said once
+            print("\n".join(doctor_lines({**report, "schema": "not usable (the error below)"})))
         raise
     with store:
         report["schema_version"] = store.backend.schema_version()
