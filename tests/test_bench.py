@@ -124,6 +124,13 @@ def test_locomo_peers_rank_the_same_turns_and_questions(tmp_path):
         _locomo(tmp_path, "--peers", "langchain")
 
 
+def test_locomo_reranker_option_reaches_the_store(tmp_path):
+    assert _locomo(tmp_path, "--reranker", "none")["reranker"] == "none"
+    assert _locomo(tmp_path)["reranker"] is None
+    with pytest.raises(ConfigurationError, match="unknown reranker"):
+        _locomo(tmp_path, "--reranker", "bogus")
+
+
 @pytest.mark.postgres
 def test_locomo_langchain_peer(tmp_path, postgres_server):
     pytest.importorskip("langchain_postgres")

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", dest="bench_db", metavar="URL", default=None,
                         help="fresh database URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help="fusion (default: the store's)")
+    parser.add_argument("--reranker", default=None, metavar="SPEC",
+                        help="a second-stage reranker, e.g. cross-encoder:<model> (sentence-transformers; default none)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
@@ -96,8 +98,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder = resolve_embedder(EMBEDDINGS[args.embeddings], settings)
         if getattr(args, "cache", None) and args.embeddings in ("minilm", "local", "ollama"):
             embedder = embed_cache.cached(embedder, Path(args.cache))
-        with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion) as store:
+        reranker = getattr(args, "reranker", None) or False
+        with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
+                              reranker=reranker) as store:
             report = evaluate(store, samples)
+            report["reranker"] = reranker or None
             if getattr(args, "loo", False):
                 from . import locomo_loo
 
