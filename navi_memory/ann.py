@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,8 +98,6 @@ def scale_for(vectors: np.ndarray) -> float:
 def build(matrix: np.ndarray, rows: np.ndarray, seed: int = 0) -> Built:
     """A graph of ``matrix[rows]`` (unit vectors), checked and given the smallest expansion that
     reaches ``MIN_RECALL``; the held-out check rows are added last."""
-    import time
-
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     held = np.sort(rng.choice(rows, size=min(CHECK_QUERIES, len(rows) // 10), replace=False))
@@ -108,10 +107,13 @@ def build(matrix: np.ndarray, rows: np.ndarray, seed: int = 0) -> Built:
     recall = 0.0
     if len(held):
         queries = matrix[held]
-        mask = np.full(len(matrix), -np.inf, dtype=np.float32)
-        mask[kept] = 0.0
-        sims = matrix @ queries.T + mask[:, None]  # exact, over the graph's rows only
-        exact = [set(np.argpartition(-col, CHECK_K)[:CHECK_K].tolist()) for col in sims.T]
+        outside = np.ones(len(matrix), dtype=bool)
+        outside[kept] = False
+        exact: list[set[int]] = []
+        for part in np.array_split(queries, max(1, len(queries) // 25)):  # bounded memory at 1M rows
+            sims = matrix @ part.T  # exact, over the graph's rows only
+            sims[outside] = -np.inf
+            exact += [set(np.argpartition(-col, CHECK_K)[:CHECK_K].tolist()) for col in sims.T]
         for expansion in EXPANSIONS:
             graph.expansion = expansion
             hits = 0

@@ -121,9 +121,9 @@ class VectorIndex:
                 self._graph.add(rows, vectors)
             if self._changed is not None:
                 self._changed.update(rows.tolist())
-            start = self._should_build()
-        if start:
-            self._start_build()
+            run_here = self._claim_build()
+        if run_here:
+            self._build()
 
     def remove(self, item_id: int) -> None:
         with self._lock:
@@ -181,21 +181,19 @@ class VectorIndex:
             builder.join(timeout)
         return self._graph is not None
 
-    def _should_build(self) -> bool:
-        if self._next_try is None or self._builder is not None or self._graph is not None:
+    def _claim_build(self) -> bool:
+        """Under the lock: start a build if one is due; True if the caller must run it (not background)."""
+        if self._next_try is None or self._changed is not None or self._graph is not None:
             return False
         if len(self._row_of) < self._next_try or not ann.available():
             return False
-        self._changed = set()
+        self._changed = set()  # also marks a build in progress
+        if not self.background:
+            return True
+        # started under the lock, so wait_for_graph never meets a thread not yet started
         self._builder = threading.Thread(target=self._build, name="navi-memory-ann", daemon=True)
-        return True
-
-    def _start_build(self) -> None:
-        assert self._builder is not None
-        if self.background:
-            self._builder.start()
-        else:
-            self._build()
+        self._builder.start()
+        return False
 
     def _build(self) -> None:
         with self._lock:
@@ -208,7 +206,7 @@ class VectorIndex:
             log.warning("vector graph of %d rows not built, searches scan every row: %s", len(rows), exc)
             built = None
         with self._lock:
-            changed, self._changed, self._builder = self._changed or set(), None, None
+            changed, self._changed = self._changed or set(), None
             if built is None:
                 self._next_try = None
                 return
