@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 ANN_FROM = 20_000  # live rows from which a user's index gets a graph (None/0 on the backend: never)
 MIN_RECALL = 0.98  # recall@10 against the exact scan the graph must reach on held-out rows
-EXPANSIONS = (64, 128, 256, 512)  # candidates per search tried, smallest first; rescored in float32
+EXPANSIONS = (64, 128, 256, 512, 1024, 2048)  # candidates per search tried, smallest first; rescored in float32
 CONNECTIVITY, EXPANSION_ADD = 16, 128  # HNSW edges per node and build-time breadth (usearch's M, efC)
 CHECK_QUERIES, CHECK_K = 100, 10
 _INT8_MAX = 127
