@@ -105,6 +105,26 @@ def test_reads_and_writes_on_connections_the_server_closed_run_again_once(pg_url
         assert [i.id for i in store.list_items(user_id=U)] == [second, first]
 
 
+def test_a_call_whose_connection_dies_after_a_statement_ran_is_not_run_again(pg_url):
+    """Only a call that ran nothing is run again: one that loses its connection half-way raises,
+    its uncommitted statements rolled back by the server, never repeated."""
+    from navi_memory.backends.postgres.pool import iter_once
+    from navi_memory.errors import StorageError
+
+    with MemoryStore.open(pg_url, embeddings=False) as store:
+        backend, made = store._backend, []
+
+        def call():
+            made.append(1)
+            yield q.Q("INSERT INTO users (id, created_at) VALUES ('half-way', now())")
+            yield q.Q("SELECT pg_terminate_backend(pg_backend_pid())")
+
+        with pytest.raises(StorageError):
+            backend._run(call)
+        assert made == [1]
+        assert backend._run(lambda: iter_once(q.Q("SELECT count(*) AS n FROM users WHERE id = 'half-way'")))[0]["n"] == 0
+
+
 async def test_the_async_pool_runs_a_call_again_on_a_connection_the_server_closed(pg_url, postgres_server):
     async with await AsyncMemoryStore.open(pg_url, embeddings=FakeEmbeddings()) as store:
         first = await store.add(user_id=U, content="written before the kill")
