@@ -1,8 +1,11 @@
 """Runners for ``PostgresQueries``: a blocking one on ``ConnectionPool``, a native async one on
-``AsyncConnectionPool``. One pooled connection and one transaction per backend call; a call that
-loses a deadlock or a serialization conflict to concurrent writers is run again whole (bounded,
-with jittered backoff: ``retry_delays``); driver errors leave as ``StorageError`` /
-``BackendUnavailableError`` (only when the server cannot be reached) with the password masked."""
+``AsyncConnectionPool``. One pooled connection and one transaction per backend call (operations
+marked ``reads`` run in autocommit: no BEGIN/COMMIT round trips); a call that loses a deadlock or a
+serialization conflict to concurrent writers is run again whole (bounded, with jittered backoff:
+``retry_delays``). Pooled connections are not checked before each call (a round trip per call);
+a call whose connection turns out closed by the server before its first statement ran is run once
+more after ``pool.check()``. Driver errors leave as ``StorageError`` / ``BackendUnavailableError``
+(only when the server cannot be reached) with the password masked."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -34,6 +39,15 @@ POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
 CONFLICT_ATTEMPTS = 6
 # SQLSTATE classes of a server that cannot be reached or cannot take the work now
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+class _Stale(Exception):
+    """The server had closed the pooled connection (a restart, an idle timeout) before the call's
+    first statement: nothing of the call ran, so running it again elsewhere repeats no commit."""
+
+    def __init__(self, error: psycopg.OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: float = 0.5) -> list[float]:
@@ -99,6 +113,22 @@ def _result(cur: Any) -> Any:
     return cur.fetchall() if cur.description is not None else cur.rowcount
 
 
+@contextmanager
+def _stale_if_dead(conn: Any, ran: bool) -> Iterator[None]:
+    """A driver error on a connection that turns out closed before the call ran anything: ``_Stale``."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if not ran and conn.broken:
+            raise _Stale(exc) from exc
+        raise
+
+
+def _needed(query: Q, known: dict[str, Any]) -> bool:
+    """False for a session setting the connection already has."""
+    return query.setting is None or known.get(query.setting[0]) != query.setting[1]
+
+
 class PostgresBackend(PostgresQueries):
     """Blocking PostgreSQL backend."""
 
@@ -106,9 +136,10 @@ class PostgresBackend(PostgresQueries):
                  connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
         self._init_state(url, **tuning)
         self._conninfo = utc_conninfo(url)
+        self._settings: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # per connection
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors, check=ConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors,
                                    timeout=connect_timeout, name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
@@ -142,11 +173,12 @@ class PostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    def _run(self, make: Callable[[], Op]) -> Any:
-        """Run the call ``make()`` builds in one transaction; again, whole, after a lost conflict."""
+    def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+        """Run the call ``make()`` builds in one transaction (``reads``: in autocommit); again,
+        whole, after a lost conflict or on a connection the server had closed."""
         for delay in [*retry_delays(), None]:
             try:
-                return self._run_once(make())
+                return self._run_fresh(make, reads)
             except (psycopg.Error, PoolTimeout) as exc:
                 if delay is None or not _conflict(exc):
                     raise _translate(self.url, exc) from exc
@@ -154,20 +186,41 @@ class PostgresBackend(PostgresQueries):
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _run_once(self, gen: Op) -> Any:
+    def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+        """``_run_once``; again, once, if the server had closed the pooled connection."""
+        try:
+            return self._run_once(make(), reads)
+        except _Stale as stale:
+            log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
+        self.pool.check()  # after a restart every idle connection is dead: replace them all
+        try:
+            return self._run_once(make(), reads)
+        except _Stale as stale:
+            raise stale.error from None
+
+    def _run_once(self, gen: Op, reads: bool = False) -> Any:
         with self.pool.connection() as conn, conn.cursor() as cur:
+            conn.autocommit = reads  # client side only: no round trip
+            known, setting, ran = self._settings.setdefault(conn, {}), {}, False
             done, query = advance(gen, None)
             while not done:
-                if query.own_tx:
-                    value = self._own_tx(query)
-                elif query.many:
-                    cur.executemany(query.text, query.params)
-                    value = cur.rowcount
-                else:
-                    cur.execute(query.text, query.params)
-                    value = _result(cur)
+                if not _needed(query, known):
+                    done, query = advance(gen, None)
+                    continue
+                with _stale_if_dead(conn, ran):
+                    if query.own_tx:
+                        value = self._own_tx(query)
+                    elif query.many:
+                        cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    else:
+                        cur.execute(query.text, query.params)
+                        value = _result(cur)
+                ran = True
+                setting.update([query.setting] if query.setting else [])
                 done, query = advance(gen, value)
-            return query
+        known.update(setting)  # once committed: a rolled back SET is undone
+        return query
 
 
 class AsyncPostgresBackend(PostgresQueries):
@@ -176,6 +229,7 @@ class AsyncPostgresBackend(PostgresQueries):
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
         self._init_state(url, **tuning)
         self._conninfo = utc_conninfo(url)
+        self._settings: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # per connection
         self.pool = pool
 
     @classmethod
@@ -188,7 +242,7 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async, check=AsyncConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async,
                                    timeout=connect_timeout, name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)
@@ -214,11 +268,11 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    async def _run(self, make: Callable[[], Op]) -> Any:
+    async def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
         """As ``PostgresBackend._run``, awaited."""
         for delay in [*retry_delays(), None]:
             try:
-                return await self._run_once(make())
+                return await self._run_fresh(make, reads)
             except (psycopg.Error, PoolTimeout) as exc:
                 if delay is None or not _conflict(exc):
                     raise _translate(self.url, exc) from exc
@@ -226,20 +280,41 @@ class AsyncPostgresBackend(PostgresQueries):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _run_once(self, gen: Op) -> Any:
+    async def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+        try:
+            return await self._run_once(make(), reads)
+        except _Stale as stale:
+            log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
+        await self.pool.check()
+        try:
+            return await self._run_once(make(), reads)
+        except _Stale as stale:
+            raise stale.error from None
+
+    async def _run_once(self, gen: Op, reads: bool = False) -> Any:
         async with self.pool.connection() as conn, conn.cursor() as cur:
+            if conn.autocommit != reads:
+                await conn.set_autocommit(reads)
+            known, setting, ran = self._settings.setdefault(conn, {}), {}, False
             done, query = advance(gen, None)
             while not done:
-                if query.own_tx:
-                    value = await self._own_tx(query)
-                elif query.many:
-                    await cur.executemany(query.text, query.params)
-                    value = cur.rowcount
-                else:
-                    await cur.execute(query.text, query.params)
-                    value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                if not _needed(query, known):
+                    done, query = advance(gen, None)
+                    continue
+                with _stale_if_dead(conn, ran):
+                    if query.own_tx:
+                        value = await self._own_tx(query)
+                    elif query.many:
+                        await cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    else:
+                        await cur.execute(query.text, query.params)
+                        value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                ran = True
+                setting.update([query.setting] if query.setting else [])
                 done, query = advance(gen, value)
-            return query
+        known.update(setting)
+        return query
 
 
 def iter_once(query: Q) -> Op:

@@ -22,12 +22,20 @@ from .metadata import metadata_sql
 
 class Q(NamedTuple):
     """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions)."""
+    returning the error instead of raising (for optional DDL such as extensions). ``setting``:
+    the (name, value) this statement SETs for the session (see ``session_setting``)."""
 
     text: Any
     params: Sequence[Any] | None = None
     many: bool = False
     own_tx: bool = False
+    setting: tuple[str, Any] | None = None
+
+
+def session_setting(name: str, value: int) -> Q:
+    """``SET name = value`` for the connection's session: the runner skips it on a connection
+    that already has the value (one round trip per connection, not per call)."""
+    return Q(sql.SQL("SET {} = {}").format(sql.SQL(name), sql.Literal(value)), setting=(name, value))
 
 
 def adapt_vectors(conn: Any) -> None:
