@@ -11,7 +11,9 @@ import pytest
 
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, ValidationError
 from navi_memory.backends.postgres import sql as q
+from navi_memory.backends.postgres.pool import iter_once
 from navi_memory.backends.base import Filters
+from navi_memory.errors import StorageError
 from navi_memory.models import utcnow
 
 from .fakes import FakeEmbeddings
@@ -135,22 +137,59 @@ async def test_the_async_pool_runs_a_call_again_on_a_connection_the_server_close
         assert await store.count_items(user_id=U) == 2
 
 
-def test_ef_search_is_set_once_per_connection_and_again_only_when_it_changes(pg_url, monkeypatch):
+def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url, monkeypatch, tmp_path):
+    """A transaction-mode pooler (PgBouncer) may give each transaction another server connection:
+    the setting is SET LOCAL in the query's own transaction, sent with it in one pipeline (one
+    Sync, one ReadyForQuery), and nothing of it stays on the connection."""
     with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-16",
                           backend_options={"max_size": 1}) as store:
         store.add(user_id=U, content="one", embedding=np.ones(16))
         backend, filters = store._backend, Filters(user_id=U, now=utcnow())
+        backend.exact_below = 0  # the HNSW query alone (no exact rerun for this small user)
         sent = []
         real = psycopg.Cursor.execute
         monkeypatch.setattr(psycopg.Cursor, "execute", lambda cur, text, *a, **k: (
             sent.append(text.as_string(cur) if hasattr(text, "as_string") else text), real(cur, text, *a, **k))[1])
-        for _ in range(2):
+        trace = tmp_path / "trace"
+        with open(trace, "w") as out:
+            with backend.pool.connection() as conn:
+                conn.pgconn.trace(out.fileno())
             assert backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+            with backend.pool.connection() as conn:
+                conn.pgconn.untrace()
+        assert trace.read_text().count("ReadyForQuery") == 1
         backend.ef_search = 40
         backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+        backend.ef_search = 400
+        shown = backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
+                                                   local=("hnsw.ef_search", 400))), True)
+        assert shown == [{"v": "400"}]
+        with pytest.raises(StorageError):  # rolled back: the one connection is still usable below
+            backend._run(lambda: iter_once(q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 400))), True)
         with backend.pool.connection() as conn:
-            assert conn.execute("SHOW hnsw.ef_search").fetchone()["hnsw.ef_search"] == "50"  # raised to k
-    assert [t for t in sent if t.startswith("SET")] == ["SET hnsw.ef_search = 300", "SET hnsw.ef_search = 50"]
+            assert conn.execute("SHOW hnsw.ef_search").fetchone()["hnsw.ef_search"] == "40"  # pgvector's default
+    assert [t for t in sent if t.startswith("SET")] == ["SET LOCAL hnsw.ef_search = 300",
+                                                        "SET LOCAL hnsw.ef_search = 50",
+                                                        "SET LOCAL hnsw.ef_search = 400",
+                                                        "SET LOCAL hnsw.ef_search = 400"]  # the 1 / 0 too
+
+
+async def test_the_async_runner_sends_ef_search_with_its_query(pg_url):
+    store = await AsyncMemoryStore.open(pg_url, embeddings=False, embedding_model="random-16",
+                                        backend_options={"max_size": 1})
+    try:
+        backend = store._backend
+        shown = await backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
+                                                         local=("hnsw.ef_search", 123))), True)
+        assert shown == [{"v": "123"}]
+        failing = q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 123))
+        with pytest.raises(StorageError):
+            await backend._run(lambda: iter_once(failing), True)
+        async with backend.pool.connection() as conn:  # rolled back: the connection is usable, idle
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert (await (await conn.execute("SELECT 2 AS n")).fetchone())["n"] == 2
+    finally:
+        await store.close()
 
 
 async def test_async_pool_runs_concurrent_writes(pg_url):

@@ -15,7 +15,6 @@ import random
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
-from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -30,6 +29,7 @@ from .persons import PostgresPersonQueries
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
 from .sessions import PostgresSessionQueries
+from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
 
@@ -124,9 +124,17 @@ def _stale_if_dead(conn: Any, ran: bool) -> Iterator[None]:
         raise
 
 
-def _needed(query: Q, known: dict[str, Any]) -> bool:
-    """False for a session setting the connection already has."""
-    return query.setting is None or known.get(query.setting[0]) != query.setting[1]
+def _local_statements(conn: Any, query: Q) -> tuple[list[Any], list[str]]:
+    """What goes with a ``Q.local`` statement: BEGIN and SET LOCAL before it, COMMIT after (in a
+    call that has a transaction already, SET LOCAL alone: the call's COMMIT ends it)."""
+    assert query.local is not None
+    alone = conn.autocommit
+    return [*(["BEGIN"] if alone else []), q.set_local(*query.local)], ["COMMIT"] if alone else []
+
+
+def _undo_failed(conn: Any) -> bool:
+    """Whether a failed pipelined transaction is left open (to ROLLBACK) on a live connection."""
+    return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
 
 
 class PostgresBackend(PostgresQueries):
@@ -136,7 +144,6 @@ class PostgresBackend(PostgresQueries):
                  connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
         self._init_state(url, **tuning)
         self._conninfo = utc_conninfo(url)
-        self._settings: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # per connection
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": dict_row}, configure=adapt_vectors,
@@ -201,26 +208,40 @@ class PostgresBackend(PostgresQueries):
     def _run_once(self, gen: Op, reads: bool = False) -> Any:
         with self.pool.connection() as conn, conn.cursor() as cur:
             conn.autocommit = reads  # client side only: no round trip
-            known, setting, ran = self._settings.setdefault(conn, {}), {}, False
+            ran = False
             done, query = advance(gen, None)
             while not done:
-                if not _needed(query, known):
-                    done, query = advance(gen, None)
-                    continue
                 with _stale_if_dead(conn, ran):
                     if query.own_tx:
                         value = self._own_tx(query)
                     elif query.many:
                         cur.executemany(query.text, query.params)
                         value = cur.rowcount
+                    elif query.local:
+                        value = self._with_local(conn, cur, query)
                     else:
                         cur.execute(query.text, query.params)
                         value = _result(cur)
                 ran = True
-                setting.update([query.setting] if query.setting else [])
                 done, query = advance(gen, value)
-        known.update(setting)  # once committed: a rolled back SET is undone
         return query
+
+    @staticmethod
+    def _with_local(conn: Any, cur: Any, query: Q) -> Any:
+        """The statement with its SET LOCAL (and BEGIN/COMMIT), pipelined: one round trip."""
+        before, after = _local_statements(conn, query)
+        try:
+            with conn.pipeline():
+                for statement in before:
+                    conn.execute(statement)
+                cur.execute(query.text, query.params)
+                for statement in after:
+                    conn.execute(statement)
+        except psycopg.Error:
+            if _undo_failed(conn):
+                conn.rollback()
+            raise
+        return _result(cur)
 
 
 class AsyncPostgresBackend(PostgresQueries):
@@ -229,7 +250,6 @@ class AsyncPostgresBackend(PostgresQueries):
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
         self._init_state(url, **tuning)
         self._conninfo = utc_conninfo(url)
-        self._settings: WeakKeyDictionary[Any, dict[str, Any]] = WeakKeyDictionary()  # per connection
         self.pool = pool
 
     @classmethod
@@ -295,26 +315,40 @@ class AsyncPostgresBackend(PostgresQueries):
         async with self.pool.connection() as conn, conn.cursor() as cur:
             if conn.autocommit != reads:
                 await conn.set_autocommit(reads)
-            known, setting, ran = self._settings.setdefault(conn, {}), {}, False
+            ran = False
             done, query = advance(gen, None)
             while not done:
-                if not _needed(query, known):
-                    done, query = advance(gen, None)
-                    continue
                 with _stale_if_dead(conn, ran):
                     if query.own_tx:
                         value = await self._own_tx(query)
                     elif query.many:
                         await cur.executemany(query.text, query.params)
                         value = cur.rowcount
+                    elif query.local:
+                        value = await self._with_local(conn, cur, query)
                     else:
                         await cur.execute(query.text, query.params)
                         value = await cur.fetchall() if cur.description is not None else cur.rowcount
                 ran = True
-                setting.update([query.setting] if query.setting else [])
                 done, query = advance(gen, value)
-        known.update(setting)
         return query
+
+    @staticmethod
+    async def _with_local(conn: Any, cur: Any, query: Q) -> Any:
+        """As ``PostgresBackend._with_local``, awaited."""
+        before, after = _local_statements(conn, query)
+        try:
+            async with conn.pipeline():
+                for statement in before:
+                    await conn.execute(statement)
+                await cur.execute(query.text, query.params)
+                for statement in after:
+                    await conn.execute(statement)
+        except psycopg.Error:
+            if _undo_failed(conn):
+                await conn.rollback()
+            raise
+        return await cur.fetchall() if cur.description is not None else cur.rowcount
 
 
 def iter_once(query: Q) -> Op:

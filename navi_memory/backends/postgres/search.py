@@ -101,12 +101,10 @@ class PostgresSearchQueries:
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
         if not self.has_vector:
             return []
-        if self.index_method == "ivfflat":
-            yield q.session_setting("ivfflat.probes", self.ivfflat_probes)
-        else:
-            yield q.session_setting("hnsw.ef_search", max(self.ef_search, k))
+        local = ("ivfflat.probes", self.ivfflat_probes) if self.index_method == "ivfflat" else \
+            ("hnsw.ef_search", max(self.ef_search, k))
         dims, vector = int(query.size), query
-        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
+        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k), local=local)
         if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
