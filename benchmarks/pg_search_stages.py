@@ -1,5 +1,6 @@
 """Time of each backend call inside navi-memory's PostgreSQL search (the calls made at once are
-timed each on its own thread), on the data ``pg_langchain_ab.py`` loaded (run that first).
+timed each on its own thread; those sent together on one connection, ``run_shared``, as one line
+named a+b), on the data ``pg_langchain_ab.py`` loaded (run that first).
 
     PYTHONPATH=. python benchmarks/pg_search_stages.py 100000 [QUERIES] [PGDATA]
 """
@@ -37,6 +38,15 @@ def main(n: int, queries: int, pgdata: str) -> None:
             finally:
                 spent[_name].append((time.perf_counter() - start) * 1000)
         setattr(store.backend, name, timed)
+    shared = store.backend.run_shared  # calls sent together on one connection: timed as one
+
+    def together(calls: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return shared(calls)
+        finally:
+            spent["+".join(c.method for c in calls)].append((time.perf_counter() - start) * 1000)
+    store.backend.run_shared = together
     total = []
     for i in range(1, queries + 21):
         if i == 21:  # after the warm-up
@@ -47,7 +57,7 @@ def main(n: int, queries: int, pgdata: str) -> None:
             total.append((time.perf_counter() - start) * 1000)
     print(f"n={n} search p50 {np.percentile(total, 50):.2f} p95 {np.percentile(total, 95):.2f}"
           f" | load {os.getloadavg()[0]:.2f}")
-    for name in CALLS:
+    for name in [*CALLS, *sorted(set(spent) - set(CALLS))]:
         if spent[name]:
             p50, p95 = np.percentile(spent[name], [50, 95])
             print(f"  {name:20s} calls {len(spent[name]):4d}  p50 {p50:6.2f}  p95 {p95:6.2f}")

@@ -26,6 +26,7 @@ from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
 from .keyed import PostgresKeyedQueries
 from .persons import PostgresPersonQueries
+from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
 from .sessions import PostgresSessionQueries
@@ -137,7 +138,7 @@ def _undo_failed(conn: Any) -> bool:
     return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
 
 
-class PostgresBackend(PostgresQueries):
+class PostgresBackend(SharedReads, PostgresQueries):
     """Blocking PostgreSQL backend."""
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
@@ -244,7 +245,7 @@ class PostgresBackend(PostgresQueries):
         return _result(cur)
 
 
-class AsyncPostgresBackend(PostgresQueries):
+class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     """Native asyncio PostgreSQL backend; create with ``await AsyncPostgresBackend.connect(url)``."""
 
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
