@@ -3,7 +3,8 @@
 An operation is a generator that yields requests and receives their results; ``advance`` resumes
 it one step. ``install`` copies the generator methods of a class onto a runner class as plain (or
 async) methods with the same name, docstring and signature (used by the PostgreSQL backend); the
-runner's ``_run`` gets a factory of the generator, so it can run a call again from the start.
+runner's ``_run`` gets a factory of the generator, so it can run a call again from the start, and
+whether the operation is marked ``reads``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ def operation(fn: F) -> F:
     return fn
 
 
+def reads(fn: F) -> F:
+    """Mark an operation that only reads and needs no snapshot shared by its statements: a runner
+    may run each statement on its own (PostgreSQL: autocommit, no BEGIN/COMMIT round trips)."""
+    fn._navi_reads = True  # type: ignore[attr-defined]
+    return fn
+
+
 def install(target: type, source: type, sync: bool) -> None:
     """Give ``target`` a method per marked generator of ``source`` that runs it via ``self._run``."""
     for name, fn in vars(source).items():
@@ -48,14 +56,18 @@ def install(target: type, source: type, sync: bool) -> None:
 
 
 def _sync_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    only_reads = getattr(fn, "_navi_reads", False)
+
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._run(lambda: fn(self, *args, **kwargs))  # a factory: the runner may run it again
+        return self._run(lambda: fn(self, *args, **kwargs), only_reads)  # a factory: the runner may run it again
 
     return method
 
 
 def _async_method(fn: Callable[..., Op[Any]]) -> Callable[..., Any]:
+    only_reads = getattr(fn, "_navi_reads", False)
+
     async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._run(lambda: fn(self, *args, **kwargs))
+        return await self._run(lambda: fn(self, *args, **kwargs), only_reads)
 
     return method

@@ -33,6 +33,15 @@ from .operations import StoreOperations
 log = logging.getLogger("navi_memory")
 
 
+def _shared(backend: Any, calls: tuple[BackendCall, ...]) -> tuple[list[int], list[int]]:
+    """The indexes of the calls of an ``AtOnce`` the backend sends together on one connection (when
+    two or more may: ``can_share``; PostgreSQL pipelines short reads), and of the others."""
+    can_share = getattr(backend, "can_share", None)
+    shared = [i for i, call in enumerate(calls) if can_share is not None and can_share(call.method)]
+    shared = shared if len(shared) > 1 else []
+    return shared, [i for i in range(len(calls)) if i not in shared]
+
+
 class _StoreBase:
     """State and helpers shared by both runners; the operations live in ``self._ops``."""
 
@@ -237,10 +246,14 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             return None, exc
 
     def _execute_all(self, calls: tuple[BackendCall, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
-        """The first call on this thread, the others on worker threads, all at the same time."""
-        others = [self._worker_pool().submit(self._outcome, c) for c in calls[1:]]
-        first = self._outcome(calls[0])
-        return [first, *(future.result() for future in others)]
+        """All at the same time: the calls the backend sends together (``_shared``) or else the
+        first call on this thread, the others on worker threads."""
+        shared, alone = _shared(self._backend, calls)
+        here = [] if shared else alone[:1]
+        others = {i: self._worker_pool().submit(self._outcome, calls[i]) for i in alone if i not in here}
+        out = dict(zip(shared, self._backend.run_shared([calls[i] for i in shared]))) if shared else {}
+        out.update((i, self._outcome(calls[i])) for i in here)
+        return [out[i] if i in out else others[i].result() for i in range(len(calls))]
 
     def _worker_pool(self) -> ThreadPoolExecutor:
         with self._workers_lock:
@@ -311,7 +324,11 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
         if isinstance(request, BackendCall):
             return await getattr(self._backend, request.method)(**request.kwargs)
         if isinstance(request, AtOnce):
-            return await asyncio.gather(*(self._outcome(c) for c in request.calls))
+            shared, alone = _shared(self._backend, request.calls)
+            together = [self._backend.run_shared([request.calls[i] for i in shared])] if shared else []
+            done = await asyncio.gather(*together, *(self._outcome(request.calls[i]) for i in alone))
+            out = {**dict(zip(shared, done[0] if shared else [])), **dict(zip(alone, done[len(together):]))}
+            return [out[i] for i in range(len(request.calls))]
         if isinstance(request, Chat):
             return await self._chat().ainvoke(request.purpose, request.messages, schema=request.schema)
         if isinstance(request, Spawn):

@@ -115,12 +115,12 @@ def _lose_conflicts(backend, times: int, sqlstate: str = "deadlock_detected") ->
     seen = [0]
     real = backend._run_once
 
-    def run_once(gen):
+    def run_once(gen, *args):
         seen[0] += 1
         if seen[0] <= times:
             with backend.pool.connection() as conn:
                 conn.execute(f"DO $$ BEGIN RAISE EXCEPTION 'lost a conflict (test)' USING ERRCODE = '{sqlstate}'; END $$")
-        return real(gen)
+        return real(gen, *args)
 
     backend._run_once = run_once
     return seen
@@ -149,12 +149,12 @@ async def test_the_async_backend_runs_a_lost_conflict_again(pg_url):
         seen = [0]
         real = backend._run_once
 
-        async def run_once(gen):
+        async def run_once(gen, *args):
             seen[0] += 1
             if seen[0] == 1:
                 async with backend.pool.connection() as conn:
                     await conn.execute("DO $$ BEGIN RAISE EXCEPTION 'lost (test)' USING ERRCODE = 'deadlock_detected'; END $$")
-            return await real(gen)
+            return await real(gen, *args)
 
         backend._run_once = run_once
         item = await store.add(user_id="alice", content="async, after a lost conflict")

@@ -11,7 +11,9 @@ import pytest
 
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, ValidationError
 from navi_memory.backends.postgres import sql as q
+from navi_memory.backends.postgres.pool import iter_once
 from navi_memory.backends.base import Filters
+from navi_memory.errors import StorageError
 from navi_memory.models import utcnow
 
 from .fakes import FakeEmbeddings
@@ -82,9 +84,112 @@ def test_pool_recovers_after_connections_are_killed(pg_url, postgres_server):
         store.add(user_id=U, content="before the restart")
         postgres_server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                 " WHERE pid <> pg_backend_pid() AND datname = current_database()")
-        for _ in range(3):  # the pool drops dead connections on checkout and opens new ones
+        for _ in range(3):  # a call meeting a dead connection checks the pool and runs again
             store.add(user_id=U, content="after the restart", dedup=False)
         assert len(store.list_items(user_id=U)) == 4
+
+
+def _kill_connections(postgres_server) -> None:
+    postgres_server.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE pid <> pg_backend_pid() AND datname = current_database()")
+
+
+def test_reads_and_writes_on_connections_the_server_closed_run_again_once(pg_url, postgres_server):
+    """Pooled connections are not checked before each call: the first read and the first write
+    after the server closed every connection each meet a dead one and run again, exactly once."""
+    with MemoryStore.open(pg_url, embeddings=FakeEmbeddings(), backend_options={"min_size": 3}) as store:
+        first = store.add(user_id=U, content="written before the kill")
+        store.search("written", user_id=U)
+        _kill_connections(postgres_server)
+        assert [r.id for r in store.search("written", user_id=U)] == [first]
+        _kill_connections(postgres_server)
+        second = store.add(user_id=U, content="written after the kill")
+        assert [i.id for i in store.list_items(user_id=U)] == [second, first]
+
+
+def test_a_call_whose_connection_dies_after_a_statement_ran_is_not_run_again(pg_url):
+    """Only a call that ran nothing is run again: one that loses its connection half-way raises,
+    its uncommitted statements rolled back by the server, never repeated."""
+    from navi_memory.backends.postgres.pool import iter_once
+    from navi_memory.errors import StorageError
+
+    with MemoryStore.open(pg_url, embeddings=False) as store:
+        backend, made = store._backend, []
+
+        def call():
+            made.append(1)
+            yield q.Q("INSERT INTO users (id, created_at) VALUES ('half-way', now())")
+            yield q.Q("SELECT pg_terminate_backend(pg_backend_pid())")
+
+        with pytest.raises(StorageError):
+            backend._run(call)
+        assert made == [1]
+        assert backend._run(lambda: iter_once(q.Q("SELECT count(*) AS n FROM users WHERE id = 'half-way'")))[0]["n"] == 0
+
+
+async def test_the_async_pool_runs_a_call_again_on_a_connection_the_server_closed(pg_url, postgres_server):
+    async with await AsyncMemoryStore.open(pg_url, embeddings=FakeEmbeddings()) as store:
+        first = await store.add(user_id=U, content="written before the kill")
+        _kill_connections(postgres_server)
+        assert [i.id for i in await store.list_items(user_id=U)] == [first]
+        _kill_connections(postgres_server)
+        await store.add(user_id=U, content="written after the kill")
+        assert await store.count_items(user_id=U) == 2
+
+
+def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url, monkeypatch, tmp_path):
+    """A transaction-mode pooler (PgBouncer) may give each transaction another server connection:
+    the setting is SET LOCAL in the query's own transaction, sent with it in one pipeline (one
+    Sync, one ReadyForQuery), and nothing of it stays on the connection."""
+    with MemoryStore.open(pg_url, embeddings=False, embedding_model="random-16",
+                          backend_options={"max_size": 1}) as store:
+        store.add(user_id=U, content="one", embedding=np.ones(16))
+        backend, filters = store._backend, Filters(user_id=U, now=utcnow())
+        backend.exact_below = 0  # the HNSW query alone (no exact rerun for this small user)
+        sent = []
+        real = psycopg.Cursor.execute
+        monkeypatch.setattr(psycopg.Cursor, "execute", lambda cur, text, *a, **k: (
+            sent.append(text.as_string(cur) if hasattr(text, "as_string") else text), real(cur, text, *a, **k))[1])
+        trace = tmp_path / "trace"
+        with open(trace, "w") as out:
+            with backend.pool.connection() as conn:
+                conn.pgconn.trace(out.fileno())
+            assert backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+            with backend.pool.connection() as conn:
+                conn.pgconn.untrace()
+        assert trace.read_text().count("ReadyForQuery") == 1
+        backend.ef_search = 40
+        backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+        backend.ef_search = 400
+        shown = backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
+                                                   local=("hnsw.ef_search", 400))), True)
+        assert shown == [{"v": "400"}]
+        with pytest.raises(StorageError):  # rolled back: the one connection is still usable below
+            backend._run(lambda: iter_once(q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 400))), True)
+        with backend.pool.connection() as conn:
+            assert conn.execute("SHOW hnsw.ef_search").fetchone()["hnsw.ef_search"] == "40"  # pgvector's default
+    assert [t for t in sent if t.startswith("SET")] == ["SET LOCAL hnsw.ef_search = 300",
+                                                        "SET LOCAL hnsw.ef_search = 50",
+                                                        "SET LOCAL hnsw.ef_search = 400",
+                                                        "SET LOCAL hnsw.ef_search = 400"]  # the 1 / 0 too
+
+
+async def test_the_async_runner_sends_ef_search_with_its_query(pg_url):
+    store = await AsyncMemoryStore.open(pg_url, embeddings=False, embedding_model="random-16",
+                                        backend_options={"max_size": 1})
+    try:
+        backend = store._backend
+        shown = await backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
+                                                         local=("hnsw.ef_search", 123))), True)
+        assert shown == [{"v": "123"}]
+        failing = q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 123))
+        with pytest.raises(StorageError):
+            await backend._run(lambda: iter_once(failing), True)
+        async with backend.pool.connection() as conn:  # rolled back: the connection is usable, idle
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert (await (await conn.execute("SELECT 2 AS n")).fetchone())["n"] == 2
+    finally:
+        await store.close()
 
 
 async def test_async_pool_runs_concurrent_writes(pg_url):

@@ -124,13 +124,14 @@ class SearchOperations:
         if not lexical and not semantic:
             substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
         missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
-        # Every candidate's neighbours, looked up beside the missing cosines: smoothing reads only
-        # those of the rows fusion keeps, which are among the candidates.
+        # Every candidate's neighbours and re-ranking columns, looked up beside the missing cosines
+        # (fusion keeps candidates only; smoothing reads the neighbours of those it keeps).
         candidates = list(dict.fromkeys(i for pairs in (lexical, semantic, substring) for i, _ in pairs))
-        scores, neighbours = yield from together(
+        scores, neighbours, columns = yield from together(
             db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
             if qvec is not None and model is not None and missing else None,
-            db.neighbours(filters=f, ids=candidates) if context_weight > 0 and candidates else None)
+            db.neighbours(filters=f, ids=candidates) if context_weight > 0 and candidates else None,
+            db.rank_rows(user_id=f.user_id, ids=candidates) if candidates else None)
         fused = plan.fuse(lexical, semantic, substring, scores or {})
         if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
             fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
@@ -140,9 +141,12 @@ class SearchOperations:
             fused = context.smooth(fused, neighbours or {}, context_weight)
         second = self._shared.reranker
         depth = limit if second is None else stage.depth(limit, second.depth)
-        # re-rank on a few columns of each candidate; whole rows only for the page shown
-        ranked = ranking.order(fused, (yield db.rank_rows(user_id=f.user_id, ids=list(fused))), depth, f.now,
-                               hints, decay, plan.when)
+        # re-rank on a few columns of each candidate (and of the neighbours smoothing brought in);
+        # whole rows only for the page shown
+        columns, asked = columns or [], set(candidates)
+        if brought := [i for i in fused if i not in asked]:
+            columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
+        ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
         rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
         results = ranking.results(fused, ranked, rows)
         if second is None:

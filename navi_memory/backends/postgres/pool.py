@@ -1,8 +1,11 @@
 """Runners for ``PostgresQueries``: a blocking one on ``ConnectionPool``, a native async one on
-``AsyncConnectionPool``. One pooled connection and one transaction per backend call; a call that
-loses a deadlock or a serialization conflict to concurrent writers is run again whole (bounded,
-with jittered backoff: ``retry_delays``); driver errors leave as ``StorageError`` /
-``BackendUnavailableError`` (only when the server cannot be reached) with the password masked."""
+``AsyncConnectionPool``. One pooled connection and one transaction per backend call (operations
+marked ``reads`` run in autocommit: no BEGIN/COMMIT round trips); a call that loses a deadlock or a
+serialization conflict to concurrent writers is run again whole (bounded, with jittered backoff:
+``retry_delays``). Pooled connections are not checked before each call (a round trip per call);
+a call whose connection turns out closed by the server before its first statement ran is run once
+more after ``pool.check()``. Driver errors leave as ``StorageError`` / ``BackendUnavailableError``
+(only when the server cannot be reached) with the password masked."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -22,9 +26,11 @@ from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
 from .keyed import PostgresKeyedQueries
 from .persons import PostgresPersonQueries
+from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
 from .sessions import PostgresSessionQueries
+from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
 
@@ -34,6 +40,15 @@ POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
 CONFLICT_ATTEMPTS = 6
 # SQLSTATE classes of a server that cannot be reached or cannot take the work now
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
+
+
+class _Stale(Exception):
+    """The server had closed the pooled connection (a restart, an idle timeout) before the call's
+    first statement: nothing of the call ran, so running it again elsewhere repeats no commit."""
+
+    def __init__(self, error: psycopg.OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: float = 0.5) -> list[float]:
@@ -99,7 +114,31 @@ def _result(cur: Any) -> Any:
     return cur.fetchall() if cur.description is not None else cur.rowcount
 
 
-class PostgresBackend(PostgresQueries):
+@contextmanager
+def _stale_if_dead(conn: Any, ran: bool) -> Iterator[None]:
+    """A driver error on a connection that turns out closed before the call ran anything: ``_Stale``."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if not ran and conn.broken:
+            raise _Stale(exc) from exc
+        raise
+
+
+def _local_statements(conn: Any, query: Q) -> tuple[list[Any], list[str]]:
+    """What goes with a ``Q.local`` statement: BEGIN and SET LOCAL before it, COMMIT after (in a
+    call that has a transaction already, SET LOCAL alone: the call's COMMIT ends it)."""
+    assert query.local is not None
+    alone = conn.autocommit
+    return [*(["BEGIN"] if alone else []), q.set_local(*query.local)], ["COMMIT"] if alone else []
+
+
+def _undo_failed(conn: Any) -> bool:
+    """Whether a failed pipelined transaction is left open (to ROLLBACK) on a live connection."""
+    return not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
+
+class PostgresBackend(SharedReads, PostgresQueries):
     """Blocking PostgreSQL backend."""
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
@@ -108,7 +147,7 @@ class PostgresBackend(PostgresQueries):
         self._conninfo = utc_conninfo(url)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors, check=ConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors,
                                    timeout=connect_timeout, name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
@@ -142,11 +181,12 @@ class PostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    def _run(self, make: Callable[[], Op]) -> Any:
-        """Run the call ``make()`` builds in one transaction; again, whole, after a lost conflict."""
+    def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+        """Run the call ``make()`` builds in one transaction (``reads``: in autocommit); again,
+        whole, after a lost conflict or on a connection the server had closed."""
         for delay in [*retry_delays(), None]:
             try:
-                return self._run_once(make())
+                return self._run_fresh(make, reads)
             except (psycopg.Error, PoolTimeout) as exc:
                 if delay is None or not _conflict(exc):
                     raise _translate(self.url, exc) from exc
@@ -154,23 +194,58 @@ class PostgresBackend(PostgresQueries):
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _run_once(self, gen: Op) -> Any:
+    def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+        """``_run_once``; again, once, if the server had closed the pooled connection."""
+        try:
+            return self._run_once(make(), reads)
+        except _Stale as stale:
+            log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
+        self.pool.check()  # after a restart every idle connection is dead: replace them all
+        try:
+            return self._run_once(make(), reads)
+        except _Stale as stale:
+            raise stale.error from None
+
+    def _run_once(self, gen: Op, reads: bool = False) -> Any:
         with self.pool.connection() as conn, conn.cursor() as cur:
+            conn.autocommit = reads  # client side only: no round trip
+            ran = False
             done, query = advance(gen, None)
             while not done:
-                if query.own_tx:
-                    value = self._own_tx(query)
-                elif query.many:
-                    cur.executemany(query.text, query.params)
-                    value = cur.rowcount
-                else:
-                    cur.execute(query.text, query.params)
-                    value = _result(cur)
+                with _stale_if_dead(conn, ran):
+                    if query.own_tx:
+                        value = self._own_tx(query)
+                    elif query.many:
+                        cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    elif query.local:
+                        value = self._with_local(conn, cur, query)
+                    else:
+                        cur.execute(query.text, query.params)
+                        value = _result(cur)
+                ran = True
                 done, query = advance(gen, value)
-            return query
+        return query
+
+    @staticmethod
+    def _with_local(conn: Any, cur: Any, query: Q) -> Any:
+        """The statement with its SET LOCAL (and BEGIN/COMMIT), pipelined: one round trip."""
+        before, after = _local_statements(conn, query)
+        try:
+            with conn.pipeline():
+                for statement in before:
+                    conn.execute(statement)
+                cur.execute(query.text, query.params)
+                for statement in after:
+                    conn.execute(statement)
+        except psycopg.Error:
+            if _undo_failed(conn):
+                conn.rollback()
+            raise
+        return _result(cur)
 
 
-class AsyncPostgresBackend(PostgresQueries):
+class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     """Native asyncio PostgreSQL backend; create with ``await AsyncPostgresBackend.connect(url)``."""
 
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
@@ -188,7 +263,7 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async, check=AsyncConnectionPool.check_connection,
+                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async,
                                    timeout=connect_timeout, name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)
@@ -214,11 +289,11 @@ class AsyncPostgresBackend(PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    async def _run(self, make: Callable[[], Op]) -> Any:
+    async def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
         """As ``PostgresBackend._run``, awaited."""
         for delay in [*retry_delays(), None]:
             try:
-                return await self._run_once(make())
+                return await self._run_fresh(make, reads)
             except (psycopg.Error, PoolTimeout) as exc:
                 if delay is None or not _conflict(exc):
                     raise _translate(self.url, exc) from exc
@@ -226,20 +301,55 @@ class AsyncPostgresBackend(PostgresQueries):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _run_once(self, gen: Op) -> Any:
+    async def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+        try:
+            return await self._run_once(make(), reads)
+        except _Stale as stale:
+            log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
+        await self.pool.check()
+        try:
+            return await self._run_once(make(), reads)
+        except _Stale as stale:
+            raise stale.error from None
+
+    async def _run_once(self, gen: Op, reads: bool = False) -> Any:
         async with self.pool.connection() as conn, conn.cursor() as cur:
+            if conn.autocommit != reads:
+                await conn.set_autocommit(reads)
+            ran = False
             done, query = advance(gen, None)
             while not done:
-                if query.own_tx:
-                    value = await self._own_tx(query)
-                elif query.many:
-                    await cur.executemany(query.text, query.params)
-                    value = cur.rowcount
-                else:
-                    await cur.execute(query.text, query.params)
-                    value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                with _stale_if_dead(conn, ran):
+                    if query.own_tx:
+                        value = await self._own_tx(query)
+                    elif query.many:
+                        await cur.executemany(query.text, query.params)
+                        value = cur.rowcount
+                    elif query.local:
+                        value = await self._with_local(conn, cur, query)
+                    else:
+                        await cur.execute(query.text, query.params)
+                        value = await cur.fetchall() if cur.description is not None else cur.rowcount
+                ran = True
                 done, query = advance(gen, value)
-            return query
+        return query
+
+    @staticmethod
+    async def _with_local(conn: Any, cur: Any, query: Q) -> Any:
+        """As ``PostgresBackend._with_local``, awaited."""
+        before, after = _local_statements(conn, query)
+        try:
+            async with conn.pipeline():
+                for statement in before:
+                    await conn.execute(statement)
+                await cur.execute(query.text, query.params)
+                for statement in after:
+                    await conn.execute(statement)
+        except psycopg.Error:
+            if _undo_failed(conn):
+                await conn.rollback()
+            raise
+        return await cur.fetchall() if cur.description is not None else cur.rowcount
 
 
 def iter_once(query: Q) -> Op:

@@ -2,7 +2,8 @@
 
 Each method is written once as a generator that yields ``Q`` (a query) and receives its rows;
 ``PostgresBackend`` runs them on a ``ConnectionPool`` and ``AsyncPostgresBackend`` on an
-``AsyncConnectionPool`` — one transaction per method call, native async on the async side.
+``AsyncConnectionPool`` — one transaction per method call (each statement on its own for the few marked
+``reads``), native async on the async side.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ...config import DatabaseURL
 from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
-from ...sansio import Op, operation
+from ...sansio import Op, operation, reads
 from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
 from . import schema as schema
@@ -236,6 +237,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return _row_times(rows[0]) if rows else None
 
     @operation
+    @reads
     def get_item(self, user_id: str, item_id: int) -> Op:
         return (yield from self._item_by_id(user_id, item_id))
 
@@ -263,6 +265,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return (yield Q("DELETE FROM items WHERE user_id = %s AND id = %s", [user_id, item_id])) > 0
 
     @operation
+    @reads
     def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> Op:
         cond, params = q.where(filters)
         # The page's ids first, then their columns: a deep OFFSET skips bare rows, not joined ones.
@@ -274,12 +277,14 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return [_row_times(r) for r in rows]
 
     @operation
+    @reads
     def count_items(self, filters: Filters) -> Op:
         cond, params = q.where(filters)
         rows = yield Q(sql.SQL("SELECT count(*) AS n FROM items i WHERE {}").format(cond), params)
         return rows[0]["n"]
 
     @operation
+    @reads
     def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> Op:
         if user_id is None:
             rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.id = ANY(%s)"), [list(ids)])
@@ -288,6 +293,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return [_row_times(r) for r in rows]
 
     @operation
+    @reads
     def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> Op:
         # a few columns instead of whole rows (and no embeddings join): search re-ranks ~100, shows ~10
         select = "SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.content FROM items i WHERE"

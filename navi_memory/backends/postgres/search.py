@@ -12,7 +12,7 @@ from psycopg import sql
 
 from ...errors import EmbeddingError
 from ...retrieval.query import select_matching_terms
-from ...sansio import Op, operation
+from ...sansio import Op, operation, reads
 from ..base import Filters
 from . import sql as q
 from .sql import Q
@@ -36,6 +36,7 @@ class PostgresSearchQueries:
     lexical_row_budget: int
 
     @operation
+    @reads
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
         if not terms:
             return []
@@ -53,6 +54,7 @@ class PostgresSearchQueries:
         return [(r["id"], float(r["score"])) for r in rows]
 
     @operation
+    @reads
     def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
         if not terms:
             return []
@@ -64,6 +66,7 @@ class PostgresSearchQueries:
         return [(r["id"], float(r["hits"])) for r in rows]
 
     @operation
+    @reads
     def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
         """For each id, the items stored right before and after it in the same conversation session."""
         cond, params = q.where(filters)
@@ -79,6 +82,7 @@ class PostgresSearchQueries:
         return out
 
     @operation
+    @reads
     def persons_named(self, user_id: str, names: Sequence[str]) -> Op:
         """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
         in the household by display name, first name or alias."""
@@ -93,15 +97,14 @@ class PostgresSearchQueries:
         return [r["person"] for r in rows]
 
     @operation
+    @reads
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
         if not self.has_vector:
             return []
-        if self.index_method == "ivfflat":
-            yield Q(sql.SQL("SET LOCAL ivfflat.probes = {}").format(sql.Literal(self.ivfflat_probes)))
-        else:
-            yield Q(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(self.ef_search, k))))
+        local = ("ivfflat.probes", self.ivfflat_probes) if self.index_method == "ivfflat" else \
+            ("hnsw.ef_search", max(self.ef_search, k))
         dims, vector = int(query.size), query
-        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k))
+        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k), local=local)
         if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
@@ -118,6 +121,7 @@ class PostgresSearchQueries:
         return [(r["id"], _similarity(r["score"])) for r in rows]
 
     @operation
+    @reads
     def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> Op:
         if not self.has_vector or not ids:
             return {}

@@ -22,12 +22,21 @@ from .metadata import metadata_sql
 
 class Q(NamedTuple):
     """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions)."""
+    returning the error instead of raising (for optional DDL such as extensions). ``local``: a
+    (setting, value) the statement runs under, SET LOCAL in a transaction of its own that the
+    runner sends with it in one round trip (a session SET would not survive a transaction-mode
+    pooler such as PgBouncer)."""
 
     text: Any
     params: Sequence[Any] | None = None
     many: bool = False
     own_tx: bool = False
+    local: tuple[str, Any] | None = None
+
+
+def set_local(name: str, value: int) -> sql.Composed:
+    """``SET LOCAL name = value`` (a trusted setting name, an integer value)."""
+    return sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(int(value)))
 
 
 def adapt_vectors(conn: Any) -> None:
