@@ -31,7 +31,7 @@ def _module(constant: str) -> Any:
 
 
 @contextmanager
-def applied(setting: Mapping[str, float]) -> Iterator[dict[str, float]]:
+def applied(setting: Mapping[str, float]) -> Iterator[dict[str, Any]]:
     """The setting's rerank constants set for the block; yields its search() arguments."""
     constants = {name: value for name, value in setting.items() if name.isupper()}
     saved = {name: getattr(_module(name), name) for name in constants}
