@@ -178,7 +178,9 @@ class AsyncMemoryStoreAPI:
         the right turns on the LoCoMo dev set).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
-        the user's items that the query names are added to ``person_hints``."""
+        the user's items that the query names are added to ``person_hints``; when the store embeds
+        the query, a query naming a hint is embedded also without the names, and the semantic
+        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``)."""
         return await self._run(self._ops.search.search(query, user_id=user_id, all_users=all_users, limit=limit,
                                                        theme=theme, types=types, recency_days=recency_days,
                                                        status=status, person=person, person_hints=person_hints,

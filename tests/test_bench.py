@@ -206,7 +206,8 @@ def test_locomo_leave_one_out_chooses_on_the_others_and_reports_the_held_out(tmp
     assert [f["held_out"] for f in report["leave_one_out"]["folds"]] == ["conv-t", "conv-u"]
     assert set(report["settings"]) >= {locomo_loo.label(s) for s in locomo_loo.settings()}  # + the defaults
     assert report["leave_one_out"]["questions"] == 4 and report["default"]["questions"] == 4
-    assert report["default"]["setting"].startswith("semantic_weight 0.6, context_weight 0.2, WHEN_BOOST")
+    assert report["default"]["setting"].startswith("semantic_weight 0.6, context_weight 0.2, PERSON_FOCUS 0.7,")
+    assert {f["held_out"] for f in report["leave_one_out_focus"]["folds"]} == {"conv-t", "conv-u"}
     # two identical conversations: each fold chooses what is best on the other, which is best on all
     assert {f["chosen"] for f in report["leave_one_out"]["folds"]} == {report["best_on_all"]["setting"]}
     assert report["leave_one_out"]["recall"] == report["best_on_all"]["recall"]

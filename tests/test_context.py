@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from navi_memory import ValidationError
-from navi_memory.retrieval.context import name_grams, smooth
+from navi_memory.retrieval import context
+from navi_memory.retrieval.context import focus, name_grams, smooth, without_names
 from navi_memory.retrieval.search import Fused
 
 U = "alice"
@@ -35,6 +37,52 @@ def test_name_grams_are_lowercased_runs_of_up_to_three_words():
     grams = name_grams("When did Mary Ann Smith visit Paris?")
     assert {"mary", "mary ann", "mary ann smith", "paris"} <= set(grams)
     assert "when did mary ann" not in grams
+
+
+def test_without_names_drops_whole_names_first_names_and_possessives():
+    assert without_names("What is Caroline's identity?", ["Caroline"]) == "What is identity?"
+    assert without_names("Did mary ann smith meet MARY’s dog?", ["Mary Ann Smith"]) == "Did meet dog?"
+    assert without_names("Where did Bob and Alice go?", ["Alice", "bob"]) == "Where did and go?"
+
+
+def test_without_names_is_none_when_no_name_occurs_or_nothing_else_is_left():
+    assert without_names("Carolines dog", ["Caroline"]) is None  # whole words only
+    assert without_names("what about Alice", []) is None
+    assert without_names("Alice?", ["Alice"]) is None
+    assert without_names("Alice (Al+)!", ["Alice", "Al+", " "]) is None  # names are text, not patterns
+
+
+def test_focus_mixes_unit_vectors_and_returns_a_unit_vector():
+    mixed = focus(np.array([2.0, 0.0]), np.array([0.0, 3.0]), 0.5)
+    assert mixed == pytest.approx([2 ** -0.5, 2 ** -0.5])
+    assert focus(np.array([1.0, 0.0]), np.array([0.0, 5.0]), 1.0) == pytest.approx([0.0, 1.0])
+    assert focus(np.array([1.0, 0.0]), np.array([-1.0, 0.0]), 0.5) == pytest.approx([1.0, 0.0])  # no length: whole
+
+
+def test_a_query_naming_a_known_person_is_embedded_also_without_the_name(store, fake_embeddings, monkeypatch):
+    conversation(store)
+    before = fake_embeddings.query_calls
+    whole = store.search("Where did Alice go on holiday?", user_id=U)
+    assert fake_embeddings.query_calls == before + 2  # the query, and "Where did go on holiday?"
+    monkeypatch.setattr(context, "PERSON_FOCUS", 1.0)
+    focused = store.search("Where did Alice go on holiday?", user_id=U)
+    rest = store.search("Where did Alice go on holiday?", user_id=U,
+                        query_embedding=fake_embeddings.expected("Where did go on holiday?"))
+    assert [(r.id, r.scores.get("semantic")) for r in focused] == \
+        [(r.id, pytest.approx(r.scores.get("semantic"))) for r in rest]
+    assert [r.scores.get("semantic") for r in whole] != [r.scores.get("semantic") for r in focused]
+    monkeypatch.setattr(context, "PERSON_FOCUS", 0.0)
+    calls = fake_embeddings.query_calls
+    store.search("Where did Alice go on holiday?", user_id=U)
+    store.search("Where did Carol go?", user_id=U)  # not a person of this user's
+    assert fake_embeddings.query_calls == calls + 2
+
+
+def test_a_caller_vector_is_used_as_given(store, fake_embeddings):
+    conversation(store)
+    before = fake_embeddings.query_calls
+    store.search("Where did Alice go?", user_id=U, query_embedding=fake_embeddings.expected("x"))
+    assert fake_embeddings.query_calls == before
 
 
 def conversation(store, session="s1"):

@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", dest="cache", action="store_const", const=None,
                         help="embed every text again")
     parser.add_argument("--loo", action="store_true",
-                        help="also choose the search knobs (semantic weight, neighbour smoothing, time boosts)"
+                        help="also choose the search knobs (semantic weight, neighbour smoothing, person focus,"
+                             " time boosts)"
                              " leave one conversation out: chosen on the others, reported on the one held out")
     parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
                         help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"

@@ -20,29 +20,34 @@ from ..retrieval import context, rerank
 from ..store import MemoryStore
 from .locomo_data import CATEGORIES, KS, questions, score, summarise
 
-# search() arguments, and (upper case) constants of retrieval.rerank
+# search() arguments, and (upper case) constants of retrieval.rerank or retrieval.context
 GRID: dict[str, tuple[float, ...]] = {"semantic_weight": (0.4, 0.5, 0.6), "context_weight": (0.2, 0.3, 0.4, 0.5),
+                                      "PERSON_FOCUS": (0.0, 0.5, 0.7, 1.0),
                                       "WHEN_BOOST": (0.0, 0.1, 0.2, 0.3, 0.4), "DATE_BOOST": (0.0, 0.25, 0.5, 0.75, 1.0)}
 
 
+def _module(constant: str) -> Any:
+    return context if hasattr(context, constant) else rerank
+
+
 @contextmanager
-def applied(setting: Mapping[str, float]) -> Iterator[dict[str, float]]:
+def applied(setting: Mapping[str, float]) -> Iterator[dict[str, Any]]:
     """The setting's rerank constants set for the block; yields its search() arguments."""
     constants = {name: value for name, value in setting.items() if name.isupper()}
-    saved = {name: getattr(rerank, name) for name in constants}
+    saved = {name: getattr(_module(name), name) for name in constants}
     for name, value in constants.items():
-        setattr(rerank, name, value)
+        setattr(_module(name), name, value)
     try:
         yield {name: value for name, value in setting.items() if not name.isupper()}
     finally:
         for name, value in saved.items():
-            setattr(rerank, name, value)
+            setattr(_module(name), name, value)
 
 
 def current(store: MemoryStore, grid: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """The product's own values of the grid's knobs."""
     values = {"semantic_weight": store.settings.semantic_weight, "context_weight": context.NEIGHBOUR_WEIGHT}
-    return {name: values[name] if name in values else getattr(rerank, name) for name in grid}
+    return {name: values[name] if name in values else getattr(_module(name), name) for name in grid}
 
 
 def settings(grid: Mapping[str, Sequence[float]] = GRID) -> list[dict[str, float]]:
@@ -115,8 +120,6 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]],
     boosted = settings({name: values for name, values in grid.items() if name in BOOSTS})
     users = [s["sample_id"] for s in samples]
     asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
-    embedder = store.embedder
-    vectors = [embedder.embed_query(q["question"]) if embedder is not None else None for _, q in asked]
     largest = {name: max(grid[name]) for name in BOOSTS if name in grid}
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
     progress, done = Progress("loo grid", 2 * len(searched) * len(asked)), 0
@@ -124,9 +127,8 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]],
         cands: list[dict[str, tuple[float, frozenset[str]]]] = [{} for _ in asked]
         for boosts in (largest, {name: 0.0 for name in largest}):
             with applied({**setting, **boosts}) as arguments:
-                for i, ((user, q), vector) in enumerate(zip(asked, vectors)):
-                    _candidates(store.search(q["question"], user_id=user, limit=MAX_LIMIT, query_embedding=vector,
-                                             **arguments), cands[i])
+                for i, (user, q) in enumerate(asked):  # the store embeds (PERSON_FOCUS shapes the vector)
+                    _candidates(store.search(q["question"], user_id=user, limit=MAX_LIMIT, **arguments), cands[i])
                     done += 1
                     progress(done)
         for boosts in boosted:
@@ -144,6 +146,11 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]],
     alone = {name: part for name, part in rows.items() if name.startswith(fixed)}
     if alone and len(alone) < len(rows):
         out["leave_one_out_boosts"] = leave_one_out(alone, users)
+    # the person focus and the boosts, semantic weight and smoothing at the product's values
+    knobs = label({k: v for k, v in own.items() if k in ("semantic_weight", "context_weight")}) + ", "
+    scored = {name: part for name, part in rows.items() if name.startswith(knobs)}
+    if "PERSON_FOCUS" in grid and scored and len(alone) < len(scored) < len(rows):
+        out["leave_one_out_focus"] = leave_one_out(scored, users)
     if base in rows:
         out["default"] = {"setting": base, **pooled([r for u in users for r in rows[base][u]])}
     out["best_on_all"] = {"setting": best, **pooled([r for u in users for r in rows[best][u]])}
@@ -173,6 +180,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(_line(f"all dev, default ({report['default']['setting']})", report["default"]))
     lines.append(_line(f"all dev, best ({report['best_on_all']['setting']})", report["best_on_all"]))
     for key, name in (("leave_one_out", "leave-one-out (held-out pooled)"),
+                      ("leave_one_out_focus", "leave-one-out, person focus + boosts (others at default)"),
                       ("leave_one_out_boosts", "leave-one-out, boosts only (other knobs at default)")):
         if key in report:
             lines.append(_line(name, report[key]))

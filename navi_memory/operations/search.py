@@ -62,7 +62,9 @@ class SearchOperations:
         the right turns on the LoCoMo dev set).
         ``context_weight``: share of the best adjacent turn's score (same conversation session,
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
-        the user's items that the query names are added to ``person_hints``."""
+        the user's items that the query names are added to ``person_hints``; when the store embeds
+        the query, a query naming a hint is embedded also without the names, and the semantic
+        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``)."""
         f = self._memory.filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
                           namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
@@ -90,28 +92,19 @@ class SearchOperations:
         plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
-        if qvec is None and query and self._shared.embedder is not None and self._shared.embedder.available and model:
-            try:
-                qvec = yield EmbedQuery(query)
-            except EmbeddingError as exc:
-                log.info("query embedding failed, searching lexically: %s", exc)
-        # The candidate queries (and the lookup of persons the query names) are independent: on
-        # PostgreSQL they run on separate connections at the same time.
-        calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
-        if f.user_id is not None:  # people the query names become person hints; hints by alias or
-            # first name resolve to the display name the items carry
+        if f.user_id is not None:  # people the query names become person hints (hints by alias or first
+            # name resolve to the display name the items carry); first, as they shape the query vector
             names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
-            calls.append(db.persons_named(user_id=f.user_id, names=names))
+            hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
+        if qvec is None and query and self._shared.embedder is not None and self._shared.embedder.available and model:
+            qvec = yield from self._query_vector(query, hints)
+        # The candidate queries are independent: on PostgreSQL they run on separate connections at the same time.
+        calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
         if qvec is not None and model is not None:
             calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
         (lexical, error), *rest = yield at_once(*calls)
         if error is not None:
             raise error
-        if f.user_id is not None:
-            (named, error), *rest = rest
-            if error is not None:
-                raise error
-            hints += tuple(named)
         semantic: list[tuple[int, float]] = []
         if rest:
             semantic, error = rest[0]
@@ -153,3 +146,20 @@ class SearchOperations:
             return SearchResults(results)
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
         return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
+
+    def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
+        """The query's vector; when it names one of the ``hints``, focused on the rest of its text
+        (``context.focus``). None when the embedder fails (the search goes on lexically)."""
+        try:
+            whole = yield EmbedQuery(query)
+        except EmbeddingError as exc:
+            log.info("query embedding failed, searching lexically: %s", exc)
+            return None
+        rest = context.without_names(query, hints) if hints and context.PERSON_FOCUS > 0 else None
+        if rest is None:
+            return whole
+        try:
+            return context.focus(whole, (yield EmbedQuery(rest)), context.PERSON_FOCUS)
+        except EmbeddingError as exc:
+            log.info("embedding the query without its names failed, using the whole query: %s", exc)
+            return whole
