@@ -92,19 +92,33 @@ class SearchOperations:
         plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
+        embed = qvec is None and bool(query) and self._shared.embedder is not None \
+            and self._shared.embedder.available and bool(model)
+        persons = None
         if f.user_id is not None:  # people the query names become person hints (hints by alias or first
-            # name resolve to the display name the items carry); first, as they shape the query vector
+            # name resolve to the display name the items carry)
             names = context.name_grams(query or "") + [" ".join(h.lower().split()) for h in hints]
-            hints += tuple((yield db.persons_named(user_id=f.user_id, names=names)))
-        if qvec is None and query and self._shared.embedder is not None and self._shared.embedder.available and model:
-            qvec = yield from self._query_vector(query, hints)
-        # The candidate queries are independent: on PostgreSQL they run on separate connections at the same time.
+            persons = db.persons_named(user_id=f.user_id, names=names)
+        if embed:
+            if persons is not None:  # first: the names shape the query vector (person focus)
+                hints += tuple((yield persons))
+                persons = None
+            qvec = yield from self._query_vector(cast(str, query), hints)
+        # The candidate queries (and the persons lookup, when it did not come first) are independent:
+        # on PostgreSQL they run at the same time.
         calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        if persons is not None:
+            calls.append(persons)
         if qvec is not None and model is not None:
             calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
         (lexical, error), *rest = yield at_once(*calls)
         if error is not None:
             raise error
+        if persons is not None:
+            (named, error), *rest = rest
+            if error is not None:
+                raise error
+            hints += tuple(named)
         semantic: list[tuple[int, float]] = []
         if rest:
             semantic, error = rest[0]
