@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-CALLS = ("lexical_candidates", "persons_named", "semantic_candidates", "semantic_scores", "neighbours",
+CALLS = ("lexical_hits", "persons_named", "semantic_hits", "semantic_scores", "neighbours",
          "rank_rows", "fetch_items")
 
 

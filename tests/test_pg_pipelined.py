@@ -50,8 +50,9 @@ def test_search_finds_the_same_page_with_its_reads_sent_together(pg_url, monkeyp
             apart = _page(store.search(words, user_id=U, query_embedding=query, recency="neutral"))
             monkeypatch.delattr(backend, "can_share")
             assert together == apart and together
-    assert ["lexical_candidates", "persons_named"] in sent
-    assert ["semantic_scores", "neighbours", "rank_rows"] in sent or ["neighbours", "rank_rows"] in sent
+    # the candidate queries read the cosines, neighbours and re-ranking columns beside their hits:
+    # no second round of short reads follows them
+    assert sent == [["lexical_hits", "persons_named"]] * len(sent) and sent
 
 
 def test_a_failing_read_among_shared_ones_reports_its_own_error(pg_url):
@@ -68,7 +69,7 @@ def test_a_failing_read_among_shared_ones_reports_its_own_error(pg_url):
 
 
 def test_the_semantic_candidates_keep_a_connection_of_their_own():
-    assert not pipelined.can_share("semantic_candidates")
+    assert not pipelined.can_share("semantic_candidates") and not pipelined.can_share("semantic_hits")
     assert pipelined.can_share("neighbours") and pipelined.can_share("rank_rows")
     assert not pipelined.can_share("insert_items")  # writes keep their transaction
 

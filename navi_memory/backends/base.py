@@ -8,7 +8,7 @@ UTC datetimes. Driver exceptions are translated into ``StorageError`` at this bo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Generator, Protocol, Sequence
 
@@ -33,6 +33,30 @@ class Filters:
     agent_id: str | None = None
     run_id: str | None = None
     metadata: tuple[Condition, ...] = ()  # checked metadata conditions (core.filters); facts never pass
+
+
+@dataclass(frozen=True)
+class Beside:
+    """What a candidate query may read beside its hits, so that search needs no later round trip
+    for it: the cosine of each hit to ``query`` (vectors of ``model``) and each hit's session
+    neighbours. A backend whose reads are cheap (SQLite, in process) may read none of it."""
+
+    model: str | None = None
+    query: np.ndarray | None = None
+    neighbours: bool = False
+
+
+@dataclass(frozen=True)
+class Hits:
+    """A candidate query's (id, score) pairs, best first, and what its backend read beside them.
+    ``rows``: the ``rank_rows`` columns of the hits and of their neighbours (None: not read);
+    ``neighbours``: each hit's session neighbours, as ``Backend.neighbours`` (None: not read);
+    ``cosines``: the cosine of hits to ``Beside.query`` (missing: not read)."""
+
+    scored: list[tuple[int, float]]
+    rows: list[dict] | None = None
+    neighbours: dict[int, list[int]] | None = None
+    cosines: dict[int, float] = field(default_factory=dict)
 
 
 # list_items orders, newest first: by creation or by last update
@@ -121,6 +145,9 @@ class Backend(Protocol):
     # retrieval candidates
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]: ...
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]: ...
+    # the same candidates for search, with what the backend reads beside them (``Beside``, ``Hits``)
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Hits: ...
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Hits: ...
     def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]: ...
     def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]: ...
     def neighbours(self, filters: Filters, ids: Sequence[int]) -> dict[int, list[int]]: ...

@@ -7,9 +7,10 @@ operation validates the call, yields the candidate queries to the backend and as
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence, cast
 
+from ..backends.base import Beside, Hits
 from ..calls import EmbedQuery, Rerank, at_once, db, together
 from ..core import convert
 from ..core import validation as v
@@ -105,13 +106,15 @@ class SearchOperations:
                 persons = None
             qvec = yield from self._query_vector(cast(str, query), hints)
         # The candidate queries (and the persons lookup, when it did not come first) are independent:
-        # on PostgreSQL they run at the same time.
-        calls: list[Any] = [db.lexical_candidates(filters=f, terms=plan.terms, k=plan.k)]
+        # on PostgreSQL they run at the same time, and each reads beside its hits what ranking needs
+        # of them (``Beside``), so no round trip follows for it.
+        beside = Beside(model=model, query=qvec, neighbours=context_weight > 0)
+        calls: list[Any] = [db.lexical_hits(filters=f, terms=plan.terms, k=plan.k, beside=beside)]
         if persons is not None:
             calls.append(persons)
         if qvec is not None and model is not None:
-            calls.append(db.semantic_candidates(filters=f, model=model, query=qvec, k=plan.k))
-        (lexical, error), *rest = yield at_once(*calls)
+            calls.append(db.semantic_hits(filters=f, model=model, query=qvec, k=plan.k, beside=beside))
+        (lexical_hits, error), *rest = yield at_once(*calls)
         if error is not None:
             raise error
         if persons is not None:
@@ -119,38 +122,46 @@ class SearchOperations:
             if error is not None:
                 raise error
             hints += tuple(named)
-        semantic: list[tuple[int, float]] = []
+        hits, lexical, semantic = [lexical_hits], lexical_hits.scored, []
         if rest:
-            semantic, error = rest[0]
+            semantic_hits, error = rest[0]
             if isinstance(error, EmbeddingError):
                 log.warning("semantic search skipped: %s", error)
-                semantic, qvec = [], None
+                qvec = None
             elif error is not None:
                 raise error
+            else:
+                hits.append(semantic_hits)
+                semantic = semantic_hits.scored
         substring = []
         if not lexical and not semantic:
             substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
-        missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
-        # Every candidate's neighbours and re-ranking columns, looked up beside the missing cosines
+        # What the candidate queries did not read beside their hits (all of it on SQLite) is read
+        # now, at once: the missing cosines, every candidate's neighbours and re-ranking columns
         # (fusion keeps candidates only; smoothing reads the neighbours of those it keeps).
-        candidates = list(dict.fromkeys(i for pairs in (lexical, semantic, substring) for i, _ in pairs))
+        read = _Read.of(hits, substring)
+        missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
+        unread = [i for i in missing if i not in read.cosines]
         scores, neighbours, columns = yield from together(
-            db.semantic_scores(filters=f, model=model, query=qvec, ids=missing)
-            if qvec is not None and model is not None and missing else None,
-            db.neighbours(filters=f, ids=candidates) if context_weight > 0 and candidates else None,
-            db.rank_rows(user_id=f.user_id, ids=candidates) if candidates else None)
-        fused = plan.fuse(lexical, semantic, substring, scores or {})
+            db.semantic_scores(filters=f, model=model, query=qvec, ids=unread)
+            if qvec is not None and model is not None and unread else None,
+            db.neighbours(filters=f, ids=read.without_neighbours)
+            if context_weight > 0 and read.without_neighbours else None,
+            db.rank_rows(user_id=f.user_id, ids=read.without_rows) if read.without_rows else None)
+        scores = {**{i: read.cosines[i] for i in missing if i in read.cosines}, **(scores or {})}
+        neighbours, columns = {**read.neighbours, **(neighbours or {})}, read.rows + (columns or [])
+        fused = plan.fuse(lexical, semantic, substring, scores)
         if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
             fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
         if not fused:
             return SearchResults()
         if context_weight > 0:
-            fused = context.smooth(fused, neighbours or {}, context_weight)
+            fused = context.smooth(fused, neighbours, context_weight)
         second = self._shared.reranker
         depth = limit if second is None else stage.depth(limit, second.depth)
         # re-rank on a few columns of each candidate (and of the neighbours smoothing brought in);
         # whole rows only for the page shown
-        columns, asked = columns or [], set(candidates)
+        asked = set(read.candidates) | {row["id"] for row in read.rows}
         if brought := [i for i in fused if i not in asked]:
             columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
         ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
@@ -177,3 +188,26 @@ class SearchOperations:
         except EmbeddingError as exc:
             log.info("embedding the query without its names failed, using the whole query: %s", exc)
             return whole
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the candidate queries read beside their hits (``Beside``), merged, and which
+    candidates they left without re-ranking columns or without looked-up neighbours."""
+
+    candidates: list[int]
+    rows: list[dict]
+    neighbours: dict[int, list[int]]
+    cosines: dict[int, float]
+    without_rows: list[int]
+    without_neighbours: list[int]
+
+    @classmethod
+    def of(cls, hits: Sequence[Hits], substring: Sequence[tuple[int, float]]) -> "_Read":
+        candidates = list(dict.fromkeys(i for pairs in [*(h.scored for h in hits), substring] for i, _ in pairs))
+        rows = list({row["id"]: row for h in hits for row in h.rows or ()}.values())
+        looked_up = {i for h in hits if h.neighbours is not None for i, _ in h.scored}
+        neighbours = {centre: adjacent for h in hits for centre, adjacent in (h.neighbours or {}).items()}
+        have_rows = {row["id"] for row in rows}
+        return cls(candidates, rows, neighbours, {i: c for h in hits for i, c in h.cosines.items()},
+                   [i for i in candidates if i not in have_rows], [i for i in candidates if i not in looked_up])

@@ -5,7 +5,8 @@ methods mixed into ``PostgresQueries``; the ranking of what they return is ``ret
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from psycopg import sql
@@ -13,9 +14,10 @@ from psycopg import sql
 from ...errors import EmbeddingError
 from ...retrieval.query import select_matching_terms
 from ...sansio import Op, operation, reads
-from ..base import Filters
+from ..base import Beside, Filters, Hits
 from . import sql as q
 from .sql import Q
+from .sql import row_times
 
 
 def _similarity(value: Any) -> float:
@@ -23,6 +25,31 @@ def _similarity(value: Any) -> float:
     (as on SQLite, whose index scores a zero vector 0)."""
     score = float(value)
     return 0.0 if math.isnan(score) else score
+
+
+def _statement(query: tuple[Any, list[Any]], f: Filters, beside: Beside | None) -> tuple[Any, list[Any]]:
+    """A candidate query as it is, or wrapped to read what ``beside`` asks in the same statement."""
+    return query if beside is None else q.hits_beside(*query, f, beside)
+
+
+def _hit_count(rows: Sequence[dict]) -> int:
+    return sum(r["score"] is not None for r in rows)  # the other rows of a wrapped query are neighbours
+
+
+def _best_first(pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+    """By score, best first; ties by id (the order of the full-text query; equal distances, which
+    the vector index returns in any order, the same way every time)."""
+    return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
+
+
+def _hits(rows: Sequence[dict], score: Callable[[Any], float]) -> Hits:
+    """``Hits`` from the rows of ``sql.hits_beside``, best first as the unwrapped query orders them."""
+    scored = _best_first((r["id"], score(r["score"])) for r in rows if r["score"] is not None)
+    columns = ("id", "created_at", "observed_at", "pinned", "person", "content")
+    return Hits(scored, rows=[row_times({c: r[c] for c in columns}) for r in rows],
+                neighbours={r["id"]: list(r["adjacent"]) for r in rows if r["adjacent"]}
+                if any(r["adjacent"] is not None for r in rows) else None,
+                cosines={r["id"]: _similarity(r["cosine"]) for r in rows if r["cosine"] is not None})
 
 
 class PostgresSearchQueries:
@@ -38,6 +65,15 @@ class PostgresSearchQueries:
     @operation
     @reads
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
+        rows = yield from self._lexical(filters, terms, k, None)
+        return [(r["id"], float(r["score"])) for r in rows]
+
+    @operation
+    @reads
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Op:
+        return _hits((yield from self._lexical(filters, terms, k, beside)), float)
+
+    def _lexical(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None) -> Op:
         if not terms:
             return []
         terms = list(terms)
@@ -47,11 +83,11 @@ class PostgresSearchQueries:
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
                 rows_of = {r["term"]: float(r["rows"]) for r in estimates}
                 match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
-        rows = yield Q(*q.lexical_candidates(filters, terms, k, match, match_all))
+        rows = yield Q(*_statement(q.lexical_candidates(filters, terms, k, match, match_all), filters, beside))
         if not rows and match_all:  # no row has all the common words: the rarest one alone selects
             rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
-            rows = yield Q(*q.lexical_candidates(filters, terms, k, [rarest]))
-        return [(r["id"], float(r["score"])) for r in rows]
+            rows = yield Q(*_statement(q.lexical_candidates(filters, terms, k, [rarest]), filters, beside))
+        return rows
 
     @operation
     @reads
@@ -99,26 +135,39 @@ class PostgresSearchQueries:
     @operation
     @reads
     def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
+        rows = yield from self._semantic(filters, model, query, k, None)
+        return _best_first((r["id"], _similarity(r["score"])) for r in rows)
+
+    @operation
+    @reads
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Op:
+        """``beside.query``'s cosines are not read again: a hit's score is its cosine to ``query``."""
+        wanted = replace(beside, query=None)
+        return _hits((yield from self._semantic(filters, model, query, k, wanted)), _similarity)
+
+    def _semantic(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None) -> Op:
         if not self.has_vector:
             return []
         local = ("ivfflat.probes", self.ivfflat_probes) if self.index_method == "ivfflat" else \
             ("hnsw.ef_search", max(self.ef_search, k))
         dims, vector = int(query.size), query
-        rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k), local=local)
-        if len(rows) < k and filters.user_id is not None and self.exact_below > 0:
+        rows = yield Q(*_statement(q.semantic_candidates(filters, model, dims, vector, k), filters, beside),
+                       local=local)
+        if _hit_count(rows) < k and filters.user_id is not None and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
             # few or none survive. Such a user is small enough to compare all of its vectors.
             count = yield Q(*q.count_vectors(filters.user_id, model, dims, self.exact_below))
             if count[0]["n"] < self.exact_below:
-                rows = yield Q(*q.semantic_candidates(filters, model, dims, vector, k, exact=True))
-        if not rows and filters.user_id is not None:
+                exact = q.semantic_candidates(filters, model, dims, vector, k, exact=True)
+                rows = yield Q(*_statement(exact, filters, beside))
+        if not _hit_count(rows) and filters.user_id is not None:
             other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
                             " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
             if other:
                 raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
                                      f"{other[0]['dimensions']}")
-        return [(r["id"], _similarity(r["score"])) for r in rows]
+        return rows
 
     @operation
     @reads

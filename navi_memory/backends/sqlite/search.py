@@ -15,7 +15,7 @@ import numpy as np
 from ...retrieval.query import fts5_or_expression, fts5_quote, like_pattern, select_matching_terms
 from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
-from ..base import Filters
+from ..base import Beside, Filters, Hits
 from .metadata import metadata_sql
 
 
@@ -105,6 +105,14 @@ class SQLiteSearch:
             if len(rows) < k:
                 rows = conn.execute(sql, [*args, -1, *params, k]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
+
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Hits:
+        """``lexical_candidates`` alone: the reads beside them cost no round trip in process."""
+        return Hits(self.lexical_candidates(filters, terms, k))
+
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Hits:
+        """``semantic_candidates`` alone (as ``lexical_hits``)."""
+        return Hits(self.semantic_candidates(filters, model, query, k))
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
