@@ -50,8 +50,9 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
     exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
     # The full-text query selects rows by the rarest query words whose expected matches in the
-    # user's items add up to at most this; the other words only score (0: no limit).
-    lexical_row_budget: int = 1_000
+    # user's items add up to at most this; the other words only score (0: no limit). 300 ranks a
+    # third of the rows 1,000 did, with the same LoCoMo recall, plain and padded (docs/scaling.md).
+    lexical_row_budget: int = 300
     index_method: str = "auto"  # "hnsw", "ivfflat" (pgvector < 0.5) or "auto": decided at migrate
     ivfflat_probes: int = 10  # lists searched per IVFFlat query
     ivfflat_min_rows: int = 10_000  # a model's IVFFlat index is built once it has this many vectors
