@@ -3,9 +3,12 @@ rows, query by query, the order of the two alternating (the second search of a q
 caches, so a fixed order favours one side). N items of one user (``bench latency``'s generator,
 ``lowrank`` vectors, seed 42); HNSW m=16, ef_construction=64, ef_search 300 on both sides.
 
-    PYTHONPATH=. python benchmarks/pg_langchain_ab.py 100000 [QUERIES] [PGDATA]
+    PYTHONPATH=. python benchmarks/pg_langchain_ab.py 100000 [QUERIES] [PGDATA] [--tuned]
 
 The pgserver data directory (default /tmp/navi-pg-ab-N) is kept: a later run skips the load.
+pgserver starts with PostgreSQL's defaults (shared_buffers 128 MB: at 100k neither HNSW index
+fits, and both sides read pages from the OS cache); ``--tuned`` restarts it with the settings of
+``navi-memory bench latency --postgres pgserver`` (shared_buffers 4 GB, ...) and keeps them.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import time
 import numpy as np
 
 
-def main(n: int, queries: int, pgdata: str) -> None:
+def main(n: int, queries: int, pgdata: str, tuned: bool) -> None:
     import pgserver
     import psycopg
+    from psycopg import sql
     from langchain_postgres import Column, PGEngine, PGVectorStore
     from langchain_postgres.v2.hybrid_search_config import weighted_sum_ranking
     from langchain_postgres.v2.indexes import HNSWIndex, HNSWQueryOptions
@@ -31,7 +35,19 @@ def main(n: int, queries: int, pgdata: str) -> None:
     from navi_memory.bench.peers import CANDIDATES, hybrid_config, sqlalchemy_url, vectors_only
     from navi_memory.config import parse_url
 
-    url = pgserver.get_server(pgdata, cleanup_mode=None).get_uri()
+    from navi_memory.bench.postgres import PGSERVER_SETTINGS
+
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        wanted = PGSERVER_SETTINGS if tuned else {name: None for name in PGSERVER_SETTINGS}
+        for name, value in wanted.items():
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                         if value is not None else sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(name)))
+        buffers = conn.execute("SHOW shared_buffers").fetchone()[0]
+    if buffers != ("4GB" if tuned else "128MB"):  # shared_buffers takes a restart
+        server.cleanup()  # stops it (cleanup_mode "stop"); started again with the settings
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    url = server.get_uri()
     data = Dataset.create(Corpus(42), n, "one", 1, Vectors("lowrank", 384, 42), queries + 21, 42)
     model, settings = "bench-384", Settings(url=url, embeddings="none")
     with psycopg.connect(url) as conn:
@@ -84,13 +100,15 @@ def main(n: int, queries: int, pgdata: str) -> None:
             if i > 20:
                 spent[name].append((time.perf_counter() - start) * 1000)
     a, b = (np.percentile(spent[k], [50, 95]) for k in ("navi", "langchain"))
-    print(f"n={n} navi p50 {a[0]:.2f} p95 {a[1]:.2f} | langchain p50 {b[0]:.2f} p95 {b[1]:.2f}"
+    print(f"n={n} shared_buffers {'4GB' if tuned else '128MB'} navi p50 {a[0]:.2f} p95 {a[1]:.2f}"
+          f" | langchain p50 {b[0]:.2f} p95 {b[1]:.2f}"
           f" | langchain/navi p50 {b[0] / a[0]:.2f} p95 {b[1] / a[1]:.2f} | load {os.getloadavg()[0]:.2f}")
     store.close()
     engine._run_as_sync(engine.close())
 
 
 if __name__ == "__main__":
-    size = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    main(size, int(sys.argv[2]) if len(sys.argv) > 2 else 200,
-         sys.argv[3] if len(sys.argv) > 3 else f"/tmp/navi-pg-ab-{size}")
+    tuned = "--tuned" in sys.argv
+    argv = [a for a in sys.argv[1:] if a != "--tuned"]
+    size = int(argv[0]) if argv else 100_000
+    main(size, int(argv[1]) if len(argv) > 1 else 200, argv[2] if len(argv) > 2 else f"/tmp/navi-pg-ab-{size}", tuned)
