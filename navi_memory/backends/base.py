@@ -35,7 +35,7 @@ class Filters:
     metadata: tuple[Condition, ...] = ()  # checked metadata conditions (core.filters); facts never pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds an array: compared and hashed by identity
 class Beside:
     """What a candidate query may read beside its hits, so that search needs no later round trip
     for it: the cosine of each hit to ``query`` (vectors of ``model``) and each hit's session

@@ -127,7 +127,7 @@ class SearchOperations:
             semantic_hits, error = rest[0]
             if isinstance(error, EmbeddingError):
                 log.warning("semantic search skipped: %s", error)
-                qvec = None
+                qvec, hits = None, [replace(lexical_hits, cosines={})]  # no cosines of an unusable vector
             elif error is not None:
                 raise error
             else:
