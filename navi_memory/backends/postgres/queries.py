@@ -297,11 +297,11 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     @reads
     def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> Op:
         # a few columns instead of whole rows (and no embeddings join): search re-ranks ~100, shows ~10
-        select = "SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.content FROM items i WHERE"
+        select = sql.SQL("SELECT {} FROM items i WHERE ").format(q.RANK_SELECT)
         if user_id is None:
-            rows = yield Q(select + " i.id = ANY(%s)", [list(ids)])
+            rows = yield Q(select + sql.SQL("i.id = ANY(%s)"), [list(ids)])
         else:
-            rows = yield Q(select + " i.user_id = %s AND i.id = ANY(%s)", [user_id, list(ids)])
+            rows = yield Q(select + sql.SQL("i.user_id = %s AND i.id = ANY(%s)"), [user_id, list(ids)])
         return [_row_times(r) for r in rows]
 
     @operation

@@ -45,8 +45,7 @@ def _best_first(pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
 def _hits(rows: Sequence[dict], score: Callable[[Any], float]) -> Hits:
     """``Hits`` from the rows of ``sql.hits_beside``, best first as the unwrapped query orders them."""
     scored = _best_first((r["id"], score(r["score"])) for r in rows if r["score"] is not None)
-    columns = ("id", "created_at", "observed_at", "pinned", "person", "content")
-    return Hits(scored, rows=[row_times({c: r[c] for c in columns}) for r in rows],
+    return Hits(scored, rows=[row_times({c: r[c] for c in q.RANK_COLUMNS}) for r in rows],
                 neighbours={r["id"]: list(r["adjacent"]) for r in rows if r["adjacent"]}
                 if any(r["adjacent"] is not None for r in rows) else None,
                 cosines={r["id"]: _similarity(r["cosine"]) for r in rows if r["cosine"] is not None})
@@ -105,16 +104,10 @@ class PostgresSearchQueries:
     @reads
     def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
         """For each id, the items stored right before and after it in the same conversation session."""
-        cond, params = q.where(filters)
-        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("c.user_id = %s")
-        rows = yield Q(sql.SQL(
-            "SELECT c.id AS centre, i.id AS neighbour FROM items c JOIN items i ON i.user_id = c.user_id"
-            " AND i.id IN (c.id - 1, c.id + 1) WHERE {} AND c.id = ANY(%s) AND c.source_ref ->> 'session_id' IS NOT NULL"
-            " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {}").format(user, cond),
-            ([] if filters.user_id is None else [filters.user_id]) + [list(ids), *params])
+        rows = yield Q(*q.session_neighbours(filters, sql.SQL("unnest(%s::bigint[]) AS h(id)"), [list(ids)]))
         out: dict[int, list[int]] = {}
         for row in rows:
-            out.setdefault(row["centre"], []).append(row["neighbour"])
+            out.setdefault(row["centre"], []).append(row["id"])
         return out
 
     @operation

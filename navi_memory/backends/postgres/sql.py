@@ -158,6 +158,25 @@ def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: 
     return text, [query, *user_params, *params, query, k]
 
 
+# What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
+RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "content")
+RANK_SELECT = sql.SQL(", ").join(sql.SQL("i.") + sql.Identifier(c) for c in RANK_COLUMNS)
+
+
+def session_neighbours(f: Filters, centres: sql.Composable,
+                       centre_params: list[Any]) -> tuple[sql.Composed, list[Any]]:
+    """(``centre``, ``id``) of the items stored right before and after each centre (``centres``:
+    a FROM item named ``h`` with a column ``id``) in the same conversation session, passing the filters."""
+    cond, params = where(f)
+    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("c.user_id = %s")
+    return sql.SQL(
+        "SELECT c.id AS centre, i.id FROM {} JOIN items c ON {} AND c.id = h.id"
+        " JOIN items i ON i.user_id = c.user_id AND i.id IN (c.id - 1, c.id + 1)"
+        " WHERE c.source_ref ->> 'session_id' IS NOT NULL"
+        " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {}"
+    ).format(centres, user, cond), [*centre_params, *([] if f.user_id is None else [f.user_id]), *params]
+
+
 def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
                 beside: Beside) -> tuple[sql.Composed, list[Any]]:
     """A candidate query (columns ``id``, ``score``) wrapped to return in the same statement what
@@ -169,14 +188,9 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     text: list[sql.Composable] = [sql.SQL("WITH hits AS MATERIALIZED ({})").format(hits)]
     adjacent, ids = sql.SQL("NULL::bigint[]"), sql.SQL("SELECT id FROM hits")
     if beside.neighbours:
-        cond, cond_params = where(f)
-        centre = sql.SQL("TRUE") if f.user_id is None else sql.SQL("c.user_id = %s")
-        text.append(sql.SQL(
-            ", nb AS (SELECT c.id AS centre, i.id FROM hits h JOIN items c ON {} AND c.id = h.id"
-            " JOIN items i ON i.user_id = c.user_id AND i.id IN (c.id - 1, c.id + 1)"
-            " WHERE c.source_ref ->> 'session_id' IS NOT NULL"
-            " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {})").format(centre, cond))
-        params += ([] if f.user_id is None else [f.user_id]) + cond_params
+        nb, nb_params = session_neighbours(f, sql.SQL("hits h"), [])
+        text.append(sql.SQL(", nb AS ({})").format(nb))
+        params += nb_params
         adjacent = sql.SQL("CASE WHEN h.id IS NOT NULL THEN ARRAY(SELECT nb.id FROM nb WHERE nb.centre = i.id) END")
         ids = sql.SQL("SELECT id FROM hits UNION SELECT id FROM nb")
     cosine, join = sql.SQL("NULL::float8"), sql.SQL("")
@@ -189,9 +203,9 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
         params += [beside.query, beside.model]
     user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("i.user_id = %s")
     text.append(sql.SQL(
-        " SELECT i.id, h.score, {adjacent} AS adjacent, i.created_at, i.observed_at, i.pinned, i.person, i.content,"
-        " {cosine} AS cosine FROM items i LEFT JOIN hits h ON h.id = i.id{join} WHERE {user} AND i.id IN ({ids})"
-    ).format(adjacent=adjacent, cosine=cosine, join=join, user=user, ids=ids))
+        " SELECT {columns}, h.score, {adjacent} AS adjacent, {cosine} AS cosine"
+        " FROM items i LEFT JOIN hits h ON h.id = i.id{join} WHERE {user} AND i.id IN ({ids})"
+    ).format(columns=RANK_SELECT, adjacent=adjacent, cosine=cosine, join=join, user=user, ids=ids))
     return sql.Composed(text), params + ([] if f.user_id is None else [f.user_id])
 
 
