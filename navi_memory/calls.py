@@ -108,7 +108,10 @@ db = cast("Backend", _Recorder())
 
 
 def at_once(*calls: Any) -> AtOnce:
-    """Independent calls that may run concurrently (each backend call takes its own connection)."""
+    """Independent calls that may run concurrently (each backend call takes its own connection).
+    The blocking runner keeps one call on the calling thread, the first of those the backend does
+    not send together with others (``can_share``): put the longest call first, so the operation
+    waits for it with no thread hand-off."""
     for call in calls:
         if not isinstance(call, BackendCall):
             raise TypeError(f"at_once takes backend calls, not {call!r}")

@@ -246,13 +246,19 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             return None, exc
 
     def _execute_all(self, calls: tuple[BackendCall, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
-        """All at the same time: the calls the backend sends together (``_shared``) or else the
-        first call on this thread, the others on worker threads."""
+        """All at the same time: the first call the backend runs alone on this thread (``at_once``:
+        the longest), the calls it sends together (``_shared``) and the other ones on worker
+        threads. The calling thread then waits for the longest call directly: a result a worker
+        hands over wakes it later, a thread switch after the call finished."""
         shared, alone = _shared(self._backend, calls)
-        here = [] if shared else alone[:1]
-        others = {i: self._worker_pool().submit(self._outcome, calls[i]) for i in alone if i not in here}
-        out = dict(zip(shared, self._backend.run_shared([calls[i] for i in shared]))) if shared else {}
-        out.update((i, self._outcome(calls[i])) for i in here)
+        if not alone:
+            outcomes: list[tuple[Any, NaviMemoryError | None]] = self._backend.run_shared(list(calls))
+            return outcomes
+        others = {i: self._worker_pool().submit(self._outcome, calls[i]) for i in alone[1:]}
+        sent = self._worker_pool().submit(self._backend.run_shared, [calls[i] for i in shared]) if shared else None
+        out = {alone[0]: self._outcome(calls[alone[0]])}
+        if sent is not None:
+            out.update(zip(shared, sent.result()))
         return [out[i] if i in out else others[i].result() for i in range(len(calls))]
 
     def _worker_pool(self) -> ThreadPoolExecutor:

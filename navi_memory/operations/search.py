@@ -109,22 +109,23 @@ class SearchOperations:
         # on PostgreSQL they run at the same time, and each reads beside its hits what ranking needs
         # of them (``Beside``), so no round trip follows for it.
         beside = Beside(model=model, query=qvec, neighbours=context_weight > 0)
-        calls: list[Any] = [db.lexical_hits(filters=f, terms=plan.terms, k=plan.k, beside=beside)]
-        if persons is not None:
-            calls.append(persons)
-        if qvec is not None and model is not None:
-            calls.append(db.semantic_hits(filters=f, model=model, query=qvec, k=plan.k, beside=beside))
-        (lexical_hits, error), *rest = yield at_once(*calls)
+        semantic_call = db.semantic_hits(filters=f, model=model, query=qvec, k=plan.k, beside=beside) \
+            if qvec is not None and model is not None else None
+        calls: list[Any] = [c for c in (semantic_call, db.lexical_hits(filters=f, terms=plan.terms, k=plan.k,
+                                                                          beside=beside), persons) if c is not None]
+        outcomes = yield at_once(*calls)  # the semantic call first: the longest (``at_once``)
+        semantic_outcome = outcomes.pop(0) if semantic_call is not None else None
+        (lexical_hits, error), *rest = outcomes
         if error is not None:
             raise error
         if persons is not None:
-            (named, error), *rest = rest
+            (named, error), = rest
             if error is not None:
                 raise error
             hints += tuple(named)
         hits, lexical, semantic = [lexical_hits], lexical_hits.scored, []
-        if rest:
-            semantic_hits, error = rest[0]
+        if semantic_outcome is not None:
+            semantic_hits, error = semantic_outcome
             if isinstance(error, EmbeddingError):
                 log.warning("semantic search skipped: %s", error)
                 qvec, hits = None, [replace(lexical_hits, cosines={})]  # no cosines of an unusable vector

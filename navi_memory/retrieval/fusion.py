@@ -37,6 +37,8 @@ SIMILARITY_SPREAD = 0.1
 
 def _finite(value: float) -> float:
     """NaN (e.g. a cosine with a zero vector) counts as no evidence; infinities are clipped."""
+    if -1e300 <= value <= 1e300:  # the common case, first (NaN fails every comparison)
+        return value
     if math.isnan(value):
         return 0.0
     return max(-1e300, min(1e300, value))
@@ -91,11 +93,15 @@ def weighted_fusion(
     union: dict[Hashable, None] = {}
     for s in active.values():
         union.update(dict.fromkeys(s))
+    terms = [(name, weights[name], normalised[name]) for name in active]
     fused: dict[Hashable, tuple[float, dict[str, float]]] = {}
-    for key in union:
-        parts = {name: normalised[name].get(key, 0.0) for name in active}
-        score = sum(weights[name] * parts[name] for name in active) / total_weight
-        fused[key] = (score, parts)
+    for key in union:  # a plain loop: a search fuses about 100 candidates, and it is on its path
+        parts: dict[str, float] = {}
+        score = 0.0
+        for name, weight, scaled in terms:
+            parts[name] = part = scaled.get(key, 0.0)
+            score += weight * part
+        fused[key] = (score / total_weight, parts)
     return fused
 
 

@@ -81,14 +81,13 @@ class SearchPlan:
         else:
             fused = rrf_fusion({name: [i for i, _ in pairs] for name, pairs in
                                 (("fts", lexical), ("semantic", semantic), ("substring", substring))})
+        raw_of, listed = [(name, raw[name]) for name in SIGNALS], [(name, lists[name]) for name in SIGNALS]
         out: dict[int, Fused] = {}
         for item_id, (score, parts) in fused.items():
-            out[item_id] = Fused(
-                score=score,
-                raw={name: raw[name][item_id] for name in SIGNALS if item_id in raw[name]},
-                parts=parts,
-                signals={**{name: item_id in lists[name] for name in SIGNALS}, "context": False},
-            )
+            signals = {name: item_id in found for name, found in listed}
+            signals["context"] = False
+            out[item_id] = Fused(score, {name: values[item_id] for name, values in raw_of if item_id in values},
+                                 parts, signals)
         return out
 
 
@@ -105,10 +104,9 @@ def order(fused: dict[int, Fused], rank_rows: list[dict[str, Any]], limit: int, 
     by_id = {row["id"]: row for row in rank_rows}
     timed = when is not None and when.asks_when
     inputs = [
-        RankInput(id=i, fused=f.score, created_at=by_id[i]["created_at"], observed_at=by_id[i].get("observed_at"),
-                  pinned=bool(by_id[i].get("pinned")), person=by_id[i].get("person"),
-                  mentions_time=timed and mentions_time(by_id[i].get("content") or ""))
-        for i, f in fused.items() if i in by_id
+        RankInput(i, f.score, row["created_at"], row.get("observed_at"), bool(row.get("pinned")), row.get("person"),
+                  timed and mentions_time(row.get("content") or ""))
+        for i, f in fused.items() if (row := by_id.get(i)) is not None
     ]
     return rerank(inputs, now, person_hints, recency_decay, when)[:limit]
 
