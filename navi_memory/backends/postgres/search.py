@@ -27,9 +27,11 @@ def _similarity(value: Any) -> float:
     return 0.0 if math.isnan(score) else score
 
 
-def _statement(query: tuple[Any, list[Any]], f: Filters, beside: Beside | None) -> tuple[Any, list[Any]]:
-    """A candidate query as it is, or wrapped to read what ``beside`` asks in the same statement."""
-    return query if beside is None else q.hits_beside(*query, f, beside)
+def _statement(query: Callable[[bool], tuple[Any, list[Any]]], f: Filters,
+               beside: Beside | None) -> tuple[Any, list[Any]]:
+    """A candidate query (``query(wide)``) as it is, or wide and wrapped to read what ``beside``
+    asks in the same statement."""
+    return query(False) if beside is None else q.hits_beside(*query(True), f, beside)
 
 
 def _hit_count(rows: Sequence[dict]) -> int:
@@ -82,10 +84,12 @@ class PostgresSearchQueries:
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
                 rows_of = {r["term"]: float(r["rows"]) for r in estimates}
                 match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
-        rows = yield Q(*_statement(q.lexical_candidates(filters, terms, k, match, match_all), filters, beside))
+        rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide),
+                                   filters, beside))
         if not rows and match_all:  # no row has all the common words: the rarest one alone selects
             rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
-            rows = yield Q(*_statement(q.lexical_candidates(filters, terms, k, [rarest]), filters, beside))
+            rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide),
+                                       filters, beside))
         return rows
 
     @operation
@@ -144,16 +148,17 @@ class PostgresSearchQueries:
         local = ("ivfflat.probes", self.ivfflat_probes) if self.index_method == "ivfflat" else \
             ("hnsw.ef_search", max(self.ef_search, k))
         dims, vector = int(query.size), query
-        rows = yield Q(*_statement(q.semantic_candidates(filters, model, dims, vector, k), filters, beside),
-                       local=local)
+        rows = yield Q(*_statement(lambda wide: q.semantic_candidates(filters, model, dims, vector, k, wide=wide),
+                                   filters, beside), local=local)
         if _hit_count(rows) < k and filters.user_id is not None and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
             # few or none survive. Such a user is small enough to compare all of its vectors.
             count = yield Q(*q.count_vectors(filters.user_id, model, dims, self.exact_below))
             if count[0]["n"] < self.exact_below:
-                exact = q.semantic_candidates(filters, model, dims, vector, k, exact=True)
-                rows = yield Q(*_statement(exact, filters, beside))
+                rows = yield Q(*_statement(
+                    lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True, wide=wide),
+                    filters, beside))
         if not _hit_count(rows) and filters.user_id is not None:
             other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
                             " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])

@@ -138,29 +138,33 @@ def ivfflat_lists(rows: int) -> int:
     return max(1, rows // 1000 if rows <= 1_000_000 else int(rows ** 0.5))
 
 
+# What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
+RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "content")
+RANK_SELECT = sql.SQL(", ").join(sql.SQL("i.") + sql.Identifier(c) for c in RANK_COLUMNS)
+# A wrapped candidate query's columns (``hits_beside``): those, the owner and the conversation session.
+WIDE_SELECT = RANK_SELECT + sql.SQL(", i.user_id AS owner, i.source_ref ->> 'session_id' AS session")
+
+
 def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int,
-                        exact: bool = False) -> tuple[sql.Composed, list[Any]]:
+                        exact: bool = False, wide: bool = False) -> tuple[sql.Composed, list[Any]]:
     """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies.
     ``exact``: the distance on the uncast column, which the HNSW index cannot serve, so the rows
-    come from the (user_id, model, state) btree and are all compared."""
+    come from the (user_id, model, state) btree and are all compared. ``wide``: with the columns
+    ``hits_beside`` reads (``WIDE_SELECT``) beside ``score``, instead of ``id`` alone."""
     cond, params = where(f)
     dims = sql.Literal(dimensions)
     distance = sql.SQL("(e.embedding <=> %s::vector)" if exact else
                        "(e.embedding::vector({dims}) <=> %s::vector({dims}))").format(dims=dims)
     user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("e.user_id = %s")
     text = sql.SQL(
-        "SELECT e.item_id AS id, 1 - {distance} AS score FROM embeddings e"
+        "SELECT {columns}, 1 - {distance} AS score FROM embeddings e"
         " JOIN items i ON i.user_id = e.user_id AND i.id = e.item_id"
         " WHERE {user} AND e.model = {model} AND e.dimensions = {dims} AND e.state = 'ready' AND {cond}"
         " ORDER BY {distance} LIMIT %s"
-    ).format(distance=distance, user=user, model=sql.Literal(model), dims=dims, cond=cond)
+    ).format(columns=WIDE_SELECT if wide else sql.SQL("e.item_id AS id"), distance=distance, user=user,
+             model=sql.Literal(model), dims=dims, cond=cond)
     user_params = [] if f.user_id is None else [f.user_id]
     return text, [query, *user_params, *params, query, k]
-
-
-# What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
-RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "content")
-RANK_SELECT = sql.SQL(", ").join(sql.SQL("i.") + sql.Identifier(c) for c in RANK_COLUMNS)
 
 
 def session_neighbours(f: Filters, centres: sql.Composable,
@@ -179,34 +183,39 @@ def session_neighbours(f: Filters, centres: sql.Composable,
 
 def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
                 beside: Beside) -> tuple[sql.Composed, list[Any]]:
-    """A candidate query (columns ``id``, ``score``) wrapped to return in the same statement what
-    search reads next: the re-ranking columns (``rank_rows``) of each hit, its session neighbours
-    (``neighbours``) with their columns, and the hits' cosine to ``beside.query``. One row per hit
-    or neighbour; ``score`` is NULL on a neighbour that is no hit, ``adjacent`` and ``cosine`` NULL
-    where not asked."""
+    """A candidate query made ``wide`` (columns ``WIDE_SELECT`` and ``score``) wrapped to return in
+    the same statement what search reads next: the re-ranking columns (``rank_rows``) of each hit,
+    its session neighbours (``neighbours``) with their columns, and the hits' cosine to
+    ``beside.query``. One row per hit, then one per neighbour that is no hit; ``score`` is NULL on
+    a neighbour, ``adjacent`` and ``cosine`` NULL where not asked. The hits carry their own columns,
+    so only the neighbours are looked up again (fewer joins to plan: it is the HNSW statement)."""
     params = list(hits_params)
     text: list[sql.Composable] = [sql.SQL("WITH hits AS MATERIALIZED ({})").format(hits)]
-    adjacent, ids = sql.SQL("NULL::bigint[]"), sql.SQL("SELECT id FROM hits")
+    adjacent = sql.SQL("NULL::bigint[]")
     if beside.neighbours:
-        nb, nb_params = session_neighbours(f, sql.SQL("hits h"), [])
-        text.append(sql.SQL(", nb AS ({})").format(nb))
-        params += nb_params
-        adjacent = sql.SQL("CASE WHEN h.id IS NOT NULL THEN ARRAY(SELECT nb.id FROM nb WHERE nb.centre = i.id) END")
-        ids = sql.SQL("SELECT id FROM hits UNION SELECT id FROM nb")
+        cond, cond_params = where(f)
+        text.append(sql.SQL(
+            ", nb AS (SELECT h.id AS centre, {columns} FROM hits h JOIN items i ON i.user_id = h.owner"
+            " AND i.id IN (h.id - 1, h.id + 1) WHERE h.session IS NOT NULL"
+            " AND i.source_ref ->> 'session_id' = h.session AND {cond})").format(columns=RANK_SELECT, cond=cond))
+        params += cond_params
+        adjacent = sql.SQL("ARRAY(SELECT nb.id FROM nb WHERE nb.centre = h.id)")
     cosine, join = sql.SQL("NULL::float8"), sql.SQL("")
     if beside.query is not None and beside.model is not None:
         dims = sql.Literal(int(beside.query.size))
-        cosine = sql.SQL("CASE WHEN h.id IS NOT NULL THEN 1 - (e.embedding::vector({d}) <=> %s::vector({d})) END"
-                         ).format(d=dims)
-        join = sql.SQL(" LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id AND e.model = %s"
+        cosine = sql.SQL("1 - (e.embedding::vector({d}) <=> %s::vector({d}))").format(d=dims)
+        join = sql.SQL(" LEFT JOIN embeddings e ON e.user_id = h.owner AND e.item_id = h.id AND e.model = %s"
                        " AND e.dimensions = {d} AND e.state = 'ready'").format(d=dims)
         params += [beside.query, beside.model]
-    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("i.user_id = %s")
-    text.append(sql.SQL(
-        " SELECT {columns}, h.score, {adjacent} AS adjacent, {cosine} AS cosine"
-        " FROM items i LEFT JOIN hits h ON h.id = i.id{join} WHERE {user} AND i.id IN ({ids})"
-    ).format(columns=RANK_SELECT, adjacent=adjacent, cosine=cosine, join=join, user=user, ids=ids))
-    return sql.Composed(text), params + ([] if f.user_id is None else [f.user_id])
+    columns = sql.SQL(", ").join(sql.SQL("h.") + sql.Identifier(c) for c in RANK_COLUMNS)
+    text.append(sql.SQL(" SELECT {columns}, h.score, {adjacent} AS adjacent, {cosine} AS cosine FROM hits h{join}"
+                        ).format(columns=columns, adjacent=adjacent, cosine=cosine, join=join))
+    if beside.neighbours:
+        text.append(sql.SQL(
+            " UNION ALL SELECT DISTINCT ON (nb.id) {columns}, NULL, NULL, NULL FROM nb"
+            " WHERE nb.id NOT IN (SELECT id FROM hits)").format(
+                columns=sql.SQL(", ").join(sql.SQL("nb.") + sql.Identifier(c) for c in RANK_COLUMNS)))
+    return sql.Composed(text), params
 
 
 def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[sql.Composed, list[Any]]:
@@ -216,16 +225,17 @@ def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[
 
 
 def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | None = None,
-                       match_all: bool = False) -> tuple[sql.Composed, list[Any]]:
+                       match_all: bool = False, wide: bool = False) -> tuple[sql.Composed, list[Any]]:
     """Full-text candidates: rows containing any of ``match`` (all of them with ``match_all``;
     default: any of ``terms``), ranked by ts_rank_cd over all ``terms``. The tsqueries are written
     inline (not in FROM) so the planner folds them to constants and can use the GIN index;
-    websearch_to_tsquery never raises on user text, and the terms are plain word tokens."""
+    websearch_to_tsquery never raises on user text, and the terms are plain word tokens.
+    ``wide``: with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone."""
     cond, params = where(f)
     text = sql.SQL(
-        "SELECT i.id, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', %s)) AS score FROM items i"
+        "SELECT {}, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', %s)) AS score FROM items i"
         " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
-    ).format(cond)
+    ).format(WIDE_SELECT if wide else sql.SQL("i.id"), cond)
     selecting = match or terms
     return text, [" or ".join(terms), (" " if match_all else " or ").join(selecting), *params, k]
 
