@@ -61,6 +61,8 @@ def _session_turns(store, clock) -> list[int]:
 
 def test_reads_beside_the_hits_give_the_page_of_reads_after_them(store, clock, monkeypatch):
     _session_turns(store, clock)
+    for n in range(6):  # another user's conversation, with the same session ids: searched by all_users only
+        store.add(user_id="bob", content=f"bob's roses and tea by the gate ({n})", source_ref={"session_id": f"s{n // 3}"})
     backend = store.backend
     pages = []
     for searches in ("beside", "after"):
@@ -70,12 +72,15 @@ def test_reads_beside_the_hits_give_the_page_of_reads_after_them(store, clock, m
             monkeypatch.setattr(backend, "semantic_hits",
                                 lambda filters, model, query, k, beside: Hits(semantic(filters, model, query, k)))
             monkeypatch.setattr(backend, "can_share", lambda method: False, raising=False)
-        pages.append([[(r.id, round(r.score, 9), sorted(r.signals.items())) for r in store.search(query, user_id=U, **kwargs)]
+        pages.append([[(r.id, round(r.score, 9), sorted(r.signals.items()))
+                       for r in store.search(query, **{"user_id": U, **kwargs})]
                       for query in ("garden roses", "tea with Ana", "gate")
                       for kwargs in ({}, {"fusion": "rrf"}, {"min_similarity": 0.2}, {"context_weight": 0},
-                                     {"theme": "home"}, {"person": "Ana", "limit": 3})])
+                                     {"theme": "home"}, {"person": "Ana", "limit": 3},
+                                     {"user_id": None, "all_users": True})])
     assert pages[0] == pages[1]
     assert any(len(page) > 1 for page in pages[0])
+    assert any(r.content.startswith("bob's") for r in store.search("roses tea gate", all_users=True, limit=20))
 
 
 def test_hits_read_neighbours_that_pass_the_filters(store, clock, fake_embeddings):
