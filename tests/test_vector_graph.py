@@ -151,11 +151,16 @@ def test_sqlite_users_stay_apart_with_the_graph(tmp_path):
         for round_ in range(2):  # before the graph is ready (first search loads the index), then with it
             for user, part in parts:
                 unit = part / np.linalg.norm(part, axis=1, keepdims=True)
+                exact_best = 0
                 for q in queries[:10]:
                     results = store.search("zzz", user_id=user, query_embedding=q, limit=K, recency="neutral")
                     assert results and all(r.content.startswith(f"note {user} ") for r in results)
                     best = int(np.argmax(unit @ (q / np.linalg.norm(q))))
-                    assert results[0].content == f"note {user} {best}"
+                    exact_best += results[0].content == f"note {user} {best}"
+                # bob's rows are scanned: always the exact best. ann's graph (built in the background,
+                # on several threads, so not the same graph every run) proposes candidates at recall@10
+                # >= 0.98, and once in a while misses a query's best row
+                assert exact_best == 10 if user == "bob" else exact_best >= 8
             graphs = store.backend.vectors.wait_for_graphs(60)
             assert len(graphs) == 1 and len(graphs[0]) == 4000  # ann's 4000 rows; bob's 1000 are scanned
     finally:
