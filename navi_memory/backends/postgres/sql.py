@@ -140,7 +140,14 @@ def ivfflat_lists(rows: int) -> int:
 
 # What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
 RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "content")
-RANK_SELECT = sql.SQL(", ").join(sql.SQL("i.") + sql.Identifier(c) for c in RANK_COLUMNS)
+
+
+def rank_columns(alias: str) -> sql.Composed:
+    """``RANK_COLUMNS`` of the row named ``alias``."""
+    return sql.SQL(", ").join(sql.Identifier(alias, c) for c in RANK_COLUMNS)
+
+
+RANK_SELECT = rank_columns("i")
 # A wrapped candidate query's columns (``hits_beside``): those, the owner and the conversation session.
 WIDE_SELECT = RANK_SELECT + sql.SQL(", i.user_id AS owner, i.source_ref ->> 'session_id' AS session")
 
@@ -167,18 +174,16 @@ def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: 
     return text, [query, *user_params, *params, query, k]
 
 
-def session_neighbours(f: Filters, centres: sql.Composable,
-                       centre_params: list[Any]) -> tuple[sql.Composed, list[Any]]:
-    """(``centre``, ``id``) of the items stored right before and after each centre (``centres``:
-    a FROM item named ``h`` with a column ``id``) in the same conversation session, passing the filters."""
+def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[Any],
+                       columns: sql.Composable = sql.SQL("i.id")) -> tuple[sql.Composed, list[Any]]:
+    """``centre`` and ``columns`` of the items ``i`` stored right before and after each centre in
+    the same conversation session, passing the filters. ``centres``: a FROM item named ``h`` with
+    the columns ``id``, ``owner`` (its user) and ``session``."""
     cond, params = where(f)
-    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("c.user_id = %s")
     return sql.SQL(
-        "SELECT c.id AS centre, i.id FROM {} JOIN items c ON {} AND c.id = h.id"
-        " JOIN items i ON i.user_id = c.user_id AND i.id IN (c.id - 1, c.id + 1)"
-        " WHERE c.source_ref ->> 'session_id' IS NOT NULL"
-        " AND i.source_ref ->> 'session_id' = c.source_ref ->> 'session_id' AND {}"
-    ).format(centres, user, cond), [*centre_params, *([] if f.user_id is None else [f.user_id]), *params]
+        "SELECT h.id AS centre, {} FROM {} JOIN items i ON i.user_id = h.owner AND i.id IN (h.id - 1, h.id + 1)"
+        " WHERE h.session IS NOT NULL AND i.source_ref ->> 'session_id' = h.session AND {}"
+    ).format(columns, centres, cond), [*centre_params, *params]
 
 
 def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
@@ -193,12 +198,9 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     text: list[sql.Composable] = [sql.SQL("WITH hits AS MATERIALIZED ({})").format(hits)]
     adjacent = sql.SQL("NULL::bigint[]")
     if beside.neighbours:
-        cond, cond_params = where(f)
-        text.append(sql.SQL(
-            ", nb AS (SELECT h.id AS centre, {columns} FROM hits h JOIN items i ON i.user_id = h.owner"
-            " AND i.id IN (h.id - 1, h.id + 1) WHERE h.session IS NOT NULL"
-            " AND i.source_ref ->> 'session_id' = h.session AND {cond})").format(columns=RANK_SELECT, cond=cond))
-        params += cond_params
+        nb, nb_params = session_neighbours(f, sql.SQL("hits h"), [], RANK_SELECT)
+        text.append(sql.SQL(", nb AS ({})").format(nb))
+        params += nb_params
         adjacent = sql.SQL("ARRAY(SELECT nb.id FROM nb WHERE nb.centre = h.id)")
     cosine, join = sql.SQL("NULL::float8"), sql.SQL("")
     if beside.query is not None and beside.model is not None:
@@ -207,14 +209,11 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
         join = sql.SQL(" LEFT JOIN embeddings e ON e.user_id = h.owner AND e.item_id = h.id AND e.model = %s"
                        " AND e.dimensions = {d} AND e.state = 'ready'").format(d=dims)
         params += [beside.query, beside.model]
-    columns = sql.SQL(", ").join(sql.SQL("h.") + sql.Identifier(c) for c in RANK_COLUMNS)
     text.append(sql.SQL(" SELECT {columns}, h.score, {adjacent} AS adjacent, {cosine} AS cosine FROM hits h{join}"
-                        ).format(columns=columns, adjacent=adjacent, cosine=cosine, join=join))
+                        ).format(columns=rank_columns("h"), adjacent=adjacent, cosine=cosine, join=join))
     if beside.neighbours:
-        text.append(sql.SQL(
-            " UNION ALL SELECT DISTINCT ON (nb.id) {columns}, NULL, NULL, NULL FROM nb"
-            " WHERE nb.id NOT IN (SELECT id FROM hits)").format(
-                columns=sql.SQL(", ").join(sql.SQL("nb.") + sql.Identifier(c) for c in RANK_COLUMNS)))
+        text.append(sql.SQL(" UNION ALL SELECT DISTINCT ON (nb.id) {}, NULL, NULL, NULL FROM nb"
+                            " WHERE nb.id NOT IN (SELECT id FROM hits)").format(rank_columns("nb")))
     return sql.Composed(text), params
 
 
