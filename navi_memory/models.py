@@ -225,6 +225,7 @@ class SearchResult(_Record):
     run_id: str | None = None
     namespace: tuple[str, ...] | None = None  # keyed items (put_keyed)
     key: str | None = None
+    user_id: str | None = None  # whose memory it is (tells results apart in an ``all_users`` search)
 
     @property
     def content_snippet(self) -> str:

@@ -239,7 +239,10 @@ def test_stemming_matches_word_forms(lexical_store):
 def test_all_users_admin_search(store):
     a = store.add(user_id="alice", content="shared hobby: chess")
     b = store.add(user_id="bob", content="shared hobby: chess")
-    assert {r.id for r in store.search("chess", all_users=True)} == {a, b}
+    results = store.search("chess", all_users=True)
+    assert {(r.id, r.user_id) for r in results} == {(a, "alice"), (b, "bob")}  # each result says whose it is
+    assert {(r.id, r.user_id) for r in store.search("*", all_users=True)} == {(a, "alice"), (b, "bob")}
+    assert [r.user_id for r in store.search("chess", user_id="bob")] == ["bob"]
     with pytest.raises(ValidationError):
         store.search("chess")
 

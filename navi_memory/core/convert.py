@@ -63,7 +63,7 @@ def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], s
         pinned=bool(row.get("pinned")), person=row.get("person"), tags=list(row.get("tags") or []),
         observed_at=row.get("observed_at"), metadata=metadata, fact=fact_ref, updated_at=row.get("updated_at"),
         expires_at=row.get("expires_at"), agent_id=row.get("agent_id"), run_id=row.get("run_id"),
-        namespace=namespace_labels(row.get("namespace")), key=row.get("ext_key"),
+        namespace=namespace_labels(row.get("namespace")), key=row.get("ext_key"), user_id=row.get("user_id"),
     )
 
 
