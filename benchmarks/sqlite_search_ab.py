@@ -14,8 +14,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import navi_memory.bench  # noqa: F401  # before numpy: idle OpenBLAS threads sleep at once (see there)
 import numpy as np
-
 from navi_memory.backends.base import Filters
 from navi_memory.bench.data import Corpus, Dataset, Vectors
 from navi_memory.bench.measure import ingest, open_store

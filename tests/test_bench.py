@@ -32,6 +32,7 @@ def test_sqlite_benchmark_with_both_layouts(tmp_path):
     assert [(r["backend"], r["layout"]) for r in report["results"]] == [("sqlite", "one"), ("sqlite", "spread")]
     assert all(r["search_ms"]["p95"] > 0 and r["ingest_items_per_s"] > 0 for r in report["results"])
     assert (tmp_path / "r.json").exists()
+    assert "openblas_thread_timeout" in report["environment"]  # the spin of idle BLAS threads, as it applied
 
 
 def test_sqlite_benchmark_reports_the_graph_and_its_recall(capsys):

@@ -68,3 +68,18 @@ def test_the_command_line_loads_no_web_framework():
         print(json.dumps({"loaded": [m for m in ("starlette", "jinja2", "uvicorn") if m in sys.modules]}))
     """)
     assert out["loaded"] == []
+
+
+def test_the_command_line_lets_idle_blas_threads_sleep_and_the_bench_says_so():
+    # OpenBLAS reads its thread timeout when numpy loads it: the CLI sets it first (a caller's value stays)
+    code = """
+        import json, os, sys
+        import navi_memory.cli
+        from navi_memory.bench import BLAS_THREAD_TIMEOUT
+        import numpy
+        print(json.dumps({"env": os.environ.get("OPENBLAS_THREAD_TIMEOUT"), "reported": BLAS_THREAD_TIMEOUT}))
+    """
+    assert run(code) == {"env": "4", "reported": "4"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "OPENBLAS_THREAD_TIMEOUT": "28"})
+    assert json.loads(proc.stdout) == {"env": "28", "reported": "28"}

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..config import parse_url
 from ..errors import ConfigurationError
+from . import BLAS_THREAD_TIMEOUT
 from .data import LAYOUTS, USER, VECTOR_KINDS, Corpus, Dataset, Vectors
 from .measure import ingest, load, open_store, search_series, timed_search
 from .scan import compare, wait_for_graphs
@@ -127,7 +128,8 @@ def run_size(url: str, data: Dataset, args: argparse.Namespace) -> dict[str, Any
 
 def _environment() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "machine": platform.machine(), "processor": platform.processor() or None,
-            "python": platform.python_version(), "numpy": np.__version__, "sqlite": sqlite3.sqlite_version}
+            "python": platform.python_version(), "numpy": np.__version__, "sqlite": sqlite3.sqlite_version,
+            "openblas_thread_timeout": BLAS_THREAD_TIMEOUT}
 
 
 def _scan_columns(row: dict[str, Any]) -> str:
@@ -150,8 +152,10 @@ def _graph_note(row: dict[str, Any]) -> str:
 def format_table(report: dict[str, Any]) -> str:
     head = (f"{'backend':<10} {'layout':<7} {'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}"
             f" {'lex p50':>8} {'lex p95':>8} {'load':>5} {'bare p50':>8} {'ratio':>6} {'R@10':>6} {'MB/100k':>8}")
+    timeout = report["environment"].get("openblas_thread_timeout")
     title = (f"dim {report['dim']} ({report['vectors']}), {report['queries']} timed queries"
-             f" after {report['warmup']} warm-up, add_many batches of {report['batch']}")
+             f" after {report['warmup']} warm-up, add_many batches of {report['batch']},"
+             f" OPENBLAS_THREAD_TIMEOUT {timeout or 'default'}")
     lines = [title, head]
     for r in report["results"]:
         for row in [r] + [r[p] for p in ("sqlite",) if p in r]:
