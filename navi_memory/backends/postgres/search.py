@@ -108,11 +108,7 @@ class PostgresSearchQueries:
     @reads
     def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
         """For each id, the items stored right before and after it in the same conversation session."""
-        user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("c.user_id = %s")
-        centres = sql.SQL("(SELECT c.id, c.user_id AS owner, c.source_ref ->> 'session_id' AS session"
-                          " FROM unnest(%s::bigint[]) AS u(id) JOIN items c ON {} AND c.id = u.id) h").format(user)
-        rows = yield Q(*q.session_neighbours(
-            filters, centres, [list(ids), *([] if filters.user_id is None else [filters.user_id])]))
+        rows = yield Q(*q.session_neighbours(filters, *q.neighbour_centres(filters, list(ids))))
         out: dict[int, list[int]] = {}
         for row in rows:
             out.setdefault(row["centre"], []).append(row["id"])

@@ -147,9 +147,16 @@ def rank_columns(alias: str) -> sql.Composed:
     return sql.SQL(", ").join(sql.Identifier(alias, c) for c in RANK_COLUMNS)
 
 
+def owner_and_session(alias: str) -> sql.Composed:
+    """The user and conversation session of the row named ``alias``, as ``owner`` and ``session``
+    (what ``session_neighbours`` joins a centre's neighbours on)."""
+    return sql.SQL("{}, {} ->> 'session_id' AS session").format(
+        sql.SQL("{} AS owner").format(sql.Identifier(alias, "user_id")), sql.Identifier(alias, "source_ref"))
+
+
 RANK_SELECT = rank_columns("i")
 # A wrapped candidate query's columns (``hits_beside``): those, the owner and the conversation session.
-WIDE_SELECT = RANK_SELECT + sql.SQL(", i.user_id AS owner, i.source_ref ->> 'session_id' AS session")
+WIDE_SELECT = RANK_SELECT + sql.SQL(", ") + owner_and_session("i")
 
 
 def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int,
@@ -172,6 +179,13 @@ def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: 
              model=sql.Literal(model), dims=dims, cond=cond)
     user_params = [] if f.user_id is None else [f.user_id]
     return text, [query, *user_params, *params, query, k]
+
+
+def neighbour_centres(f: Filters, ids: list[int]) -> tuple[sql.Composed, list[Any]]:
+    """The items ``ids`` (of ``f.user_id``, when set) as the centres ``session_neighbours`` reads."""
+    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("c.user_id = %s")
+    return sql.SQL("(SELECT c.id, {} FROM unnest(%s::bigint[]) AS u(id) JOIN items c ON {} AND c.id = u.id) h").format(
+        owner_and_session("c"), user), [ids, *([] if f.user_id is None else [f.user_id])]
 
 
 def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[Any],
