@@ -10,8 +10,10 @@ vectors without structure (uniform noise) no setting passes and the exact scan s
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,11 @@ _loaded: list[Any] = []  # usearch's Index class, or None when the package is mi
 
 def available() -> bool:
     if not _loaded:
+        if not {"onnxruntime", "usearch.compiled"} & sys.modules.keys() and importlib.util.find_spec("onnxruntime"):
+            # usearch's wheel links libstdc++ statically and exports its symbols: onnxruntime >= 1.23
+            # loaded after it crashes the process (SIGSEGV in its locale setup), loaded before it is
+            # fine. So an ONNX reranker still works once a graph was built (~70 ms, once).
+            import onnxruntime  # noqa: F401
         try:
             from usearch.index import Index
         except ImportError:

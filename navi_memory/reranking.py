@@ -8,10 +8,14 @@ Off by default. A store takes one per store (``MemoryStore.open(reranker=...)``,
 * a LangChain ``BaseDocumentCompressor`` (anything with ``compress_documents(documents, query)``,
   e.g. ``CrossEncoderReranker``): its order is the score, and documents it drops rank last;
 * a name: ``cross-encoder:<model>`` loads a sentence-transformers ``CrossEncoder`` on first use
-  (a local path, or a model name the Hugging Face cache holds); ``none`` or empty turns it off.
+  (a local path, or a model name the Hugging Face cache holds); ``onnx:<folder>`` a cross-encoder
+  exported to ONNX (``model.onnx`` + ``tokenizer.json``, run by onnxruntime, no PyTorch:
+  ``navi_memory.onnx_reranker``); ``none`` or empty turns it off.
 
-The search re-orders its best ``depth`` fused candidates by the model's scores
-(``retrieval.stage.reorder``); the others keep their order after them. A model that fails raises
+The search re-orders its best ``depth`` candidates by a blend of their first-stage score and the
+model's (``retrieval.stage.blend``: each scaled over those candidates, the model's share
+``weight``, 0.5 by default, 1 for the model's order alone); the others keep their order after
+them. ``resolve_reranker(model, depth=..., weight=...)`` makes one with other values. A model that fails raises
 ``RerankError``: a second stage the user asked for is not skipped silently.
 """
 
@@ -26,23 +30,29 @@ from typing import Any, Callable, Sequence
 from .errors import ConfigurationError, RerankError
 
 DEFAULT_DEPTH = 30  # candidates the model reads per search
+DEFAULT_WEIGHT = 0.5  # the model's share of the final order (retrieval.stage.blend); chosen on LoCoMo dev
 CROSS_ENCODER = "cross-encoder:"
+ONNX = "onnx:"
 
 Scorer = Callable[[str, list[str]], Sequence[float]]
 
 
 class Reranker:
-    """A scorer plus its name and how many candidates it reads."""
+    """A scorer plus its name, how many candidates it reads and its share of their final order
+    (``weight`` 1: the model's order alone)."""
 
-    def __init__(self, scorer: Scorer, name: str, depth: int = DEFAULT_DEPTH) -> None:
+    def __init__(self, scorer: Scorer, name: str, depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT) -> None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ConfigurationError("reranker depth must be a positive integer")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1:
+            raise ConfigurationError("reranker weight must be a number above 0 and at most 1")
         self._scorer = scorer
         self.name = name
         self.depth = depth
+        self.weight = float(weight)
 
     def __repr__(self) -> str:
-        return f"Reranker({self.name!r}, depth={self.depth})"
+        return f"Reranker({self.name!r}, depth={self.depth}, weight={self.weight})"
 
     def score(self, query: str, texts: list[str]) -> list[float]:
         if not texts:
@@ -86,7 +96,8 @@ def _compressor_scorer(compressor: Any) -> Scorer:
 def _cross_encoder(model: str) -> Scorer:
     if importlib.util.find_spec("sentence_transformers") is None:
         raise ConfigurationError("a cross-encoder reranker needs the 'local' extra: pip install 'navi-memory[local]'")
-    lock, loaded = threading.Lock(), []
+    lock = threading.Lock()
+    loaded: list[Any] = []
 
     def score(query: str, texts: list[str]) -> Sequence[float]:
         with lock:
@@ -98,7 +109,8 @@ def _cross_encoder(model: str) -> Scorer:
     return score
 
 
-def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DEFAULT_DEPTH) -> Reranker | None:
+def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DEFAULT_DEPTH,
+                     weight: float = DEFAULT_WEIGHT) -> Reranker | None:
     """A ``Reranker`` for ``choice`` (see the module doc); None falls back to ``env_choice``."""
     if choice is False:
         return None
@@ -110,15 +122,20 @@ def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DE
         return None
     if isinstance(choice, str):
         name = choice.strip()
+        if name.startswith(ONNX) and name[len(ONNX):]:
+            from .onnx_reranker import OnnxCrossEncoder
+
+            return Reranker(_pairs_scorer(OnnxCrossEncoder(name[len(ONNX):])), name, depth, weight)
         if not name.startswith(CROSS_ENCODER) or not name[len(CROSS_ENCODER):]:
-            raise ConfigurationError(f"unknown reranker {name!r}: use 'cross-encoder:<model>' or 'none'")
-        return Reranker(_cross_encoder(name[len(CROSS_ENCODER):]), name, depth)
+            raise ConfigurationError(f"unknown reranker {name!r}: use 'cross-encoder:<model>', 'onnx:<folder>'"
+                                     " or 'none'")
+        return Reranker(_cross_encoder(name[len(CROSS_ENCODER):]), name, depth, weight)
     label = type(choice).__name__
     if callable(getattr(choice, "compress_documents", None)):
-        return Reranker(_compressor_scorer(choice), label, depth)
+        return Reranker(_compressor_scorer(choice), label, depth, weight)
     if callable(getattr(choice, "predict", None)):
-        return Reranker(_pairs_scorer(choice), label, depth)
+        return Reranker(_pairs_scorer(choice), label, depth, weight)
     if callable(choice):
-        return Reranker(choice, getattr(choice, "__name__", label), depth)
+        return Reranker(choice, getattr(choice, "__name__", label), depth, weight)
     raise ConfigurationError("reranker must be a callable (query, texts) -> scores, a CrossEncoder, a LangChain"
-                             " document compressor, 'cross-encoder:<model>' or None")
+                             " document compressor, 'cross-encoder:<model>', 'onnx:<folder>' or None")

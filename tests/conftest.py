@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterator
 
+import onnxruntime  # noqa: F401  before usearch: loaded after it, onnxruntime >= 1.23 crashes (navi_memory.ann)
 import pytest
 from hypothesis import HealthCheck, settings as hypothesis_settings
 

@@ -11,6 +11,8 @@ from navi_memory.bench import latency
 from navi_memory.bench.data import Corpus, Dataset, Vectors
 from navi_memory.errors import ConfigurationError
 
+from .local_models import cross_encoder_folder
+
 TINY = ["--n", "400", "--queries", "6", "--warmup", "2", "--dim", "16", "--batch", "150"]
 
 
@@ -125,9 +127,14 @@ def test_locomo_peers_rank_the_same_turns_and_questions(tmp_path):
         _locomo(tmp_path, "--peers", "langchain")
 
 
-def test_locomo_reranker_option_reaches_the_store(tmp_path):
-    assert _locomo(tmp_path, "--reranker", "none")["reranker"] == "none"
+def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAVI_MEMORY_RERANKER", "bogus")  # the bench decides, not the environment
+    assert _locomo(tmp_path, "--reranker", "none")["reranker"] is None
     assert _locomo(tmp_path)["reranker"] is None
+    model = cross_encoder_folder()
+    report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-depth", "3", "--rerank-weight", "0.7")
+    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7}
+    assert report["questions"] == 2 and report["recall"]["20"] == 1.0
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         _locomo(tmp_path, "--reranker", "bogus")
 

@@ -9,7 +9,7 @@ import textwrap
 
 HEAVY = ["langchain_core", "langchain", "langgraph", "langmem", "langchain_ollama", "llama_index", "torch",
          "sentence_transformers", "psycopg", "psycopg_pool", "pgvector", "starlette", "jinja2", "uvicorn", "playwright",
-         "mcp", "mcp_types"]
+         "mcp", "mcp_types", "onnxruntime", "tokenizers", "usearch"]
 
 
 def run(code: str, **env: str) -> dict:

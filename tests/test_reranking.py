@@ -1,5 +1,5 @@
 """The optional reranking stage: the pure re-ordering, the model adapters, and search with a model
-(a deterministic scorer: no cross-encoder weights are installable offline, docs/benchmarks.md)."""
+(a deterministic scorer here; a real cross-encoder in test_onnx_reranker.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.config import Settings
 from navi_memory.errors import ConfigurationError
-from navi_memory.reranking import DEFAULT_DEPTH, RerankError, Reranker, resolve_reranker
-from navi_memory.retrieval.stage import depth, reorder
+from navi_memory.reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, RerankError, Reranker, resolve_reranker
+from navi_memory.retrieval.stage import blend, depth, reorder
 
 U = "alice"
 NOTES = ["I love lattes with oat milk", "Espresso in the morning is a must", "Coffee beans from Kenya are fruity",
@@ -31,6 +31,18 @@ def test_reorder_puts_scored_ids_first_best_first_and_keeps_ties_and_the_rest_in
     assert depth(10, 30) == 30 and depth(50, 30) == 50
 
 
+def test_blend_scales_both_scores_over_the_candidates_and_keeps_dropped_texts_last():
+    assert blend([0.9, 0.5, 0.1], [-3.0, 5.0, 1.0], 0.5) == pytest.approx([0.5, 0.75, 0.25])
+    assert blend([0.9, 0.5, 0.1], [-3.0, 5.0, 1.0], 1.0) == pytest.approx([0.0, 1.0, 0.5])  # the model's order
+    assert blend([0.9, 0.5], [2.0, 2.0], 0.5) == pytest.approx([1.0, 0.5])  # a flat model keeps the first order
+    assert blend([0.9, 0.5, 0.1], [-math.inf, 1.0, 0.0], 0.5)[0] == -math.inf
+    assert blend([], [], 0.5) == []
+    with pytest.raises(ValueError):
+        blend([0.1], [], 0.5)
+    with pytest.raises(ValueError):
+        blend([0.1], [0.2], 1.5)
+
+
 def test_reranker_checks_what_the_model_answers():
     assert Reranker(by_length, "len").score("q", ["aa", "a"]) == [-2.0, -1.0]
     assert Reranker(by_length, "len").score("q", []) == []
@@ -41,6 +53,10 @@ def test_reranker_checks_what_the_model_answers():
         Reranker(lambda q, t: [1 / 0], "broken").score("q", ["a"])
     with pytest.raises(ConfigurationError):
         Reranker(by_length, "len", depth=0)
+    for weight in (0, -0.5, 1.5, True, "0.5"):
+        with pytest.raises(ConfigurationError, match="weight"):
+            Reranker(by_length, "len", weight=weight)  # type: ignore[arg-type]
+    assert Reranker(by_length, "len").weight == DEFAULT_WEIGHT == 0.5
 
 
 def test_resolve_accepts_callables_cross_encoders_compressors_and_names():
@@ -54,6 +70,9 @@ def test_resolve_accepts_callables_cross_encoders_compressors_and_names():
     assert resolve_reranker(Pairs()).score("q", ["ab", "abc"]) == [2.0, 3.0]
     made = resolve_reranker("cross-encoder:some/model")
     assert made is not None and made.name == "cross-encoder:some/model" and made.depth == DEFAULT_DEPTH
+    assert made.weight == DEFAULT_WEIGHT
+    tuned = resolve_reranker(by_length, depth=50, weight=1.0)
+    assert tuned is not None and (tuned.depth, tuned.weight) == (50, 1.0)
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         resolve_reranker("bm25")
     with pytest.raises(ConfigurationError):
@@ -84,10 +103,14 @@ def _fill(store) -> None:
 def test_search_reorders_its_candidates_by_the_model_and_records_the_score(store):
     _fill(store)
     plain = store.search("coffee espresso lattes", user_id=U, limit=3)
-    store.set_reranker(Reranker(by_length, "len", depth=10))
+    store.set_reranker(Reranker(by_length, "len", depth=10, weight=1.0))  # the model's order alone
     ranked = store.search("coffee espresso lattes", user_id=U, limit=3)
     assert len(ranked) == 3 and [len(r.content) for r in ranked] == sorted(len(r.content) for r in ranked)
     assert all(r.scores["rerank"] == -len(r.content) for r in ranked)
+    store.set_reranker(Reranker(by_length, "len", depth=10))  # blended with the first stage's score
+    mixed = store.search("coffee espresso lattes", user_id=U, limit=3)
+    blended = [r.scores["rerank_blend"] for r in mixed]
+    assert blended == sorted(blended, reverse=True) and all(r.scores["rerank"] == -len(r.content) for r in mixed)
     assert {r.content for r in ranked} <= set(NOTES) and "rerank" not in plain[0].scores
     store.set_reranker(None)
     assert store.reranker is None and [r.id for r in store.search("coffee espresso lattes", user_id=U, limit=3)] \
@@ -120,7 +143,8 @@ def test_reranker_from_open_and_from_the_environment(db_url, fake_embeddings, mo
 
 def test_async_store_reranks_too(db_url, fake_embeddings):
     async def main() -> list[str]:
-        store = await AsyncMemoryStore.open(db_url, fake_embeddings, reranker=by_length)
+        store = await AsyncMemoryStore.open(db_url, fake_embeddings,
+                                            reranker=Reranker(by_length, "len", weight=1.0))
         try:
             for note in NOTES:
                 await store.add(user_id=U, content=note)

@@ -25,6 +25,7 @@ from typing import Any
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..progress import Progress
+from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, resolve_reranker
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
 from . import embed_cache
@@ -41,7 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh database URL (default: a SQLite file in a temp dir)")
     parser.add_argument("--fusion", choices=("weighted", "rrf"), default=None, help="fusion (default: the store's)")
     parser.add_argument("--reranker", default=None, metavar="SPEC",
-                        help="a second-stage reranker, e.g. cross-encoder:<model> (sentence-transformers; default none)")
+                        help="a second-stage reranker: cross-encoder:<model> (sentence-transformers) or onnx:<folder>"
+                             " (default none)")
+    parser.add_argument("--rerank-depth", type=int, default=DEFAULT_DEPTH, metavar="N",
+                        help="candidates the reranker reads (default %(default)s)")
+    parser.add_argument("--rerank-weight", type=float, default=DEFAULT_WEIGHT, metavar="W",
+                        help="the reranker's share of the final order, above 0 to 1 (default %(default)s)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
@@ -99,11 +105,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder = resolve_embedder(EMBEDDINGS[args.embeddings], settings)
         if getattr(args, "cache", None) and args.embeddings in ("minilm", "local", "ollama"):
             embedder = embed_cache.cached(embedder, Path(args.cache))
-        reranker = getattr(args, "reranker", None) or False
+        spec = getattr(args, "reranker", None)
+        reranker = resolve_reranker(spec, depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
+                                    weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) if spec else None
+        reranker = reranker or False  # "none" too: the environment's NAVI_MEMORY_RERANKER must not apply
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
                               reranker=reranker) as store:
             report = evaluate(store, samples)
-            report["reranker"] = reranker or None
+            report["reranker"] = None if not reranker else \
+                {"name": reranker.name, "depth": reranker.depth, "weight": reranker.weight}
             if getattr(args, "loo", False):
                 from . import locomo_loo
 

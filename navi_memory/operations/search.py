@@ -171,7 +171,7 @@ class SearchOperations:
         if second is None:
             return SearchResults(results)
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
-        return SearchResults(ranking.apply_model_scores(results, scores)[:limit])
+        return SearchResults(ranking.apply_model_scores(results, scores, second.weight)[:limit])
 
     def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text

