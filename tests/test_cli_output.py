@@ -18,6 +18,8 @@ from navi_memory.cli.common import score
 from navi_memory.config import Settings
 from tests.test_cli import run
 
+from .local_models import cross_encoder_folder
+
 
 def _undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
     missing = []
@@ -80,8 +82,17 @@ def test_doctor_prints_a_readable_report(db):
     assert rows["embeddings"] == "hashing-256 (setting: hashing)"
     assert rows["vectors"] == "2 items: 2 ready, 0 pending, 0 failed, 0 of another model, 0 missing"
     assert rows["embedder"] == "reachable"
-    assert "local installed" in rows["extras"]
+    assert "local installed" in rows["extras"] and "rerank installed" in rows["extras"]
+    assert rows["reranker"] == "off"
     assert json.loads(run("doctor", "--json", db=db).stdout)["embeddings"]["ready"] == 2
+
+
+def test_doctor_shows_the_reranker_of_the_environment(db):
+    folder = cross_encoder_folder()
+    out = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": f"onnx:{folder}"}).stdout
+    assert f"onnx:{folder} (reads the best 30, weight 0.5)" in out
+    bad = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": "onnx:/nowhere"}, check=False)
+    assert bad.returncode != 0 and "has no model.onnx or tokenizer.json" in bad.stderr
 
 
 def test_scores_have_three_decimals_and_no_negative_zero():

@@ -263,6 +263,10 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     if "embedder_reachable" in report:
         rows.append(("embedder", "reachable" if report["embedder_reachable"]
                      else f"NOT reachable: {report.get('embedder_error')}"))
+    if "reranker" in report:
+        rows.append(("reranker", "off" if report["reranker"] is None else
+                     f"{report['reranker']['name']} (reads the best {report['reranker']['depth']},"
+                     f" weight {report['reranker']['weight']:g})"))
     rows.append(("ollama host", report["ollama_host"] or "not set"))
     rows.append(("extras", ", ".join(f"{name} {_yes(found)}" for name, found in report["extras"].items())))
     width = max(len(key) for key, _ in rows) + 2
@@ -276,7 +280,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
                               "ollama_host": settings.ollama_host, "extras": {}}
     for extra, module in (("postgres", "psycopg"), ("ollama", "langchain_ollama"), ("local", "sentence_transformers"),
                           ("langchain", "langchain_core"), ("llamaindex", "llama_index.core"), ("ui", "starlette"),
-                          ("cli", "tqdm")):
+                          ("cli", "tqdm"), ("mcp", "mcp"), ("fast", "usearch"), ("rerank", "onnxruntime")):
         try:
             report["extras"][extra] = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:
@@ -294,6 +298,9 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         report["schema_version"] = store.backend.schema_version()
         report["embedding_model"] = store.embedding_model
         report["embeddings"] = store.embedding_status()
+        second = store.reranker  # NAVI_MEMORY_RERANKER: a bad one already failed the open, saying why
+        report["reranker"] = None if second is None else \
+            {"name": second.name, "depth": second.depth, "weight": second.weight}
         if store.embedder is not None:
             try:
                 store.embedder.embed_query("navi-memory doctor")
