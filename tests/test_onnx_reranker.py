@@ -48,6 +48,16 @@ def test_long_texts_are_truncated_and_a_score_does_not_depend_on_the_other_texts
     assert scores[-1] == model.predict(pairs[-1:])[0] and scores[:3] == model.predict(pairs[:3])
 
 
+def test_pairs_scored_at_once_score_as_one_at_a_time(model):
+    pairs = [("Who plays the cello?", f"Turn {i}: I play the cello on {day}") for i, day in
+             enumerate(["Monday", "Tuesday", "Friday", "Sunday", "holidays", "weekends"])]
+    assert model.threads >= 1 and OnnxCrossEncoder(MODEL, threads=1).predict(pairs) == \
+        OnnxCrossEncoder(MODEL, threads=3).predict(pairs)
+    for threads in (0, True, 1.5):
+        with pytest.raises(ConfigurationError, match="threads"):
+            OnnxCrossEncoder(MODEL, threads=threads)  # type: ignore[arg-type]
+
+
 def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
     notes = ["The weather was grey all week", "My cello teacher moved to Vienna",
              "I play the cello in a string quartet", "Quartet rehearsals are on Tuesdays"]
