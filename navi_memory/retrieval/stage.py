@@ -21,7 +21,6 @@ def reorder(ranked: Sequence[K], scores: Mapping[K, float]) -> list[K]:
     return scored + [key for key in ranked if key not in scores]
 
 
-
 def blend(first: Sequence[float], model: Sequence[float], weight: float) -> list[float]:
     """``(1 - weight) x`` the first stage's score ``+ weight x`` the model's, each scaled to 0..1
     over the candidates the model read. A cross-encoder alone forgets what the first stage knew
