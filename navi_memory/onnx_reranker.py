@@ -60,9 +60,9 @@ class OnnxCrossEncoder:
                 from tokenizers import Tokenizer
 
                 options = onnxruntime.SessionOptions()
-                # one core per run, several runs at once: a short pair is too small to split across
-                # cores (two intra-op threads: 370 ms for 30 LoCoMo pairs; one thread on each of two
-                # pairs at a time: 194 ms)
+                # one core per run, several runs at once: a short pair is too small to split well
+                # across cores (30 LoCoMo pairs, 2 cores: p50 238-277 ms on two intra-op threads,
+                # 211-227 ms two pairs at a time; with a test suite running beside it, 370 vs 194)
                 options.intra_op_num_threads = 1
                 session = onnxruntime.InferenceSession(str(self.folder / MODEL_FILE), options,
                                                        providers=["CPUExecutionProvider"])
@@ -82,8 +82,8 @@ class OnnxCrossEncoder:
         session, tokenizer = self._load()
         # One pair per run, never a padded batch: an int8 model quantises its activations with one
         # scale per run, so a batch moved scores by up to 0.5 logits (ms-marco-MiniLM-L-12 int8) and
-        # a text's score would depend on the other candidates. Without padding it is faster too: 30
-        # LoCoMo pairs, 2 CPU cores, p50 270 ms one by one, 369 ms as one batch.
+        # a text's score would depend on the other candidates. Without padding it was faster too
+        # (30 LoCoMo pairs, 2 cores: p50 270 ms one by one, 369 ms as one batch).
         encoded = [tokenizer.encode(query, text) for query, text in pairs]
         if self._pool is None or len(encoded) < 2:
             return [_logit(session, e) for e in encoded]
