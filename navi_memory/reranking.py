@@ -7,6 +7,9 @@ Off by default. A store takes one per store (``MemoryStore.open(reranker=...)``,
 * a sentence-transformers ``CrossEncoder`` (anything with ``predict(pairs)``);
 * a LangChain ``BaseDocumentCompressor`` (anything with ``compress_documents(documents, query)``,
   e.g. ``CrossEncoderReranker``): its order is the score, and documents it drops rank last;
+* a LlamaIndex node postprocessor (anything with ``postprocess_nodes(nodes, query_str=...)``, e.g.
+  ``SentenceTransformerRerank``): the scores it gives the nodes (its order where it gives none),
+  nodes it drops rank last;
 * a name: ``cross-encoder:<model>`` loads a sentence-transformers ``CrossEncoder`` on first use
   (a local path, or a model name the Hugging Face cache holds); ``onnx:<folder>`` a cross-encoder
   exported to ONNX (``model.onnx`` + ``tokenizer.json``, run by onnxruntime, no PyTorch:
@@ -93,6 +96,22 @@ def _compressor_scorer(compressor: Any) -> Scorer:
     return score
 
 
+def _postprocessor_scorer(postprocessor: Any) -> Scorer:
+    def score(query: str, texts: list[str]) -> Sequence[float]:
+        from llama_index.core.schema import NodeWithScore, TextNode
+
+        nodes = [NodeWithScore(node=TextNode(text=t, id_=f"navi-rank-{i}")) for i, t in enumerate(texts)]
+        kept = list(postprocessor.postprocess_nodes(nodes, query_str=query))
+        by_score = all(n.score is not None for n in kept)
+        out = [-math.inf] * len(texts)
+        for position, node in enumerate(kept):
+            index = node.node.node_id.removeprefix("navi-rank-")
+            if index.isdigit() and int(index) < len(texts):
+                out[int(index)] = float(node.score) if by_score else float(len(kept) - position)
+        return out
+    return score
+
+
 def _cross_encoder(model: str) -> Scorer:
     if importlib.util.find_spec("sentence_transformers") is None:
         raise ConfigurationError("a cross-encoder reranker needs the 'local' extra: pip install 'navi-memory[local]'")
@@ -133,9 +152,12 @@ def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DE
     label = type(choice).__name__
     if callable(getattr(choice, "compress_documents", None)):
         return Reranker(_compressor_scorer(choice), label, depth, weight)
+    if callable(getattr(choice, "postprocess_nodes", None)):
+        return Reranker(_postprocessor_scorer(choice), label, depth, weight)
     if callable(getattr(choice, "predict", None)):
         return Reranker(_pairs_scorer(choice), label, depth, weight)
     if callable(choice):
         return Reranker(choice, getattr(choice, "__name__", label), depth, weight)
     raise ConfigurationError("reranker must be a callable (query, texts) -> scores, a CrossEncoder, a LangChain"
-                             " document compressor, 'cross-encoder:<model>', 'onnx:<folder>' or None")
+                             " document compressor, a LlamaIndex node postprocessor, 'cross-encoder:<model>',"
+                             " 'onnx:<folder>' or None")

@@ -95,6 +95,31 @@ def test_a_langchain_document_compressor_scores_by_its_order_and_drops_rank_last
     assert scores[2] > scores[0] > scores[1] == -math.inf
 
 
+def test_a_llamaindex_node_postprocessor_gives_its_scores_and_drops_rank_last(store):
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor  # the llamaindex extra
+
+    class Shortest(BaseNodePostprocessor):
+        """Scores nodes by shortness; ``drop`` leaves out the longest; ``unscored`` keeps order only."""
+
+        drop: bool = True
+        unscored: bool = False
+
+        def _postprocess_nodes(self, nodes, query_bundle=None):
+            assert query_bundle is not None and query_bundle.query_str.startswith("coffee")
+            ranked = sorted(nodes, key=lambda n: len(n.node.get_content()))[:len(nodes) - 1 if self.drop else None]
+            for n in ranked:
+                n.score = None if self.unscored else 100.0 - len(n.node.get_content())
+            return ranked
+
+    texts = ["a long long text", "short", "mid text"]
+    assert resolve_reranker(Shortest()).score("coffee", texts) == [-math.inf, 95.0, 92.0]
+    assert resolve_reranker(Shortest(drop=False, unscored=True)).score("coffee", texts) == [1.0, 3.0, 2.0]
+    _fill(store)
+    store.set_reranker(resolve_reranker(Shortest(drop=False), weight=1.0))
+    found = store.search("coffee espresso lattes", user_id=U, limit=3)
+    assert [len(r.content) for r in found] == sorted(len(r.content) for r in found)
+
+
 def _fill(store) -> None:
     for note in NOTES:
         store.add(user_id=U, content=note)
