@@ -57,6 +57,10 @@ class Reranker:
     def __repr__(self) -> str:
         return f"Reranker({self.name!r}, depth={self.depth}, weight={self.weight})"
 
+    def to_dict(self) -> dict[str, Any]:
+        """What reports show of it: name, depth and weight."""
+        return {"name": self.name, "depth": self.depth, "weight": self.weight}
+
     def score(self, query: str, texts: list[str]) -> list[float]:
         if not texts:
             return []

@@ -105,15 +105,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder = resolve_embedder(EMBEDDINGS[args.embeddings], settings)
         if getattr(args, "cache", None) and args.embeddings in ("minilm", "local", "ollama"):
             embedder = embed_cache.cached(embedder, Path(args.cache))
-        spec = getattr(args, "reranker", None)
-        reranker = resolve_reranker(spec, depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
-                                    weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) if spec else None
-        reranker = reranker or False  # "none" too: the environment's NAVI_MEMORY_RERANKER must not apply
+        # False, never None, for none: None would take the environment's NAVI_MEMORY_RERANKER
+        reranker = resolve_reranker(getattr(args, "reranker", None) or False,
+                                    depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
+                                    weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) or False
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
                               reranker=reranker) as store:
             report = evaluate(store, samples)
-            report["reranker"] = None if not reranker else \
-                {"name": reranker.name, "depth": reranker.depth, "weight": reranker.weight}
+            report["reranker"] = reranker.to_dict() if reranker else None
             if getattr(args, "loo", False):
                 from . import locomo_loo
 

@@ -298,9 +298,8 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         report["schema_version"] = store.backend.schema_version()
         report["embedding_model"] = store.embedding_model
         report["embeddings"] = store.embedding_status()
-        second = store.reranker  # NAVI_MEMORY_RERANKER: a bad one already failed the open, saying why
-        report["reranker"] = None if second is None else \
-            {"name": second.name, "depth": second.depth, "weight": second.weight}
+        # NAVI_MEMORY_RERANKER: a bad one already failed the open, saying why
+        report["reranker"] = None if store.reranker is None else store.reranker.to_dict()
         if store.embedder is not None:
             try:
                 store.embedder.embed_query("navi-memory doctor")
