@@ -46,16 +46,18 @@ class OnnxCrossEncoder:
         self.max_length = max_length
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self._lock = threading.Lock()
-        self._loaded: tuple[Any, Any] | None = None
+        self._loaded: tuple[Any, Any, list[tuple[str, str, Any]]] | None = None
         self._pool: ThreadPoolExecutor | None = None
         import onnxruntime  # noqa: F401  now: before anything loads usearch (see navi_memory.ann)
 
     def __repr__(self) -> str:
         return f"OnnxCrossEncoder({str(self.folder)!r})"
 
-    def _load(self) -> tuple[Any, Any]:
+    def _load(self) -> tuple[Any, Any, list[tuple[str, str, Any]]]:
+        """The session, the tokenizer and the model's inputs (name, encoding field, dtype)."""
         with self._lock:
             if self._loaded is None:
+                import numpy as np
                 import onnxruntime
                 from tokenizers import Tokenizer
 
@@ -67,27 +69,29 @@ class OnnxCrossEncoder:
                 session = onnxruntime.InferenceSession(str(self.folder / MODEL_FILE), options,
                                                        providers=["CPUExecutionProvider"])
                 tokenizer = Tokenizer.from_file(str(self.folder / TOKENIZER_FILE))
-                tokenizer.no_padding()  # exports often pad to the maximum; each batch pads to its longest
+                tokenizer.no_padding()  # exports often pad to 512; a pair runs alone, unpadded
                 tokenizer.enable_truncation(self.max_length, strategy="longest_first")
                 unknown = [i.name for i in session.get_inputs() if i.name not in _FEEDS]
                 if unknown:
                     raise RerankError(f"{self!r}: the model wants inputs {unknown}; a cross-encoder"
                                       f" takes {sorted(_FEEDS)}")
-                self._loaded = (session, tokenizer)
+                inputs = [(i.name, _FEEDS[i.name], np.int32 if i.type == "tensor(int32)" else np.int64)
+                          for i in session.get_inputs()]
+                self._loaded = (session, tokenizer, inputs)
                 if self.threads > 1:
                     self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="navi-memory-rerank")
             return self._loaded
 
     def predict(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        session, tokenizer = self._load()
+        session, tokenizer, inputs = self._load()
         # One pair per run, never a padded batch: an int8 model quantises its activations with one
         # scale per run, so a batch moved scores by up to 0.5 logits (ms-marco-MiniLM-L-12 int8) and
         # a text's score would depend on the other candidates. Without padding it was faster too
         # (30 LoCoMo pairs, 2 cores: p50 270 ms one by one, 369 ms as one batch).
         encoded = [tokenizer.encode(query, text) for query, text in pairs]
         if self._pool is None or len(encoded) < 2:
-            return [_logit(session, e) for e in encoded]
-        return list(self._pool.map(lambda e: _logit(session, e), encoded))
+            return [_logit(session, inputs, e) for e in encoded]
+        return list(self._pool.map(lambda e: _logit(session, inputs, e), encoded))
 
 
 def _crashes_after_usearch() -> bool:
@@ -100,12 +104,10 @@ def _crashes_after_usearch() -> bool:
 _FEEDS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
 
 
-def _logit(session: Any, encoded: Any) -> float:
+def _logit(session: Any, inputs: list[tuple[str, str, Any]], encoded: Any) -> float:
     import numpy as np
 
-    feed = {spec.name: np.array([getattr(encoded, _FEEDS[spec.name])],
-                                dtype=np.int32 if spec.type == "tensor(int32)" else np.int64)
-            for spec in session.get_inputs()}
+    feed = {name: np.array([getattr(encoded, field)], dtype=dtype) for name, field, dtype in inputs}
     out = np.asarray(session.run(None, feed)[0], dtype=np.float64)
     if out.size != 1:
         raise RerankError(f"a cross-encoder gives one score per pair; this model gives shape {out.shape}")

@@ -18,8 +18,8 @@ Off by default. A store takes one per store (``MemoryStore.open(reranker=...)``,
 The search re-orders its best ``depth`` candidates by a blend of their first-stage score and the
 model's (``retrieval.stage.blend``: each scaled over those candidates, the model's share
 ``weight``, 0.5 by default, 1 for the model's order alone); the others keep their order after
-them. ``resolve_reranker(model, depth=..., weight=...)`` makes one with other values. A model that fails raises
-``RerankError``: a second stage the user asked for is not skipped silently.
+them. ``resolve_reranker(model, depth=..., weight=...)`` makes one with other values. A model
+that fails raises ``RerankError``: a second stage the user asked for is not skipped silently.
 """
 
 from __future__ import annotations
