@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from navi_memory import MemoryStore
-from navi_memory.bench import embed_cache
+from navi_memory.bench import embed_cache, write_report
 from navi_memory.bench.locomo_data import questions, score, turn_items
 from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
 from navi_memory.config import Settings
@@ -101,7 +101,7 @@ def main() -> None:
     for fold in report["leave_one_out"]["folds"]:
         print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json_out, report)
 
 
 if __name__ == "__main__":

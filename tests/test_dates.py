@@ -74,3 +74,65 @@ def test_boosts_apply_only_when_the_query_and_the_row_agree():
     assert adjustments(timed, NOW, recency_decay=False) == {}
     order = rerank.rerank([plain, timed], NOW, recency_decay=False, when=asks)
     assert [r.id for r in order] == [1, 2]
+
+
+@pytest.mark.parametrize("query", ["How many weeks passed between the two adoptions?", "how many years ago was it"])
+def test_counting_time_asks_when(query):
+    assert read_query(query).asks_when
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("what happened on 2023-05-08", datetime(2023, 5, 8), datetime(2023, 5, 16)),
+    ("notes from 2023-05", datetime(2023, 5, 1), datetime(2023, 7, 2)),
+    ("the 2023-13 sprint in 2023", datetime(2023, 1, 1), datetime(2024, 1, 1)),  # no 13th month: the year
+])
+def test_iso_dates_and_months(query, start, end):
+    when = read_query(query)
+    assert (when.start, when.end, when.every_year) == (start.replace(tzinfo=UTC), end.replace(tzinfo=UTC), False)
+
+
+def test_a_month_without_a_year_is_that_month_of_any_year():
+    when = read_query("When did Melanie go camping in June?")
+    assert when.every_year and when.asks_when
+    for moment in (datetime(2019, 6, 1), datetime(2023, 6, 30, 23), datetime(2023, 7, 20)):  # July: told after
+        assert when.covers(moment)
+    for moment in (datetime(2023, 5, 31), datetime(2023, 8, 2), datetime(2024, 1, 15)):
+        assert not when.covers(moment)
+    december = read_query("gifts at the end of December")
+    assert december.covers(datetime(2024, 1, 20)) and december.covers(datetime(2023, 12, 24))
+    assert not december.covers(datetime(2024, 2, 2)) and not december.covers(datetime(1, 1, 5))
+
+
+@pytest.mark.parametrize("query", ["You may like it", "this may be wrong", "March on!", "the may pole"])
+def test_month_words_that_are_not_months(query):
+    assert read_query(query).start is None
+
+
+THURSDAY = datetime(2026, 11, 26, 15, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("what did I say yesterday?", datetime(2026, 11, 25), datetime(2026, 12, 3)),
+    ("what did we talk about today", datetime(2026, 11, 26), datetime(2026, 12, 4)),
+    ("plans I made last night", datetime(2026, 11, 25), datetime(2026, 12, 3)),
+    ("what did I cook last week", datetime(2026, 11, 16), datetime(2026, 11, 30)),
+    ("this week's plans", datetime(2026, 11, 23), datetime(2026, 12, 7)),
+    ("last weekend", datetime(2026, 11, 21), datetime(2026, 11, 30)),
+    ("films this month", datetime(2026, 11, 1), datetime(2027, 1, 1)),
+    ("films last month", datetime(2026, 10, 1), datetime(2026, 12, 2)),
+    ("trips last year", datetime(2025, 1, 1), datetime(2026, 1, 1)),
+    ("3 days ago", datetime(2026, 11, 23), datetime(2026, 12, 1)),
+    ("two weeks ago", datetime(2026, 11, 9), datetime(2026, 11, 23)),
+    ("a couple of months ago", datetime(2026, 9, 1), datetime(2026, 11, 1)),
+    ("what was it, 11 months ago?", datetime(2025, 12, 1), datetime(2026, 2, 1)),  # a year back
+    ("a year ago", datetime(2025, 1, 1), datetime(2026, 1, 1)),
+])
+def test_relative_periods_are_read_from_the_time_of_the_search(query, start, end):
+    when = read_query(query, THURSDAY)
+    assert (when.start, when.end) == (start.replace(tzinfo=UTC), end.replace(tzinfo=UTC))
+    assert read_query(query).start is None  # without the time of the search, nothing relative
+
+
+def test_an_absolute_date_wins_over_a_relative_one():
+    assert read_query("what did I say yesterday about 3 June, 2023", THURSDAY).start == datetime(2023, 6, 3, tzinfo=UTC)
+    assert read_query("yesterday", THURSDAY.replace(tzinfo=None)).start == datetime(2026, 11, 25, tzinfo=UTC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -302,3 +303,14 @@ def test_any_text_query_returns_only_the_users_results(store, lexical_store, que
             s.add(user_id="bob", content="bob's lattes")
         results = s.search(query, user_id=U, limit=50)
         assert all(r.id in {i.id for i in s.list_items(user_id=U)} for r in results)
+
+
+def test_relative_periods_in_the_query_read_the_store_clock(store, clock):
+    older = store.add(user_id=U, content="I cooked a mushroom risotto", observed_at=clock.now - timedelta(days=20))
+    recent = store.add(user_id=U, content="I cooked a lentil soup", observed_at=clock.now - timedelta(days=1))
+    found = store.search("what did I cook yesterday?", user_id=U)
+    assert [r.id for r in found][:2] == [recent, older]
+    assert "date" in found[0].scores and "date" not in found[1].scores
+    assert [r.id for r in store.search("what did I cook 20 days ago?", user_id=U)][0] == older
+    clock.advance(days=30)  # the same words a month later name other days
+    assert all("date" not in r.scores for r in store.search("what did I cook yesterday?", user_id=U))

@@ -12,7 +12,6 @@ The SQLite path uses only numpy and the standard library.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sqlite3
@@ -25,7 +24,7 @@ import numpy as np
 
 from ..config import parse_url
 from ..errors import ConfigurationError
-from . import BLAS_THREAD_TIMEOUT
+from . import BLAS_THREAD_TIMEOUT, write_report
 from .data import LAYOUTS, USER, VECTOR_KINDS, Corpus, Dataset, Vectors
 from .measure import ingest, load, open_store, search_series, timed_search
 from .scan import compare, wait_for_graphs
@@ -222,7 +221,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "environment": _environment()}
     print(format_table(report))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json_out, report)
     return report
 
 

@@ -28,7 +28,7 @@ from ..progress import Progress
 from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, resolve_reranker
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
-from . import embed_cache
+from . import embed_cache, write_report
 from .locomo_data import KS, ask, turn_items
 
 EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         print(format_floor(report["floor"]))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json_out, report)
     return report
 
 

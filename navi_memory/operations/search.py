@@ -90,7 +90,7 @@ class SearchOperations:
         if is_match_all(query):
             rows = yield db.list_items(filters=f, limit=limit, offset=0)
             return SearchResults(convert.match_all_result(r) for r in rows)
-        plan = ranking.SearchPlan.create(query or "", fusion, float(weight))
+        plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now)
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
         embed = qvec is None and bool(query) and self._shared.embedder is not None \

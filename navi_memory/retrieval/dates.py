@@ -5,9 +5,11 @@ Two general signals, used by ``rerank.adjustments``:
 * a question about *when* ("When did ...", "How long has ...", "What year ...") is answered by a
   memory that says when: one holding a time expression ("yesterday", "last week", "in 2019",
   "for 3 years", "on Friday"); most memories hold none;
-* a query that names a date, a month or a year ("on 3 June, 2023", "in October 2023") asks about
-  what was observed then: memories whose ``observed_at`` falls in that period, or shortly after it
-  (things are told after they happen: "last month", "yesterday").
+* a query that names a date, a month or a year ("on 3 June, 2023", "in October 2023", "2023-06-03",
+  "in June": that month of any year) asks about what was observed then: memories whose
+  ``observed_at`` falls in that period, or shortly after it (things are told after they happen:
+  "last month", "yesterday"). Given the time of the search, relative periods are read too
+  ("yesterday", "last week", "this month", "two weeks ago"), in UTC days.
 """
 
 from __future__ import annotations
@@ -26,9 +28,21 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\.?,?\s+{_YEAR}\b",
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\.?\s+{_DAY},?\s+{_YEAR}\b", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)
 _YEAR_ONLY = re.compile(rf"\b{_YEAR}\b")
+_ISO_DAY = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
+_ISO_MONTH = re.compile(r"\b((?:19|20)\d\d)-(\d\d)\b(?!-\d)")
+# A month without a year only after a word that makes it a time ("in May", not "you may", "this may").
+_MONTH_ALONE = re.compile(r"\b(?:in|during|around|since|by|until|before|after|early|mid|late|last"
+                          r"|(?:beginning|start|middle|end) of)[\s-]+(january|february|march|april|may|june|july"
+                          r"|august|september|october|november|december)\b", re.I)
+_NUMBER = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "a couple of": 2,
+           "couple of": 2}
+_RELATIVE = re.compile(r"\b(today|tonight|this (?:morning|afternoon|evening)|yesterday|last night"
+                       r"|(?:this|last) (?:week|weekend|month|year)"
+                       r"|(\d{1,2}|an?|one|two|three|four|five|six|(?:a )?couple of) (day|week|month|year)s? ago)\b",
+                       re.I)
 
 _WHEN = re.compile(r"\b(when|how long|since when|what (?:year|month|day|date|time|week)|which (?:year|month|day|date)"
-                   r"|how many (?:years|months|weeks|days) ago|what (?:period|season))\b", re.I)
+                   r"|how many (?:years|months|weeks|days)|what (?:period|season))\b", re.I)
 _TIME = re.compile(
     r"\b(yesterday|today|tonight|tomorrow|ago|recently|lately|earlier|soon|later|weekend|weekends"
     r"|(?:last|next|this|past|coming|previous|few|couple of)\s+(?:\w+\s+)?(?:week|weeks|month|months|year|years|day|days"
@@ -43,11 +57,13 @@ AFTER = {"day": timedelta(days=7), "month": timedelta(days=31), "year": timedelt
 
 @dataclass(frozen=True)
 class QueryTime:
-    """What a query says about time: whether it asks *when*, and the period it names (UTC)."""
+    """What a query says about time: whether it asks *when*, and the period it names (UTC);
+    ``every_year``: the period's month and day in any year (a month named without a year)."""
 
     asks_when: bool = False
     start: datetime | None = None
     end: datetime | None = None  # exclusive, with the telling delay (``AFTER``) added
+    every_year: bool = False
 
     @property
     def says_anything(self) -> bool:
@@ -58,11 +74,32 @@ class QueryTime:
         if when is None or self.start is None or self.end is None:
             return False
         moment = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-        return self.start <= moment < self.end
+        if not self.every_year:
+            return self.start <= moment < self.end
+        # the period of the moment's year, or of the year before (December runs on into January)
+        starts = (self.start.replace(year=year) for year in (moment.year, moment.year - 1) if year > 1)
+        return any(start <= moment < start + (self.end - self.start) for start in starts)
 
 
 def _month(name: str) -> int:
     return next(i for i, month in enumerate(MONTHS, start=1) if month.startswith(name.lower()[:3]))
+
+
+def _month_period(year: int, month: int) -> tuple[datetime, datetime, str]:
+    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc), "month"
+
+
+def _year_period(year: int) -> tuple[datetime, datetime, str]:
+    return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc), "year"
+
+
+def _day_period(year: int, month: int, day: int) -> tuple[datetime, datetime, str] | None:
+    try:
+        start = datetime(year, month, day, tzinfo=timezone.utc)
+    except ValueError:  # 31 February
+        return None
+    return start, start + timedelta(days=1), "day"
 
 
 def _period(query: str) -> tuple[datetime, datetime, str] | None:
@@ -70,31 +107,66 @@ def _period(query: str) -> tuple[datetime, datetime, str] | None:
         for match in pattern.finditer(query):
             day, month, year = (match.group(1), match.group(2), match.group(3)) if order == "dmy" else \
                 (match.group(2), match.group(1), match.group(3))
-            try:
-                start = datetime(int(year), _month(month), int(day), tzinfo=timezone.utc)
-            except ValueError:  # 31 February
-                continue
-            return start, start + timedelta(days=1), "day"
-    match = _MONTH_YEAR.search(query)
-    if match:
-        year, month = int(match.group(2)), _month(match.group(1))
-        start = datetime(year, month, 1, tzinfo=timezone.utc)
-        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
-        return start, end, "month"
-    match = _YEAR_ONLY.search(query)
-    if match:
-        year = int(match.group(1))
-        return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc), "year"
+            if found := _day_period(int(year), _month(month), int(day)):
+                return found
+    for match in _ISO_DAY.finditer(query):
+        if found := _day_period(int(match.group(1)), int(match.group(2)), int(match.group(3))):
+            return found
+    if match := _MONTH_YEAR.search(query):
+        return _month_period(int(match.group(2)), _month(match.group(1)))
+    for match in _ISO_MONTH.finditer(query):
+        if 1 <= int(match.group(2)) <= 12:
+            return _month_period(int(match.group(1)), int(match.group(2)))
+    if match := _YEAR_ONLY.search(query):
+        return _year_period(int(match.group(1)))
     return None
 
 
-def read_query(query: str) -> QueryTime:
-    """The time signals of a search query."""
-    period = _period(query)
+def _back(unit: str, count: int, now: datetime) -> tuple[datetime, datetime, str]:
+    """The day, week (from Monday), month or year ``count`` of them before ``now``'s (UTC)."""
+    today = datetime(now.year, now.month, now.day, tzinfo=timezone.utc)
+    if unit in ("day", "week"):
+        length = timedelta(days=1) if unit == "day" else timedelta(weeks=1)
+        start = (today if unit == "day" else today - timedelta(days=today.weekday())) - count * length
+        return start, start + length, "day"
+    if unit == "month":
+        index = now.year * 12 + now.month - 1 - count
+        return _month_period(index // 12, index % 12 + 1)
+    return _year_period(now.year - count)
+
+
+def _relative(query: str, now: datetime) -> tuple[datetime, datetime, str] | None:
+    """The period a relative expression names, counted back from ``now``."""
+    match = _RELATIVE.search(query)
+    if match is None:
+        return None
+    if match.group(2):  # "<n> <unit>s ago"
+        return _back(match.group(3).lower(), _NUMBER.get(match.group(2).lower(), 0) or int(match.group(2)), now)
+    phrase = " ".join(match.group(1).lower().split())
+    if phrase in ("yesterday", "last night"):
+        return _back("day", 1, now)
+    which, unit = phrase.split() if " " in phrase else ("this", "day")  # today, tonight
+    if unit in ("morning", "afternoon", "evening"):
+        return _back("day", 0, now)
+    if unit == "weekend":  # the last whole weekend, or this week's
+        monday = _back("week", 0, now)[0]
+        start = monday - timedelta(days=2 if which == "last" else -5)
+        return start, start + timedelta(days=2), "day"
+    return _back(unit, int(which == "last"), now)
+
+
+def read_query(query: str, now: datetime | None = None) -> QueryTime:
+    """The time signals of a search query; relative periods ("last week") only given ``now``."""
+    asks_when = bool(_WHEN.search(query))
+    period, every_year = _period(query), False
+    if period is None and (match := _MONTH_ALONE.search(query)):
+        period, every_year = _month_period(2000, _month(match.group(1))), True
+    if period is None and now is not None:
+        period = _relative(query, now if now.tzinfo else now.replace(tzinfo=timezone.utc))
     if period is None:
-        return QueryTime(asks_when=bool(_WHEN.search(query)))
+        return QueryTime(asks_when=asks_when)
     start, end, unit = period
-    return QueryTime(asks_when=bool(_WHEN.search(query)), start=start, end=end + AFTER[unit])
+    return QueryTime(asks_when=asks_when, start=start, end=end + AFTER[unit], every_year=every_year)
 
 
 def mentions_time(text: str) -> bool:

@@ -41,9 +41,11 @@ class SearchPlan:
     when: QueryTime = QueryTime()
 
     @classmethod
-    def create(cls, query: str, fusion: str, semantic_weight: float = STORE_SEMANTIC_WEIGHT) -> "SearchPlan":
+    def create(cls, query: str, fusion: str, semantic_weight: float = STORE_SEMANTIC_WEIGHT,
+               now: datetime | None = None) -> "SearchPlan":
+        """``now``: the time of the search, from which relative periods ("last week") are read."""
         k = WEIGHTED_K if fusion == "weighted" else RRF_K_CANDIDATES
-        return cls(query_terms(query), fusion, k, semantic_weight, read_query(query))
+        return cls(query_terms(query), fusion, k, semantic_weight, read_query(query, now))
 
     @property
     def has_content_terms(self) -> bool:
