@@ -301,3 +301,19 @@ def test_without_turn_chunks_sessions_do_not_stay_stale(store, clock):
     assert report.chunks == 0 and report.added == 1
     assert store.list_items(user_id=U, theme="conversation") == []
     assert store.process_stale_sessions(user_id=U) == []
+
+
+def test_a_turn_stored_by_a_later_pass_has_the_turn_before_as_context(store):
+    store.pipeline.background = False
+    store.pipeline.extract_every = 1
+    store.pipeline.context_messages = 0  # the turn before is read back whatever the extraction context
+    store.add_messages("s1", [{"role": "user", "content": "I play the cello."},
+                              {"role": "assistant", "content": "Lovely! How long?"},
+                              {"role": "user", "content": "Since I was six."}], user_id=U)
+    assert len(store.list_items(user_id=U, theme="conversation")) == 1  # the open turn is held back
+    store.add_messages("s1", [{"role": "assistant", "content": "Impressive."},
+                              {"role": "user", "content": "Thanks."}], user_id=U)
+    chunks = sorted(store.list_items(user_id=U, theme="conversation"), key=lambda c: c.id)
+    assert [c.content for c in chunks] == ["User: I play the cello.\nAssistant: Lovely! How long?",
+                                           "User: Since I was six.\nAssistant: Impressive."]
+    assert [c.context for c in chunks] == [None, chunks[0].content]

@@ -59,6 +59,8 @@ from ..sansio import Op, operation
 log = logging.getLogger("navi_memory.pipeline")
 
 NEIGHBOURS = 5
+# Messages read back before the turns a pass stores, for the turn before them (their context).
+TURN_BEFORE_MESSAGES = 8
 
 
 def _rule_candidates(found: Sequence[rules.RuleFact]) -> list[ExtractedFact]:
@@ -303,12 +305,14 @@ class SessionOperations:
                       ledger: list[dict]) -> Op:
         opts = self._shared.pipeline
         after = 0 if force else claimed["extracted_seq"]
-        start = max(0, min(after, claimed["chunked_seq"]) - opts.context_messages)
+        start = max(0, min(after - opts.context_messages, claimed["chunked_seq"] - TURN_BEFORE_MESSAGES))
         full = yield db.get_session(user_id=uid, session_id=sid, with_messages=True, after_seq=start)
         messages = [sessions.message(m) for m in full["messages"]]
+        chunked = [m for m in messages if (m.seq or 0) <= claimed["chunked_seq"]]
         pending = [m for m in messages if (m.seq or 0) > claimed["chunked_seq"]]
         scope = {"agent_id": full.get("agent_id"), "run_id": full.get("run_id")}  # of the derived items
-        report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final, scope)
+        report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final, scope,
+                                                     before=chunked)
         new = [m for m in messages if (m.seq or 0) > after]
         context = [m for m in messages if (m.seq or 0) <= after][-opts.context_messages:] if opts.context_messages else []
         candidates: list[ExtractedFact | None] = list(_rule_candidates(rules.extract(new)))
@@ -346,12 +350,17 @@ class SessionOperations:
                 "extracted_user_messages": full["user_messages"]}
 
     def _store_turns(self, uid: str, sid: str, messages: list[Message], names: dict[str, str], final: bool,
-                     scope: dict[str, Any]) -> Op:
+                     scope: dict[str, Any], before: Sequence[Message] = ()) -> Op:
+        """The turns of ``messages`` as chunks; ``before``: the session's messages stored by an
+        earlier pass (the last turn of them is the first new turn's context)."""
         groups, upto = transcript.turns(messages, final)
         if not upto:
             return 0
         items: list[NewItem] = []
-        previous = None  # the turn before, as context: a turn often makes sense only with it
+        # the turn before, as context: a turn often makes sense only with it
+        earlier = transcript.turns(before, final=True)[0][-1:]
+        previous = fit_utf8(transcript.turn_text(earlier[0], names), self._shared.max_content_bytes) or None \
+            if earlier else None
         for group in groups if self._shared.pipeline.store_turns else []:  # without chunks the mark still moves
             text = transcript.turn_text(group, names)
             if text:
