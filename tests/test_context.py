@@ -124,6 +124,24 @@ def test_neighbour_of_a_match_is_returned_with_the_context_signal(lexical_store)
     assert results[ids[1]].signals["context"] is True and ids[0] not in results  # only adjacent turns
 
 
+def test_neighbours_are_the_session_turns_around_a_match_whatever_was_stored_between(lexical_store):
+    """Turns of one session stored by two passes, other users' and sessions' items between them:
+    the turns before and after are still its neighbours (ids are not consecutive)."""
+    ids = []
+    for n, text in enumerate(["Bob: I have a new puppy called Max.", "Alice: Lovely, what breed is it?",
+                              "Bob: A beagle, two months old."]):
+        ids.append(lexical_store.add(user_id=U, content=text, source_ref={"session_id": "s1"}))
+        lexical_store.add(user_id="someone-else", content="Bob: puppy food", source_ref={"session_id": "s1"})
+        lexical_store.add(user_id=U, content=f"an unrelated note {n}", source_ref={"session_id": "s2"})
+        lexical_store.add(user_id=U, content=f"a note without a session {n}")
+    results = {r.id: r for r in lexical_store.search("beagle", user_id=U)}
+    assert results[ids[1]].signals["context"] is True and ids[0] not in results  # one turn each way
+    results = {r.id: r for r in lexical_store.search("puppy", user_id=U)}
+    assert results[ids[1]].signals["context"] is True and ids[2] not in results
+    lexical_store.archive(ids[1], user_id=U)  # a neighbour that fails the filters is left out, not skipped
+    assert set(r.id for r in lexical_store.search("puppy", user_id=U)) == {ids[0]}
+
+
 def test_no_smoothing_across_sessions_or_with_weight_zero(lexical_store):
     first = conversation(lexical_store, "s1")
     second = conversation(lexical_store, "s2")

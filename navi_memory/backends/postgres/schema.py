@@ -289,6 +289,12 @@ KEYED_TTL = [
     " AND expires_at IS NOT NULL",
 ]
 
+# version 7: a session's items in order, for the turns before and after a search hit (their ids
+# are not consecutive: other sessions and users take ids from the same sequence meanwhile).
+SESSION_ORDER = [
+    "CREATE INDEX IF NOT EXISTS items_user_session ON items (user_id, (source_ref ->> 'session_id'), id)",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -296,6 +302,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (4, HOUSEHOLD),
     (5, SCOPES),
     (6, KEYED_TTL),
+    (7, SESSION_ORDER),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

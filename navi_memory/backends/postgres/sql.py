@@ -191,13 +191,16 @@ def neighbour_centres(f: Filters, ids: list[int]) -> tuple[sql.Composed, list[An
 def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[Any],
                        columns: sql.Composable = sql.SQL("i.id")) -> tuple[sql.Composed, list[Any]]:
     """``centre`` and ``columns`` of the items ``i`` stored right before and after each centre in
-    the same conversation session, passing the filters. ``centres``: a FROM item named ``h`` with
-    the columns ``id``, ``owner`` (its user) and ``session``."""
+    the same conversation session (by id, ``items_user_session``), of those passing the filters.
+    ``centres``: a FROM item named ``h`` with the columns ``id``, ``owner`` (its user) and ``session``."""
     cond, params = where(f)
+    adjacent = ("SELECT s.id FROM items s WHERE s.user_id = h.owner AND s.source_ref ->> 'session_id' = h.session"
+                " AND s.id {} h.id ORDER BY s.id {} LIMIT 1")
     return sql.SQL(
-        "SELECT h.id AS centre, {} FROM {} JOIN items i ON i.user_id = h.owner AND i.id IN (h.id - 1, h.id + 1)"
-        " WHERE h.session IS NOT NULL AND i.source_ref ->> 'session_id' = h.session AND {}"
-    ).format(columns, centres, cond), [*centre_params, *params]
+        "SELECT h.id AS centre, {} FROM {} CROSS JOIN LATERAL (({}) UNION ALL ({})) AS a(id)"
+        " JOIN items i ON i.user_id = h.owner AND i.id = a.id WHERE h.session IS NOT NULL AND {}"
+    ).format(columns, centres, sql.SQL(adjacent.format("<", "DESC")), sql.SQL(adjacent.format(">", "ASC")),
+             cond), [*centre_params, *params]
 
 
 def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,

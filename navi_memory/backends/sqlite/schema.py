@@ -93,6 +93,11 @@ KEYED_TTL = [
     "CREATE INDEX IF NOT EXISTS items_keyed_expiry ON items (expires_at) WHERE namespace IS NOT NULL"
     " AND expires_at IS NOT NULL",
 ]
+# version 7: a session's items in order, for the turns before and after a search hit (their ids
+# are not consecutive once other sessions or users write between two extraction passes).
+SESSION_ORDER = [
+    "CREATE INDEX IF NOT EXISTS items_user_session ON items (user_id, json_extract(source_ref, '$.session_id'))",
+]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -310,6 +315,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     ),
     (5, SCOPES),
     (6, KEYED_TTL),
+    (7, SESSION_ORDER),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

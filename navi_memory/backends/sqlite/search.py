@@ -145,16 +145,19 @@ class SQLiteSearch:
 
     def neighbours(self, filters: Filters, ids: Sequence[int]) -> dict[int, list[int]]:
         """For each id, the items stored right before and after it in the same conversation session
-        (same user and ``source_ref.session_id``) that pass the filters."""
+        (same user and ``source_ref.session_id``; by id, ``items_user_session``), of those that pass
+        the filters."""
         where, params = filter_sql(filters)
         out: dict[int, list[int]] = {}
+        session = "json_extract({}.source_ref, '$.session_id')"
+        adjacent = (f"SELECT s.id FROM items s WHERE s.user_id = c.user_id AND {session.format('s')} = "
+                    f"{session.format('c')} AND s.id {{}} c.id ORDER BY s.id {{}} LIMIT 1")
         with self._statement() as conn:
             rows = conn.execute(
-                "SELECT c.id, i.id FROM items c NOT INDEXED JOIN items i NOT INDEXED ON i.id IN (c.id - 1, c.id + 1)"
-                " WHERE c.id IN (SELECT value FROM json_each(?)) AND i.user_id = c.user_id"
-                " AND json_extract(c.source_ref, '$.session_id') IS NOT NULL"
-                " AND json_extract(i.source_ref, '$.session_id') = json_extract(c.source_ref, '$.session_id')"
-                f" AND {where}", [json.dumps([int(i) for i in ids]), *params]).fetchall()
+                f"SELECT c.id, i.id FROM items c JOIN items i ON i.id IN (({adjacent.format('<', 'DESC')}),"
+                f" ({adjacent.format('>', 'ASC')})) WHERE c.id IN (SELECT value FROM json_each(?))"
+                f" AND {session.format('c')} IS NOT NULL AND {where}",
+                [json.dumps([int(i) for i in ids]), *params]).fetchall()
         for centre, neighbour in rows:
             out.setdefault(centre, []).append(neighbour)
         return out
