@@ -25,6 +25,7 @@ NAVI_MEMORY_CHAT_RATE_LIMIT     most chat calls per second, per process (default
 NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (default 5; 0 = never)
 NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
 NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
+NAVI_MEMORY_TIMEZONE            IANA time zone of "yesterday", "last week" in queries (default UTC)
 ==============================  ==========================================================
 """
 
@@ -41,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 from .errors import ConfigurationError
 from .models import FUSIONS
 from .prompt import INJECTION_TOKENS
+from .retrieval.dates import zone
 
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
@@ -132,6 +134,13 @@ class Settings:
     stale_minutes: float = 30.0
     dedup_threshold: float = 0.8
     reranker: str | None = None
+    timezone: str = "UTC"  # the days of relative periods in queries ("yesterday"); search(timezone=) per call
+
+    def __post_init__(self) -> None:
+        try:
+            zone(self.timezone)
+        except ValueError as exc:
+            raise ConfigurationError(f"timezone (NAVI_MEMORY_TIMEZONE): {exc}") from exc
 
     def __repr__(self) -> str:
         # URLs may carry passwords (postgresql://user:pw@..., http://user:pw@ollama): masked here
@@ -172,6 +181,7 @@ class Settings:
             stale_minutes=_float_env(env, "NAVI_MEMORY_STALE_MINUTES", 30.0),
             dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),
             reranker=env.get("NAVI_MEMORY_RERANKER", "").strip() or None,
+            timezone=env.get("NAVI_MEMORY_TIMEZONE", "").strip() or "UTC",
         )
 
 

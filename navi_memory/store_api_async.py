@@ -156,7 +156,7 @@ class AsyncMemoryStoreAPI:
                      context_weight: float = context.NEIGHBOUR_WEIGHT, semantic_weight: float | None = None,
                      min_similarity: float = 0.0, namespace_prefix: Sequence[str] | None = None,
                      agent_id: str | None = None, run_id: str | None = None,
-                     filters: Mapping[str, Any] | None = None) -> SearchResults:
+                     filters: Mapping[str, Any] | None = None, timezone: str | None = None) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
@@ -180,7 +180,9 @@ class AsyncMemoryStoreAPI:
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``; when the store embeds
         the query, a query naming a hint is embedded also without the names, and the semantic
-        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``)."""
+        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``).
+        ``timezone``: the IANA time zone whose days "yesterday", "last week" or "on 3 June" in the
+        query mean (default: the store's, ``NAVI_MEMORY_TIMEZONE``, UTC)."""
         return await self._run(self._ops.search.search(query, user_id=user_id, all_users=all_users, limit=limit,
                                                        theme=theme, types=types, recency_days=recency_days,
                                                        status=status, person=person, person_hints=person_hints,
@@ -191,7 +193,7 @@ class AsyncMemoryStoreAPI:
                                                        semantic_weight=semantic_weight,
                                                        min_similarity=min_similarity,
                                                        namespace_prefix=namespace_prefix, agent_id=agent_id,
-                                                       run_id=run_id, filters=filters))
+                                                       run_id=run_id, filters=filters, timezone=timezone))
 
     async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
                           confidence: int | None = None, source_context: str | None = None,

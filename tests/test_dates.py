@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from navi_memory.retrieval import rerank
-from navi_memory.retrieval.dates import QueryTime, mentions_time, read_query
+from navi_memory.retrieval.dates import QueryTime, mentions_time, read_query, zone
 from navi_memory.retrieval.rerank import RankInput, adjustments
 
 UTC = timezone.utc
@@ -136,3 +136,25 @@ def test_relative_periods_are_read_from_the_time_of_the_search(query, start, end
 def test_an_absolute_date_wins_over_a_relative_one():
     assert read_query("what did I say yesterday about 3 June, 2023", THURSDAY).start == datetime(2023, 6, 3, tzinfo=UTC)
     assert read_query("yesterday", THURSDAY.replace(tzinfo=None)).start == datetime(2026, 11, 25, tzinfo=UTC)
+
+
+def test_days_are_those_of_the_time_zone_of_now():
+    la = zone("America/Los_Angeles")
+    evening = datetime(2026, 11, 26, 3, tzinfo=UTC).astimezone(la)  # 25 November, 19:00 in Los Angeles
+    yesterday = read_query("what did I say yesterday?", evening)
+    assert yesterday.start == datetime(2026, 11, 24, 8, tzinfo=UTC)  # midnight in Los Angeles
+    assert yesterday.covers(datetime(2026, 11, 24, 20, tzinfo=UTC)) and not yesterday.covers(
+        datetime(2026, 11, 24, 6, tzinfo=UTC))
+    assert read_query("what did I say yesterday?", evening.astimezone(UTC)).start == datetime(2026, 11, 25, tzinfo=UTC)
+    lisbon = read_query("on 3 June, 2023", datetime(2024, 1, 1, tzinfo=zone("Europe/Lisbon")))
+    assert lisbon.start == datetime(2023, 6, 2, 23, tzinfo=UTC)  # summer time: UTC+1
+    june = read_query("camping in June", datetime(2024, 1, 1, tzinfo=zone("Asia/Tokyo")))
+    assert june.covers(datetime(2023, 5, 31, 16, tzinfo=UTC)) and not june.covers(datetime(2023, 5, 31, 14, tzinfo=UTC))
+
+
+def test_time_zones_by_name():
+    assert zone("UTC") is timezone.utc and zone(" utc ") is timezone.utc
+    assert str(zone("Europe/Lisbon")) == "Europe/Lisbon"
+    for bad in ("Mars/Olympus", "", "../etc/passwd", None, 5):
+        with pytest.raises(ValueError):
+            zone(bad)

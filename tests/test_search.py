@@ -314,3 +314,27 @@ def test_relative_periods_in_the_query_read_the_store_clock(store, clock):
     assert [r.id for r in store.search("what did I cook 20 days ago?", user_id=U)][0] == older
     clock.advance(days=30)  # the same words a month later name other days
     assert all("date" not in r.scores for r in store.search("what did I cook yesterday?", user_id=U))
+
+
+def test_relative_periods_use_the_time_zone_of_the_search(db_url, fake_embeddings, clock):
+    from datetime import datetime, timezone
+
+    from navi_memory import ConfigurationError, MemoryStore, Settings
+
+    clock.now = datetime(2026, 11, 26, 3, tzinfo=timezone.utc)  # 25 November, 19:00 in Los Angeles
+    la = Settings(url=db_url, timezone="America/Los_Angeles")
+    with MemoryStore.open(db_url, embeddings=fake_embeddings, clock=clock, settings=la) as store:
+        # 24 November, 12:00 in Los Angeles: yesterday there; two days ago in UTC
+        store.add(user_id=U, content="I cooked a lentil soup", observed_at=datetime(2026, 11, 24, 20, tzinfo=timezone.utc))
+        assert "date" in store.search("what did I cook yesterday?", user_id=U)[0].scores  # the store's zone
+        assert "date" not in store.search("what did I cook yesterday?", user_id=U, timezone="UTC")[0].scores
+        for bad in ("Mars/Olympus", "", 5):
+            with pytest.raises(ValidationError, match="timezone"):
+                store.search("soup", user_id=U, timezone=bad)
+            with pytest.raises(ValidationError, match="timezone"):
+                store.search("*", user_id=U, timezone=bad)
+    with pytest.raises(ConfigurationError, match="NAVI_MEMORY_TIMEZONE"):
+        Settings(url=db_url, timezone="Mars/Olympus")
+    assert Settings.from_env({"NAVI_MEMORY_TIMEZONE": "Europe/Lisbon"}).timezone == "Europe/Lisbon"
+    with pytest.raises(ConfigurationError, match="unknown time zone"):
+        Settings.from_env({"NAVI_MEMORY_TIMEZONE": "Europe/Atlantis"})

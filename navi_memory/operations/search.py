@@ -18,6 +18,7 @@ from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
 from ..retrieval import context, stage
 from ..retrieval import search as ranking
+from ..retrieval.dates import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
 from .memory import MemoryOperations
@@ -41,7 +42,8 @@ class SearchOperations:
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
                semantic_weight: float | None = None, min_similarity: float = 0.0,
                namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-               run_id: str | None = None, filters: Mapping[str, Any] | None = None) -> Op[SearchResults]:
+               run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+               timezone: str | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
@@ -65,7 +67,9 @@ class SearchOperations:
         ``source_ref.session_id``) that a row borrows; 0 turns neighbour smoothing off. Persons on
         the user's items that the query names are added to ``person_hints``; when the store embeds
         the query, a query naming a hint is embedded also without the names, and the semantic
-        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``)."""
+        signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``).
+        ``timezone``: the IANA time zone whose days "yesterday", "last week" or "on 3 June" in the
+        query mean (default: the store's, ``NAVI_MEMORY_TIMEZONE``, UTC)."""
         f = self._memory.filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
                           namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
@@ -83,6 +87,11 @@ class SearchOperations:
             raise ValidationError("min_similarity must be a number from 0 to 1")
         fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
+        zone_name = self._shared.settings.timezone if timezone is None else timezone
+        try:
+            local_now = f.now.astimezone(zone(zone_name))
+        except ValueError as exc:
+            raise ValidationError(f"timezone: {exc}") from exc
         if query is not None and not isinstance(query, str):
             raise ValidationError("query must be a string")
         if query is not None:
@@ -90,7 +99,7 @@ class SearchOperations:
         if is_match_all(query):
             rows = yield db.list_items(filters=f, limit=limit, offset=0)
             return SearchResults(convert.match_all_result(r) for r in rows)
-        plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now)
+        plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
         embed = qvec is None and bool(query) and self._shared.embedder is not None \

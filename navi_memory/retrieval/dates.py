@@ -9,14 +9,16 @@ Two general signals, used by ``rerank.adjustments``:
   "in June": that month of any year) asks about what was observed then: memories whose
   ``observed_at`` falls in that period, or shortly after it (things are told after they happen:
   "last month", "yesterday"). Given the time of the search, relative periods are read too
-  ("yesterday", "last week", "this month", "two weeks ago"), in UTC days.
+  ("yesterday", "last week", "this month", "two weeks ago"). Days are those of the time zone of
+  that time (``read_query(query, now)``; UTC without it): a user's "yesterday" ends at her midnight.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
@@ -77,7 +79,8 @@ class QueryTime:
         if not self.every_year:
             return self.start <= moment < self.end
         # the period of the moment's year, or of the year before (December runs on into January)
-        starts = (self.start.replace(year=year) for year in (moment.year, moment.year - 1) if year > 1)
+        year = moment.astimezone(self.start.tzinfo).year
+        starts = (self.start.replace(year=y) for y in (year, year - 1) if y > 1)
         return any(start <= moment < start + (self.end - self.start) for start in starts)
 
 
@@ -85,54 +88,68 @@ def _month(name: str) -> int:
     return next(i for i, month in enumerate(MONTHS, start=1) if month.startswith(name.lower()[:3]))
 
 
-def _month_period(year: int, month: int) -> tuple[datetime, datetime, str]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc), "month"
-
-
-def _year_period(year: int) -> tuple[datetime, datetime, str]:
-    return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc), "year"
-
-
-def _day_period(year: int, month: int, day: int) -> tuple[datetime, datetime, str] | None:
+def zone(name: str) -> tzinfo:
+    """The time zone named ``name`` (IANA, e.g. ``Europe/Lisbon``; ``UTC``); ValueError if unknown."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("a time zone is an IANA name such as 'Europe/Lisbon' or 'UTC'")
+    if name.strip().upper() == "UTC":
+        return timezone.utc
     try:
-        start = datetime(year, month, day, tzinfo=timezone.utc)
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError) as exc:  # no such zone, or no tz database (pip install tzdata)
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')") from exc
+
+
+def _month_period(year: int, month: int, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, str]:
+    start = datetime(year, month, 1, tzinfo=tz)
+    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=tz), "month"
+
+
+def _year_period(year: int, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, str]:
+    return datetime(year, 1, 1, tzinfo=tz), datetime(year + 1, 1, 1, tzinfo=tz), "year"
+
+
+def _day_period(year: int, month: int, day: int, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, str] | None:
+    try:
+        start = datetime(year, month, day, tzinfo=tz)
     except ValueError:  # 31 February
         return None
     return start, start + timedelta(days=1), "day"
 
 
-def _period(query: str) -> tuple[datetime, datetime, str] | None:
+def _period(query: str, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, str] | None:
     for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
         for match in pattern.finditer(query):
             day, month, year = (match.group(1), match.group(2), match.group(3)) if order == "dmy" else \
                 (match.group(2), match.group(1), match.group(3))
-            if found := _day_period(int(year), _month(month), int(day)):
+            if found := _day_period(int(year), _month(month), int(day), tz):
                 return found
     for match in _ISO_DAY.finditer(query):
-        if found := _day_period(int(match.group(1)), int(match.group(2)), int(match.group(3))):
+        if found := _day_period(int(match.group(1)), int(match.group(2)), int(match.group(3)), tz):
             return found
     if match := _MONTH_YEAR.search(query):
-        return _month_period(int(match.group(2)), _month(match.group(1)))
+        return _month_period(int(match.group(2)), _month(match.group(1)), tz)
     for match in _ISO_MONTH.finditer(query):
         if 1 <= int(match.group(2)) <= 12:
-            return _month_period(int(match.group(1)), int(match.group(2)))
+            return _month_period(int(match.group(1)), int(match.group(2)), tz)
     if match := _YEAR_ONLY.search(query):
-        return _year_period(int(match.group(1)))
+        return _year_period(int(match.group(1)), tz)
     return None
 
 
 def _back(unit: str, count: int, now: datetime) -> tuple[datetime, datetime, str]:
-    """The day, week (from Monday), month or year ``count`` of them before ``now``'s (UTC)."""
-    today = datetime(now.year, now.month, now.day, tzinfo=timezone.utc)
+    """The day, week (from Monday), month or year ``count`` of them before ``now``'s (in ``now``'s
+    time zone)."""
+    tz = now.tzinfo or timezone.utc
+    today = datetime(now.year, now.month, now.day, tzinfo=tz)
     if unit in ("day", "week"):
         length = timedelta(days=1) if unit == "day" else timedelta(weeks=1)
         start = (today if unit == "day" else today - timedelta(days=today.weekday())) - count * length
         return start, start + length, "day"
     if unit == "month":
         index = now.year * 12 + now.month - 1 - count
-        return _month_period(index // 12, index % 12 + 1)
-    return _year_period(now.year - count)
+        return _month_period(index // 12, index % 12 + 1, tz)
+    return _year_period(now.year - count, tz)
 
 
 def _relative(query: str, now: datetime) -> tuple[datetime, datetime, str] | None:
@@ -156,13 +173,16 @@ def _relative(query: str, now: datetime) -> tuple[datetime, datetime, str] | Non
 
 
 def read_query(query: str, now: datetime | None = None) -> QueryTime:
-    """The time signals of a search query; relative periods ("last week") only given ``now``."""
+    """The time signals of a search query; relative periods ("last week") only given ``now``. Days
+    are those of ``now``'s time zone (naive: UTC), e.g. ``now.astimezone(zone("Europe/Lisbon"))``."""
+    now = None if now is None else now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    tz = timezone.utc if now is None else now.tzinfo or timezone.utc
     asks_when = bool(_WHEN.search(query))
-    period, every_year = _period(query), False
+    period, every_year = _period(query, tz), False
     if period is None and (match := _MONTH_ALONE.search(query)):
-        period, every_year = _month_period(2000, _month(match.group(1))), True
+        period, every_year = _month_period(2000, _month(match.group(1)), tz), True
     if period is None and now is not None:
-        period = _relative(query, now if now.tzinfo else now.replace(tzinfo=timezone.utc))
+        period = _relative(query, now)
     if period is None:
         return QueryTime(asks_when=asks_when)
     start, end, unit = period
