@@ -154,3 +154,15 @@ async def test_tools_async(store, db_url, clock):
             atools["memory_list_themes"].invoke({})
     finally:
         await astore.close()
+
+
+
+def test_retriever_passes_the_users_time_zone(store, seeded):
+    from navi_memory import ValidationError
+
+    retriever = NaviMemoryRetriever(store=store, user_id="u1", timezone="America/Los_Angeles")
+    assert retriever.invoke("coffee I had yesterday") and retriever.invoke("coffee", timezone="UTC")
+    with pytest.raises(ValidationError, match="timezone"):
+        retriever.invoke("coffee", timezone="Mars/Olympus")
+    with pytest.raises(ValidationError, match="timezone"):
+        NaviMemoryRetriever(store=store, user_id="u1", timezone="Mars/Olympus").invoke("coffee")

@@ -165,3 +165,13 @@ async def test_function_agent_end_to_end(remembered):
     assert session.messages[-1].content == "Your train leaves at 8:15; I noted Berlin."
     assert session.state == "extracted" and extractor.calls
     assert remembered.get_fact("train_time", user_id="u1").value == "8:15"
+
+
+
+def test_retriever_passes_the_users_time_zone(remembered):
+    from navi_memory import ValidationError
+
+    retriever = NaviMemoryRetriever(remembered, user_id="u1", timezone="America/Los_Angeles")
+    assert retriever.retrieve("train to work yesterday") and retriever.retrieve_with("train", timezone="UTC")
+    with pytest.raises(ValidationError, match="timezone"):
+        retriever.retrieve_with("train", timezone="Mars/Olympus")

@@ -34,7 +34,8 @@ ITEM_FIELDS = ("id", "type", "theme", "title", "content", "tags", "status", "pin
 
 # search's arguments an adapter may take (as fields or per call); the user and k/limit apart
 SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
-                  "include_expired", "min_similarity", "filters", "namespace_prefix", "agent_id", "run_id")
+                  "include_expired", "min_similarity", "filters", "namespace_prefix", "agent_id", "run_id",
+                  "timezone")
 SCOPED = ("agent_id", "run_id")  # resolved with the user (argument, runtime context, config, bound)
 
 ItemType = Literal["preference", "fact", "instruction", "summary", "note", "other"]

@@ -84,7 +84,8 @@ class NaviMemoryRetriever(BaseRetriever):
     ``AsyncMemoryStore`` (give both as ``store=`` and ``async_store=`` for native sync and async).
     The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...,
     ``min_similarity``: a relevance floor, off by default; ``filters``: metadata filters such as
-    ``{"topic": "travel", "year": {"$gte": 2024}}``; ``namespace_prefix``) are fields, and ``k`` and
+    ``{"topic": "travel", "year": {"$gte": 2024}}``; ``namespace_prefix``; ``timezone``: the user's
+    IANA time zone for "yesterday" and dates in queries) are fields, and ``k`` and
     any filter can also be given per call: ``retriever.invoke(q, k=3, filters={...})``.
     ``agent_id`` / ``run_id`` keep the search to what that agent / run wrote; like the user they
     come from the call, the runtime context, ``configurable`` or the fields (conflicts refused).
@@ -111,6 +112,7 @@ class NaviMemoryRetriever(BaseRetriever):
     namespace_prefix: Optional[Sequence[str]] = None
     agent_id: Optional[str] = None
     run_id: Optional[str] = None
+    timezone: Optional[str] = None  # the user's IANA zone: the days of "yesterday" (default: the store's)
 
     _caller: StoreCaller = PrivateAttr()
     _identity: IdentityResolver = PrivateAttr()

@@ -68,7 +68,7 @@ class NaviMemoryRetriever(BaseRetriever):
     ``store`` is a ``MemoryStore`` or an ``AsyncMemoryStore`` (``aretrieve`` is native with
     the latter; with only a ``MemoryStore`` it runs in a worker thread). Extra keywords are search
     filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ..., ``min_similarity``,
-    ``filters``: metadata filters, ``namespace_prefix``); ``agent_id`` / ``run_id`` keep the search
+    ``filters``: metadata filters, ``namespace_prefix``, ``timezone``); ``agent_id`` / ``run_id`` keep the search
     to that scope, bound here or per call (``acting_for(user, agent_id=...)``).
     ``retrieve_with(query, **filters)`` (and ``aretrieve_with``) overrides them for one call."""
 
