@@ -127,8 +127,18 @@ class MemoryStoreAPI:
         return self._run(self._ops.memory.forget(user_id=user_id))
 
     def list_users(self, *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
-        """Admin: users by id with item and fact counts (all of them, or a page)."""
+        """Admin: users by id with item and fact counts and own ``timezone`` (all of them, or a page)."""
         return self._run(self._ops.memory.list_users(limit=limit, offset=offset))
+
+    def user_timezone(self, *, user_id: str) -> str | None:
+        """The user's own IANA time zone, or None: the store's (``Settings.timezone``) applies."""
+        return self._run(self._ops.memory.user_timezone(user_id=user_id))
+
+    def set_user_timezone(self, timezone: str | None, *, user_id: str) -> str | None:
+        """Keep ``timezone`` (IANA, e.g. ``"Europe/Lisbon"``; None: the store's again) as the user's:
+        search reads "yesterday" or "on 3 June" in the user's queries in its days, unless the call
+        passes ``timezone=``. Returns the name kept; ``ValidationError`` for an unknown zone."""
+        return self._run(self._ops.memory.set_user_timezone(timezone, user_id=user_id))
 
     def embedding_status(self) -> dict[str, Any]:
         """Counts of ready / pending / error / missing / other-model embeddings, and of items
@@ -179,7 +189,8 @@ class MemoryStoreAPI:
         the query, a query naming a hint is embedded also without the names, and the semantic
         signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``).
         ``timezone``: the IANA time zone whose days "yesterday", "last week" or "on 3 June" in the
-        query mean (default: the store's, ``NAVI_MEMORY_TIMEZONE``, UTC)."""
+        query mean (default: the user's, ``set_user_timezone``, else the store's,
+        ``NAVI_MEMORY_TIMEZONE``, UTC)."""
         return self._run(self._ops.search.search(query, user_id=user_id, all_users=all_users, limit=limit,
                                                  theme=theme, types=types, recency_days=recency_days, status=status,
                                                  person=person, person_hints=person_hints, fusion=fusion,

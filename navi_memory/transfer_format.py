@@ -193,6 +193,7 @@ def check_user(record: Mapping[str, Any]) -> dict[str, Any]:
     _times(record, out, ("created_at",))
     # absent in files written before households existed: those users were all single
     out["household_mode"] = _field(record, "household_mode", _enum(HOUSEHOLD_MODES)) or "single"
+    out["timezone"] = _field(record, "timezone", v.timezone_name)  # absent or null: the store's setting
     return out
 
 

@@ -62,3 +62,14 @@ def sqlite_at_version(path: Path | str, version: int) -> sqlite3.Connection:
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (number,))
     return conn
+
+
+def postgres_back_to(url: str, version: int, *undo: str) -> None:
+    """Take the PostgreSQL schema of ``url`` back to what migration ``version`` left: run the
+    ``undo`` statements of the later migrations, then forget those migrations."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in undo:
+            conn.execute(statement)
+        conn.execute("DELETE FROM navi_schema_migrations WHERE version > %s", (version,))

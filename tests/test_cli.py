@@ -64,6 +64,9 @@ def test_facts_themes_summary_and_forget(db):
         (("search", "--user", "u1", "x", "--limit", "51"), "limit must be between 1 and 50"),
         (("fact", "get", "--user", "u1", "missing"), "no fact"),
         (("forget", "--user", "u1"), "--yes"),
+        (("timezone", "--user", "u1", "Mars/Olympus"), "unknown time zone 'Mars/Olympus'"),
+        (("timezone", "--user", "u1", "UTC", "--clear"), "not both"),
+        (("search", "--user", "u1", "x", "--timezone", "Mars/Olympus"), "unknown time zone"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(db, args, message):
@@ -73,6 +76,19 @@ def test_bad_input_exits_2_with_one_line(db, args, message):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0]
     assert json.loads(run("list", "--user", "u1", "--json", db=db).stdout)[0]["content"] == "keep me"
+
+
+def test_a_users_time_zone_is_shown_set_and_cleared(db):
+    run("add", "--user", "u1", "keep me", db=db)
+    assert run("timezone", "--user", "u1", db=db).stdout.strip() == "u1: none of its own (the store's UTC)"
+    assert run("timezone", "--user", "u1", "Europe/Lisbon", db=db).stdout.strip() == "u1: Europe/Lisbon"
+    shown = json.loads(run("timezone", "--user", "u1", "--json", db=db).stdout)
+    assert shown == {"user_id": "u1", "timezone": "Europe/Lisbon", "in_effect": "Europe/Lisbon"}
+    assert json.loads(run("users", "--json", db=db).stdout)[0]["timezone"] == "Europe/Lisbon"
+    assert run("users", db=db).stdout.rstrip().endswith("Europe/Lisbon")
+    run("timezone", "--user", "u1", "--clear", db=db)
+    shown = json.loads(run("timezone", "--user", "u1", "--json", db=db, env={"NAVI_MEMORY_TIMEZONE": "Asia/Tokyo"}).stdout)
+    assert shown == {"user_id": "u1", "timezone": None, "in_effect": "Asia/Tokyo"}
 
 
 def test_another_users_item_is_not_found(db):

@@ -1,22 +1,30 @@
-"""Schema version 4 (household persons, promotions) on databases created by earlier versions."""
+"""Schema versions 4 (household persons, promotions) and 8 (the user's time zone) on databases
+created by earlier versions."""
 
 from __future__ import annotations
 
-import psycopg
+from contextlib import contextmanager
+from typing import Iterator
+
 import pytest
 
 from navi_memory import MemoryStore
 from navi_memory.backends.sqlite.schema import LATEST_VERSION
 
-from .helpers import sqlite_at_version
+from .helpers import postgres_back_to, sqlite_at_version
+
+
+def _alice_at_version(tmp_path, version: int) -> str:
+    """The URL of a new SQLite file at schema ``version`` with the user alice."""
+    path = tmp_path / f"v{version}.db"
+    conn = sqlite_at_version(path, version)
+    conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
+    conn.close()
+    return f"sqlite:///{path}"
 
 
 def test_a_version_3_sqlite_database_gets_the_household(tmp_path):
-    path = tmp_path / "v3.db"
-    conn = sqlite_at_version(path, 3)
-    conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
-    conn.close()
-    with MemoryStore.open(f"sqlite:///{path}", embeddings=False) as store:
+    with MemoryStore.open(_alice_at_version(tmp_path, 3), embeddings=False) as store:
         assert store.migrate() == LATEST_VERSION
         assert store.household_mode(user_id="alice") == "single"
         store.add_person("Alice", user_id="alice", aliases=["me"])
@@ -24,46 +32,61 @@ def test_a_version_3_sqlite_database_gets_the_household(tmp_path):
         assert store.forget(user_id="alice")["persons"] == 1
 
 
-@pytest.mark.postgres
-def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
-    url = postgres_server.fresh_schema_url()
+@contextmanager
+def _alice_postgres_at(server, version: int, *undo: str) -> Iterator[str]:
+    """A fresh schema with an item of alice, taken back to migration ``version``; dropped after."""
+    url = server.fresh_schema_url()
     try:
         with MemoryStore.open(url, embeddings=False) as store:
             store.add(user_id="alice", content="an item from before")
-        with psycopg.connect(url, autocommit=True) as conn:  # back to what version 3 left
-            conn.execute("DROP TABLE promotions")
-            conn.execute("DROP TABLE persons")
-            conn.execute("ALTER TABLE users DROP COLUMN household_mode")
-            conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 4")
-        with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == LATEST_VERSION
-            assert store.household_mode(user_id="alice") == "single"
-            store.add_person("Alice", user_id="alice")
-            store.set_household_mode("multi", user_id="alice")
-            assert store.get_person("Alice", user_id="alice").role == "primary"
-            assert store.migrate() == LATEST_VERSION  # idempotent
+        postgres_back_to(url, version, *undo)
+        yield url
     finally:
-        postgres_server.drop_schema(url)
+        server.drop_schema(url)
+
+
+@pytest.mark.postgres
+def test_a_version_3_postgres_schema_gets_the_household(postgres_server):
+    with _alice_postgres_at(postgres_server, 3, "DROP TABLE promotions", "DROP TABLE persons",
+                            "ALTER TABLE users DROP COLUMN household_mode") as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.household_mode(user_id="alice") == "single"
+        store.add_person("Alice", user_id="alice")
+        store.set_household_mode("multi", user_id="alice")
+        assert store.get_person("Alice", user_id="alice").role == "primary"
+        assert store.migrate() == LATEST_VERSION  # idempotent
 
 
 @pytest.mark.postgres
 def test_a_version_2_postgres_schema_gets_the_context_column_and_its_full_text(postgres_server):
-    url = postgres_server.fresh_schema_url()
     old_tsv = ("setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
                "setweight(to_tsvector('english', content), 'B')")
-    try:
-        with MemoryStore.open(url, embeddings=False) as store:
-            store.add(user_id="alice", content="an item from before")
-        with psycopg.connect(url, autocommit=True) as conn:  # back to what version 2 left
-            conn.execute("ALTER TABLE items DROP COLUMN content_tsv")
-            conn.execute("ALTER TABLE items DROP COLUMN context")
-            conn.execute(f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED")
-            conn.execute("DELETE FROM navi_schema_migrations WHERE version >= 3")
-        with MemoryStore.open(url, embeddings=False) as store:
-            assert store.backend.schema_version() == LATEST_VERSION
-            store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
-            assert [r["content"] for r in store.search("fjords", user_id="alice")] == ["the ferry to Bergen"]
-            assert store.search("before", user_id="alice")[0]["content"] == "an item from before"
-            assert store.migrate() == LATEST_VERSION  # idempotent
-    finally:
-        postgres_server.drop_schema(url)
+    old_column = f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED"
+    with _alice_postgres_at(postgres_server, 2, "ALTER TABLE items DROP COLUMN content_tsv",
+                            "ALTER TABLE items DROP COLUMN context", old_column) as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
+        assert [r["content"] for r in store.search("fjords", user_id="alice")] == ["the ferry to Bergen"]
+        assert store.search("before", user_id="alice")[0]["content"] == "an item from before"
+        assert store.migrate() == LATEST_VERSION  # idempotent
+
+
+def test_a_version_7_sqlite_database_gets_the_users_time_zone(tmp_path):
+    with MemoryStore.open(_alice_at_version(tmp_path, 7), embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.user_timezone(user_id="alice") is None
+        assert store.set_user_timezone("Europe/Lisbon", user_id="alice") == "Europe/Lisbon"
+        assert store.list_users()[0]["timezone"] == "Europe/Lisbon"
+
+
+@pytest.mark.postgres
+def test_a_version_7_postgres_schema_gets_the_users_time_zone(postgres_server):
+    with _alice_postgres_at(postgres_server, 7, "ALTER TABLE users DROP COLUMN timezone") as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.user_timezone(user_id="alice") is None
+        store.set_user_timezone("Asia/Tokyo", user_id="alice")
+        assert store.list_users()[0]["timezone"] == "Asia/Tokyo"
+        assert store.migrate() == LATEST_VERSION  # idempotent

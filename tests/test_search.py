@@ -338,3 +338,30 @@ def test_relative_periods_use_the_time_zone_of_the_search(db_url, fake_embedding
     assert Settings.from_env({"NAVI_MEMORY_TIMEZONE": "Europe/Lisbon"}).timezone == "Europe/Lisbon"
     with pytest.raises(ConfigurationError, match="unknown time zone"):
         Settings.from_env({"NAVI_MEMORY_TIMEZONE": "Europe/Atlantis"})
+
+
+def test_a_users_own_time_zone_reads_her_queries(store, clock):
+    from datetime import datetime, timezone
+
+    clock.now = datetime(2026, 11, 26, 3, tzinfo=timezone.utc)  # 25 November, 19:00 in Los Angeles
+    for user in (U, "bob"):  # 24 November, 12:00 in Los Angeles: yesterday there, two days ago in UTC
+        store.add(user_id=user, content="I cooked a lentil soup", observed_at=datetime(2026, 11, 24, 20, tzinfo=timezone.utc))
+    assert store.user_timezone(user_id=U) is None
+    assert "date" not in store.search("what did I cook yesterday?", user_id=U)[0].scores  # the store's UTC
+    assert store.set_user_timezone(" America/Los_Angeles ", user_id=U) == "America/Los_Angeles"
+    assert store.user_timezone(user_id=U) == "America/Los_Angeles"
+    assert "date" in store.search("what did I cook yesterday?", user_id=U)[0].scores
+    assert "date" not in store.search("what did I cook yesterday?", user_id="bob")[0].scores  # hers only
+    assert "date" not in store.search("what did I cook yesterday?", user_id=U, timezone="UTC")[0].scores
+    assert "date" not in store.search("what did I cook yesterday?", all_users=True)[0].scores
+    users = {u["id"]: u for u in store.list_users()}
+    assert users[U]["timezone"] == "America/Los_Angeles" and users["bob"]["timezone"] is None
+    for bad in ("Mars/Olympus", "", 5):
+        with pytest.raises(ValidationError, match="timezone"):
+            store.set_user_timezone(bad, user_id=U)
+    assert store.user_timezone(user_id=U) == "America/Los_Angeles"  # a refused zone changes nothing
+    assert store.set_user_timezone("utc", user_id=U) == "UTC"
+    assert store.set_user_timezone(None, user_id=U) is None and store.user_timezone(user_id=U) is None
+    assert store.set_user_timezone("Europe/Lisbon", user_id="new-user") == "Europe/Lisbon"  # a user of no rows yet
+    assert store.user_timezone(user_id="new-user") == "Europe/Lisbon"
+    assert store.user_timezone(user_id="nobody") is None

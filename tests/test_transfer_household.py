@@ -146,6 +146,8 @@ BAD = {
     "alias is a name": ([_person(display_name="Kim"), _person(display_name="Lou", aliases=["kim"])],
                         "alias 'kim' is the name of another person"),
     "role not text": ([_person(display_name="Kim", role=["child"])], "role must be a string"),
+    "unknown time zone": ([{"type": "user", "user_id": U, "created_at": "2024-01-01T00:00:00Z",
+                            "timezone": "Mars/Olympus"}], "timezone: unknown time zone"),
     "promotion of an unknown item": ([{"type": "promotion", "user_id": U, "item": 999999, "fact": None,
                                        "promoted_at": "2024-01-01T00:00:00Z"}], "item 999999"),
     "promotion of an unknown fact": ([{"type": "promotion", "user_id": U, "item": "first", "promoted_at":
@@ -236,3 +238,23 @@ def test_round_trip_across_backends(postgres_server, tmp_path: Path, direction: 
     finally:
         postgres_server.drop_schema(pg_url)
 
+
+
+def test_the_users_time_zone_travels_and_a_stored_one_stays(source, new_db_url, clock):
+    source.set_user_timezone("Europe/Lisbon", user_id=U)
+    source.add(user_id="u2", content="no zone of my own")
+    records = export(source, all_users=True)
+    users = {r["user_id"]: r for r in records if r.get("type") == "user"}
+    assert users[U]["timezone"] == "Europe/Lisbon" and "timezone" not in users["u2"]
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(), clock=clock) as target:
+        target.import_records(records)
+        assert target.user_timezone(user_id=U) == "Europe/Lisbon" and target.user_timezone(user_id="u2") is None
+        assert comparable(export(target, all_users=True)) == comparable(records)
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(), clock=clock) as target:
+        target.set_user_timezone("Asia/Tokyo", user_id=U)
+        target.add(user_id="u2", content="here first")
+        target.import_records(records)  # an import never replaces the zone a user has
+        assert target.user_timezone(user_id=U) == "Asia/Tokyo"
+        assert target.user_timezone(user_id="u2") is None
+        target.import_records([records[0], {**users["u2"], "timezone": "America/Denver"}])
+        assert target.user_timezone(user_id="u2") == "America/Denver"  # but gives one to a user without

@@ -108,7 +108,8 @@ def cmd_list(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     with open_store(args, read_only=True) as store:
         results = store.search(args.query, user_id=args.user, limit=args.limit, theme=args.theme, types=args.type,
-                               status=args.status, recency_days=args.recency_days, fusion=args.fusion)
+                               status=args.status, recency_days=args.recency_days, fusion=args.fusion,
+                               timezone=args.timezone)
     if args.json:
         print_json(results)
         return
@@ -206,7 +207,23 @@ def cmd_forget(args: argparse.Namespace) -> None:
 def cmd_users(args: argparse.Namespace) -> None:
     with open_store(args, embeddings=False, read_only=True) as store:
         users = store.list_users()
-    print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts") for u in users]
+    print_json(users) if args.json else [print(f"{u['id']:<32} {u['items']:>7} items {u['facts']:>6} facts"
+                                               + (f"  {u['timezone']}" if u["timezone"] else "")) for u in users]
+
+
+def cmd_timezone(args: argparse.Namespace) -> None:
+    if args.zone is not None and args.clear:
+        raise ValidationError("give a time zone or --clear, not both")
+    with open_store(args, embeddings=False, read_only=args.zone is None and not args.clear) as store:
+        if args.zone is not None or args.clear:
+            zone = store.set_user_timezone(args.zone, user_id=args.user)
+        else:
+            zone = store.user_timezone(user_id=args.user)
+        default = store.settings.timezone
+    if args.json:
+        print_json({"user_id": args.user, "timezone": zone, "in_effect": zone or default})
+    else:
+        print(f"{args.user}: {zone}" if zone else f"{args.user}: none of its own (the store's {default})")
 
 
 # -- embeddings, health, demo, bench ---------------------------------------------------------
@@ -395,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", default="active", choices=SEARCH_STATUSES, help="item status (default active)")
     p.add_argument("--recency-days", type=float, help="only items from the last N days")
     p.add_argument("--fusion", choices=FUSIONS, help="how semantic and lexical scores combine (default: the store's)")
+    p.add_argument("--timezone", help="the IANA zone of the query's days (default: the user's, else the store's)")
     p = command("themes", cmd_themes, "themes with active item counts")
     user_option(p); json_option(p)
 
@@ -435,6 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm")
     p = command("users", cmd_users, "list users (admin)")
     json_option(p)
+    p = command("timezone", cmd_timezone, "show or set a user's time zone (whose days 'yesterday' in a query means)")
+    user_option(p); json_option(p)
+    p.add_argument("zone", nargs="?", help="an IANA name such as Europe/Lisbon (omit to show the current one)")
+    p.add_argument("--clear", action="store_true", help="drop the user's own zone: the store's applies again")
     from .pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, sessions

@@ -110,6 +110,19 @@ def choice(value: Any, field: str, allowed: Iterable[str]) -> str:
     return value
 
 
+def timezone_name(value: Any, field: str = "timezone") -> str:
+    """An IANA time zone this machine knows (``Europe/Lisbon``), as given without surrounding
+    blanks; any spelling of UTC as ``UTC``."""
+    from ..retrieval.dates import zone
+
+    try:
+        zone(value)
+    except ValueError as exc:
+        raise ValidationError(f"{field}: {exc}") from exc
+    name = value.strip()
+    return "UTC" if name.upper() == "UTC" else name
+
+
 def limit(value: Any, maximum: int = MAX_LIMIT, field: str = "limit") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{field} must be an integer")

@@ -413,8 +413,22 @@ class MemoryOperations:
 
     @operation
     def list_users(self, *, limit: int | None = None, offset: int = 0) -> Op[list[dict[str, Any]]]:
-        """Admin: users by id with item and fact counts (all of them, or a page)."""
+        """Admin: users by id with item and fact counts and own ``timezone`` (all of them, or a page)."""
         return (yield db.list_users(limit=None if limit is None else v.limit(limit, 100_000), offset=v.offset(offset)))
+
+    @operation
+    def user_timezone(self, *, user_id: str) -> Op[str | None]:
+        """The user's own IANA time zone, or None: the store's (``Settings.timezone``) applies."""
+        return (yield db.user_timezone(user_id=v.user_id(user_id)))
+
+    @operation
+    def set_user_timezone(self, timezone: str | None, *, user_id: str) -> Op[str | None]:
+        """Keep ``timezone`` (IANA, e.g. ``"Europe/Lisbon"``; None: the store's again) as the user's:
+        search reads "yesterday" or "on 3 June" in the user's queries in its days, unless the call
+        passes ``timezone=``. Returns the name kept; ``ValidationError`` for an unknown zone."""
+        name = None if timezone is None else v.timezone_name(timezone)
+        yield db.set_user_timezone(user_id=v.user_id(user_id), name=name, now=self._shared.now())
+        return name
 
     # -- embeddings maintenance ------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from ..backends.base import Beside, Hits
 from ..calls import EmbedQuery, Rerank, at_once, db, together
 from ..core import convert
 from ..core import validation as v
-from ..errors import EmbeddingError, ValidationError
+from ..errors import ConfigurationError, EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
 from ..retrieval import context, stage
 from ..retrieval import search as ranking
@@ -69,7 +69,8 @@ class SearchOperations:
         the query, a query naming a hint is embedded also without the names, and the semantic
         signal compares a mix of both vectors (``retrieval.context.PERSON_FOCUS``).
         ``timezone``: the IANA time zone whose days "yesterday", "last week" or "on 3 June" in the
-        query mean (default: the store's, ``NAVI_MEMORY_TIMEZONE``, UTC)."""
+        query mean (default: the user's, ``set_user_timezone``, else the store's,
+        ``NAVI_MEMORY_TIMEZONE``, UTC)."""
         f = self._memory.filters(user_id, all_users, status, theme, types, recency_days, person, include_expired,
                           namespace_prefix, agent_id, run_id, filters)
         if f.person is not None and f.user_id is not None:  # the name items carry: writes store the display
@@ -87,11 +88,7 @@ class SearchOperations:
             raise ValidationError("min_similarity must be a number from 0 to 1")
         fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
-        zone_name = self._shared.settings.timezone if timezone is None else timezone
-        try:
-            local_now = f.now.astimezone(zone(zone_name))
-        except ValueError as exc:
-            raise ValidationError(f"timezone: {exc}") from exc
+        zone_name = self._shared.settings.timezone if timezone is None else v.timezone_name(timezone)
         if query is not None and not isinstance(query, str):
             raise ValidationError("query must be a string")
         if query is not None:
@@ -99,7 +96,16 @@ class SearchOperations:
         if is_match_all(query):
             rows = yield db.list_items(filters=f, limit=limit, offset=0)
             return SearchResults(convert.match_all_result(r) for r in rows)
-        plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
+        plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now.astimezone(zone(zone_name)))
+        if timezone is None and f.user_id is not None and plan.when.start is not None:
+            # the query names a day, month or year: the user's own time zone, if set, says which
+            own = yield db.user_timezone(user_id=f.user_id)
+            if own is not None and own != zone_name:
+                try:
+                    local_now = f.now.astimezone(zone(own))
+                except ValueError as exc:
+                    raise ConfigurationError(f"the time zone kept for the user: {exc}") from exc
+                plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
         embed = qvec is None and bool(query) and self._shared.embedder is not None \

@@ -211,8 +211,9 @@ class TransferOperations:
 
     def _export_user(self, user: dict, page: int, with_vectors: bool, emit: Callable[[dict], None]) -> Op:
         uid = user["id"]
-        emit({"type": "user", "user_id": uid, "created_at": _iso(user["created_at"]),
-              "household_mode": user["household_mode"]})
+        record = {"type": "user", "user_id": uid, "created_at": _iso(user["created_at"]),
+                  "household_mode": user["household_mode"]}
+        emit(record if user["timezone"] is None else {**record, "timezone": user["timezone"]})
         yield from self._stream("persons", uid, page, emit, "person", ("id",))
         yield from self._stream("themes", uid, page, emit, "theme", ("id",))
         after = 0

@@ -81,6 +81,16 @@ class PostgresPersonQueries:
             yield Q("UPDATE persons SET role = 'primary', updated_at = %s WHERE user_id = %s AND id = %s",
                     [now, user_id, primary_id])
 
+    @operation
+    def user_timezone(self, user_id: str) -> Op:
+        rows = yield Q("SELECT timezone FROM users WHERE id = %s", [user_id])
+        return rows[0]["timezone"] if rows else None
+
+    @operation
+    def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at, timezone) VALUES (%s, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET timezone = EXCLUDED.timezone", [user_id, now, name])
+
     # -- promotion ----------------------------------------------------------------------------
 
     @operation

@@ -295,6 +295,9 @@ SESSION_ORDER = [
     "CREATE INDEX IF NOT EXISTS items_user_session ON items (user_id, (source_ref ->> 'session_id'), id)",
 ]
 
+# version 8: the user's own time zone (NULL: the store's ``Settings.timezone``)
+USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS timezone text"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -303,6 +306,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (5, SCOPES),
     (6, KEYED_TTL),
     (7, SESSION_ORDER),
+    (8, USER_TIMEZONE),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -90,6 +90,16 @@ class SQLitePersons:
                 conn.execute("UPDATE persons SET role = 'primary', updated_at = ? WHERE user_id = ? AND id = ?",
                              (stamp, user_id, primary_id))
 
+    def user_timezone(self, user_id: str) -> str | None:
+        with self._transaction(write=False) as conn:
+            row = conn.execute("SELECT timezone FROM users WHERE id = ?", (user_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> None:
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, to_db(now))
+            conn.execute("UPDATE users SET timezone = ? WHERE id = ?", (name, user_id))
+
     # -- promotion ----------------------------------------------------------------------------
 
     def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> list[dict]:

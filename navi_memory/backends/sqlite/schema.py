@@ -98,6 +98,8 @@ KEYED_TTL = [
 SESSION_ORDER = [
     "CREATE INDEX IF NOT EXISTS items_user_session ON items (user_id, json_extract(source_ref, '$.session_id'))",
 ]
+# version 8: the user's own time zone (NULL: the store's ``Settings.timezone``)
+USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN timezone TEXT"]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -316,6 +318,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (5, SCOPES),
     (6, KEYED_TTL),
     (7, SESSION_ORDER),
+    (8, USER_TIMEZONE),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

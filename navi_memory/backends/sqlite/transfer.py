@@ -75,7 +75,8 @@ class SQLiteTransfer:
             rows = conn.execute(sql, [*params, limit]).fetchall()
         out = [_row(kind, r) for r in rows]
         if kind == "users":
-            out = [{"id": d["id"], "created_at": d["created_at"], "household_mode": d["household_mode"]} for d in out]
+            out = [{"id": d["id"], "created_at": d["created_at"], "household_mode": d["household_mode"],
+                    "timezone": d["timezone"]} for d in out]
         return out
 
     def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
@@ -145,10 +146,13 @@ class SQLiteTransfer:
             return [getattr(self, f"_restore_{r['type']}")(conn, r, model, stamp) for r in records]
 
     def _restore_user(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
-        added = conn.execute("INSERT OR IGNORE INTO users (id, created_at, household_mode) VALUES (?, ?, ?)",
-                             (r["user_id"], to_db(r["created_at"]), r["household_mode"])).rowcount > 0
-        if not added and r["household_mode"] == "multi":  # a stored user only ever widens to multi
-            conn.execute("UPDATE users SET household_mode = 'multi' WHERE id = ?", (r["user_id"],))
+        added = conn.execute("INSERT OR IGNORE INTO users (id, created_at, household_mode, timezone)"
+                             " VALUES (?, ?, ?, ?)", (r["user_id"], to_db(r["created_at"]), r["household_mode"],
+                                                      r["timezone"])).rowcount > 0
+        if not added:  # a stored user only ever widens to multi, and keeps a time zone it has
+            conn.execute("UPDATE users SET household_mode = CASE WHEN ? = 'multi' THEN 'multi' ELSE household_mode"
+                         " END, timezone = coalesce(timezone, ?) WHERE id = ?",
+                         (r["household_mode"], r["timezone"], r["user_id"]))
         return added
 
     def _restore_person(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
