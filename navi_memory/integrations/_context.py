@@ -18,6 +18,7 @@ from .. import prompt
 from ..core import validation as v
 from ..errors import StorageError
 from ..models import SearchResult
+from ..operations.search import check_preset
 from ..promotion import prompt_facts_block
 from ..sansio import advance
 from ._tools import StoreCaller
@@ -64,6 +65,8 @@ class MemoryContextBuilder:
         self.search_kwargs = dict(search_kwargs or {})
         # the person of the device or session, if the application knows it: preferred in search
         self.speaker = self.search_kwargs.pop("speaker", None)
+        # refused now: at prompt time a bad argument would only log and leave every prompt without memory
+        check_preset(self.search_kwargs)
 
     def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:
         try:

@@ -32,6 +32,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from .. import prompt
 from ..models import SearchResult
+from ..operations.search import check_preset
 from ._context import MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
 from ._tools import SCOPED, SEARCH_FILTERS, TOOLS, UNBOUND, MemoryTools, StoreCaller
@@ -75,6 +76,7 @@ class NaviMemoryRetriever(BaseRetriever):
     def __init__(self, store: Any = None, user_id: str | None = None, *, async_store: Any = None, k: int = 8,
                  **search_kwargs: Any) -> None:
         _check_filters(search_kwargs)
+        check_preset(search_kwargs)
         # exact or refused (ValidationError, a ValueError), never trimmed
         self._identity = IdentityResolver("NaviMemoryRetriever", user_id, agent_id=search_kwargs.pop("agent_id", None),
                                           run_id=search_kwargs.pop("run_id", None))

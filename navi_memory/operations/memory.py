@@ -37,6 +37,27 @@ DEDUP_CANDIDATES = 20  # full-text hits checked for a stored note with the same 
 log = logging.getLogger("navi_memory")
 
 
+def read_filters(now: datetime, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
+                 types: Any = None, recency_days: Any = None, person: Any = None, include_expired: bool = False,
+                 namespace_prefix: Any = None, agent_id: Any = None, run_id: Any = None,
+                 metadata: Any = None) -> Filters:
+    """The checked filters of a read (``ValidationError`` naming the bad one)."""
+    uid = None if (all_users and user_id is None) else v.user_id(user_id)
+    return Filters(
+        user_id=uid, now=now,
+        status=v.choice(status or "active", "status", SEARCH_STATUSES),
+        theme=None if theme in (None, "") else v.slug(theme),
+        types=tuple(v.choice(t, "type", ITEM_TYPES) for t in v.names(types, "types")) or None,
+        since=v.days_from(now, recency_days, "recency_days", back=True),
+        person=v.optional_text(person, "person", v.MAX_KEY),
+        include_expired=bool(include_expired),
+        namespace_prefix=keyed.prefix_filter(namespace_prefix),
+        agent_id=v.scope_id(agent_id, "agent_id"),
+        run_id=v.scope_id(run_id, "run_id"),
+        metadata=conditions(metadata),
+    )
+
+
 class MemoryOperations:
     """Items, search, the summary and embeddings: the memory itself. Other concerns write
     through ``new_item`` / ``add_rows`` and embed through ``embed_rows``."""
@@ -89,24 +110,11 @@ class MemoryOperations:
         )
 
     def filters(self, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
-                 types: Any = None, recency_days: Any = None, person: Any = None,
-                 include_expired: bool = False, namespace_prefix: Any = None, agent_id: Any = None,
-                 run_id: Any = None, metadata: Any = None) -> Filters:
-        uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        now = self._shared.now()
-        return Filters(
-            user_id=uid, now=now,
-            status=v.choice(status or "active", "status", SEARCH_STATUSES),
-            theme=None if theme in (None, "") else v.slug(theme),
-            types=tuple(v.choice(t, "type", ITEM_TYPES) for t in v.names(types, "types")) or None,
-            since=v.days_from(now, recency_days, "recency_days", back=True),
-            person=v.optional_text(person, "person", v.MAX_KEY),
-            include_expired=bool(include_expired),
-            namespace_prefix=keyed.prefix_filter(namespace_prefix),
-            agent_id=v.scope_id(agent_id, "agent_id"),
-            run_id=v.scope_id(run_id, "run_id"),
-            metadata=conditions(metadata),
-        )
+                types: Any = None, recency_days: Any = None, person: Any = None,
+                include_expired: bool = False, namespace_prefix: Any = None, agent_id: Any = None,
+                run_id: Any = None, metadata: Any = None) -> Filters:
+        return read_filters(self._shared.now(), user_id, all_users, status, theme, types, recency_days, person,
+                            include_expired, namespace_prefix, agent_id, run_id, metadata)
 
     def embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
         """Embed (item_id, user_id, text) rows and store the vectors; a provider failure is stored

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone as tz
 from typing import Any, Mapping, Sequence, cast
 
 from ..backends.base import Beside, Hits
@@ -21,7 +22,7 @@ from ..retrieval import search as ranking
 from ..retrieval.dates import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
-from .memory import MemoryOperations
+from .memory import MemoryOperations, read_filters
 from .shared import Shared
 
 log = logging.getLogger("navi_memory")
@@ -77,15 +78,8 @@ class SearchOperations:
             f = replace(f, person=(yield from self._memory.person_name(f.user_id, f.person)))  # name an alias names
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
-        if isinstance(context_weight, bool) or not isinstance(context_weight, (int, float)) \
-                or not 0 <= context_weight <= 1:
-            raise ValidationError("context_weight must be a number from 0 to 1")
         weight = self._shared.settings.semantic_weight if semantic_weight is None else semantic_weight
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
-            raise ValidationError("semantic_weight must be a number from 0 to 1")
-        if isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float)) \
-                or not 0 <= min_similarity <= 1:
-            raise ValidationError("min_similarity must be a number from 0 to 1")
+        _check_ranking(context_weight, weight, min_similarity)
         fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         zone_name = self._shared.settings.timezone if timezone is None else v.timezone_name(timezone)
@@ -204,6 +198,41 @@ class SearchOperations:
         except EmbeddingError as exc:
             log.info("embedding the query without its names failed, using the whole query: %s", exc)
             return whole
+
+
+def _check_ranking(context_weight: Any, semantic_weight: Any, min_similarity: Any) -> None:
+    for name, value in (("context_weight", context_weight), ("semantic_weight", semantic_weight),
+                        ("min_similarity", min_similarity)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValidationError(f"{name} must be a number from 0 to 1")
+
+
+# the arguments of ``search`` that a caller may fix in advance (an adapter's ``search_kwargs``);
+# the query, the user, the page size and the query vector belong to each call
+PRESET_ARGUMENTS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
+                    "include_expired", "context_weight", "semantic_weight", "min_similarity", "namespace_prefix",
+                    "agent_id", "run_id", "filters", "timezone")
+
+
+def check_preset(arguments: Mapping[str, Any]) -> None:
+    """``ValidationError`` for a name that is not one of ``PRESET_ARGUMENTS`` or a value every
+    store refuses, so that a configuration error shows when an adapter is set up, not as memory
+    missing from every prompt later."""
+    unknown = sorted(set(arguments) - set(PRESET_ARGUMENTS))
+    if unknown:
+        raise ValidationError(f"not a search argument: {', '.join(map(repr, unknown))}"
+                              f" (one of {', '.join(PRESET_ARGUMENTS)})")
+    a = dict(arguments)
+    read_filters(datetime.now(tz.utc), "preset", False, a.get("status", "active"), a.get("theme"),
+                 a.get("types"), a.get("recency_days"), a.get("person"), a.get("include_expired", False),
+                 a.get("namespace_prefix"), a.get("agent_id"), a.get("run_id"), a.get("filters"))
+    v.names(a.get("person_hints", ()), "person_hints")
+    _check_ranking(a.get("context_weight", 0), a.get("semantic_weight", 0), a.get("min_similarity", 0))
+    if a.get("fusion") is not None:
+        v.choice(a["fusion"], "fusion", FUSIONS)
+    v.choice(a.get("recency", "decay"), "recency", ("decay", "neutral"))
+    if a.get("timezone") is not None:
+        v.timezone_name(a["timezone"])
 
 
 @dataclass(frozen=True)
