@@ -288,3 +288,21 @@ def test_estimated_tokens_when_the_provider_reports_none(store):
     talk(store, "s1", "I'm Eugene.", "Hi.")
     report = store.extract_session("s1", user_id=U)
     assert report.input_tokens > 500 and report.output_tokens > 0  # the system prompt alone is ~2.5k chars
+
+
+def test_the_excerpt_is_dated_in_the_users_days(store, clock):
+    """The model gets the day of the excerpt, so that "next week" can be written down as a date
+    (read weeks later, "next week" means nothing): the user's zone, else the store's."""
+    from datetime import datetime, timezone
+
+    model = chat(store, reply(notes=["Flies to Porto on 1 December 2026."]),
+                 reply(notes=["Her sister visits in the week of 30 November 2026."]))
+    clock.now = datetime(2026, 11, 26, 23, 30, tzinfo=timezone.utc)
+    talk(store, "s1", "I fly to Porto next Tuesday, remember that.", "Noted!")
+    store.extract_session("s1", user_id=U)
+    assert "CONVERSATION DATE: Thursday, 26 November 2026 (UTC)\n\nCONVERSATION EXCERPT:" in model.prompt(0)
+    store.set_user_timezone("Asia/Tokyo", user_id=U)  # 08:30 on Friday there
+    talk(store, "s2", "My sister visits next week, I need to remember that.", "Got it.")
+    store.extract_session("s2", user_id=U)
+    assert "CONVERSATION DATE: Friday, 27 November 2026 (Asia/Tokyo)" in model.prompt(1)
+    assert len(model.calls) == 2

@@ -237,7 +237,10 @@ def test_prompt_carries_known_facts_and_the_seed_rules():
     msgs = extraction_messages("User: hi", [{"category": "profile", "key": "name", "value": "Eugene"}])
     assert msgs[0] == ("system", EXTRACT_SYSTEM)
     assert "profile/name: Eugene" in msgs[1][1] and msgs[1][1].endswith("User: hi")
-    for rule in ("tool result", "passing states", "other people", "already on file"):
+    assert "CONVERSATION DATE" not in msgs[1][1]
+    dated = extraction_messages("User: hi", [], "Monday, 23 November 2026 (UTC)")[1][1]
+    assert "CONVERSATION DATE: Monday, 23 November 2026 (UTC)\n\nCONVERSATION EXCERPT:\nUser: hi" in dated
+    for rule in ("tool result", "passing states", "other people", "already on file", 'never as "tomorrow"'):
         assert rule in EXTRACT_SYSTEM
     assert known_facts_block([{"category": "other", "key": f"k{i}", "value": "v" * 50} for i in range(500)],
                              1000).endswith("(more facts on file, not shown)")
@@ -409,3 +412,20 @@ def test_a_season_ends_the_value_like_a_week_does():
 
     assert [(f.key, f.value) for f in extract_text("I moved to Lisbon last spring, I love the light.")] == [
         ("location", "Lisbon")]
+
+
+def test_an_excerpt_is_dated_by_its_first_and_last_day():
+    from datetime import datetime, timezone
+
+    from navi_memory.models import Message
+    from navi_memory.pipeline.transcript import dated
+    from navi_memory.retrieval.dates import zone
+
+    monday = datetime(2026, 11, 23, 22, tzinfo=timezone.utc)
+    one_day = [Message("user", "hi", created_at=monday), Message("assistant", "hello", created_at=monday)]
+    assert dated(one_day, timezone.utc) == "Monday, 23 November 2026 (UTC)"
+    assert dated(one_day, zone("Europe/Berlin")) == "Monday, 23 November 2026 (Europe/Berlin)"
+    assert dated(one_day, zone("Asia/Tokyo")) == "Tuesday, 24 November 2026 (Asia/Tokyo)"
+    later = [*one_day, Message("user", "back", created_at=datetime(2026, 11, 26, 9, tzinfo=timezone.utc))]
+    assert dated(later, timezone.utc) == "from Monday, 23 November 2026 to Thursday, 26 November 2026 (UTC)"
+    assert dated([Message("user", "no time")], timezone.utc) is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -20,10 +20,11 @@ from ..core import convert, keyed
 from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
-from ..errors import EmbeddingError, NotFoundError, ValidationError
+from ..errors import ConfigurationError, EmbeddingError, NotFoundError, ValidationError
 from ..models import (ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
+from ..retrieval.dates import zone
 from ..retrieval.query import query_terms
 from ..core.contract import embedding_text
 from ..pipeline import dedup
@@ -35,6 +36,15 @@ from .shared import EMBED_BATCH, Shared
 DEDUP_CANDIDATES = 20  # full-text hits checked for a stored note with the same text
 
 log = logging.getLogger("navi_memory")
+
+
+def user_zone(name: str) -> tzinfo:
+    """The time zone kept for a user (checked when it was kept; unknown here only on a machine
+    without that zone in its time zone database)."""
+    try:
+        return zone(name)
+    except ValueError as exc:
+        raise ConfigurationError(f"the time zone kept for the user: {exc}") from exc
 
 
 def read_filters(now: datetime, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,

@@ -15,14 +15,14 @@ from ..backends.base import Beside, Hits
 from ..calls import EmbedQuery, Rerank, at_once, db, together
 from ..core import convert
 from ..core import validation as v
-from ..errors import ConfigurationError, EmbeddingError, ValidationError
+from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
 from ..retrieval import context, stage
 from ..retrieval import search as ranking
 from ..retrieval.dates import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
-from .memory import MemoryOperations, read_filters
+from .memory import MemoryOperations, read_filters, user_zone
 from .shared import Shared
 
 log = logging.getLogger("navi_memory")
@@ -95,11 +95,7 @@ class SearchOperations:
             # the query names a day, month or year: the user's own time zone, if set, says which
             own = yield db.user_timezone(user_id=f.user_id)
             if own is not None and own != zone_name:
-                try:
-                    local_now = f.now.astimezone(zone(own))
-                except ValueError as exc:
-                    raise ConfigurationError(f"the time zone kept for the user: {exc}") from exc
-                plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
+                plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now.astimezone(user_zone(own)))
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
         embed = qvec is None and bool(query) and self._shared.embedder is not None \

@@ -40,7 +40,7 @@ from ..models import (
     Session,
 )
 from .facts import FactOperations
-from .memory import MemoryOperations
+from .memory import MemoryOperations, user_zone
 from .shared import Shared, fit_utf8
 from ..pipeline import (
     PipelineOptions,
@@ -54,6 +54,7 @@ from ..pipeline import (
 from ..pipeline import triggers as trigger_rules
 from ..pipeline.extract import ExtractedFact
 from ..pipeline.llm import ChatClient
+from ..retrieval.dates import zone
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")
@@ -323,8 +324,10 @@ class SessionOperations:
                 known = yield from self._facts.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
+                    own = yield db.user_timezone(user_id=uid)  # the user's days, else the store's
+                    dated = transcript.dated(new, user_zone(own) if own else zone(self._shared.settings.timezone))
                     try:
-                        found = yield from extract.extract(text, known, ledger)
+                        found = yield from extract.extract(text, known, ledger, dated)
                     except ExtractionError as exc:  # the rules still record what the user said
                         failure = exc
                     else:

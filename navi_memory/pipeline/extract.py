@@ -195,9 +195,10 @@ def from_reply(reply: LLMReply) -> tuple[Extraction | None, str | None]:
     return parse_reply(reply.text)
 
 
-def extract(transcript: str, known: Sequence[Mapping[str, str]], ledger: list[dict]) -> Op:
-    """Ask the chat model for facts and notes; one repair request if the first reply is unusable."""
-    messages = prompts.extraction_messages(transcript, known)
+def extract(transcript: str, known: Sequence[Mapping[str, str]], ledger: list[dict], dated: str | None = None) -> Op:
+    """Ask the chat model for facts and notes; one repair request if the first reply is unusable.
+    ``dated``: the excerpt's day(s) (``transcript.dated``)."""
+    messages = prompts.extraction_messages(transcript, known, dated)
     reply = yield from ask("extract", messages, ledger, prompts.EXTRACTION_SCHEMA)
     result, problem = from_reply(reply)
     if result is not None:

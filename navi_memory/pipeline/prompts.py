@@ -37,6 +37,10 @@ Not worth remembering:
 - inventories of servers, network layouts and operational notes;
 - anything already on file with the same meaning (skip it, even if phrased differently).
 
+The excerpt comes with its date. Write every time in facts and notes as a date or a month
+("moving to Porto in December 2026", "exam on 3 June 2027"), never as "tomorrow", "next week" or
+"in two months": those words mean nothing when the memory is read weeks later.
+
 If something on file has changed, report the new value under the SAME category and key as the
 file, so it replaces the old one. Use short snake_case keys (home_city, preferred_editor).
 Categories: {", ".join(FACT_CATEGORIES)}.
@@ -113,8 +117,11 @@ def known_facts_block(facts: Iterable[Mapping[str, str]], max_chars: int = MAX_K
     return "\n".join(lines) if lines else "(nothing on file yet)"
 
 
-def extraction_messages(transcript: str, known: Sequence[Mapping[str, str]]) -> ChatMessages:
-    user = f"FACTS ON FILE:\n{known_facts_block(known)}\n\nCONVERSATION EXCERPT:\n{transcript}"
+def extraction_messages(transcript: str, known: Sequence[Mapping[str, str]], dated: str | None = None) -> ChatMessages:
+    """``dated``: when the excerpt took place (``transcript.dated``), so that the model can turn
+    "next week" into a date."""
+    when = f"CONVERSATION DATE: {dated}\n\n" if dated else ""
+    user = f"FACTS ON FILE:\n{known_facts_block(known)}\n\n{when}CONVERSATION EXCERPT:\n{transcript}"
     return [("system", EXTRACT_SYSTEM), ("human", user)]
 
 

@@ -9,6 +9,7 @@ rendered. Pure functions.
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Sequence
 
 from ..models import Message
@@ -99,3 +100,17 @@ def turns(messages: Sequence[Message], final: bool) -> tuple[list[list[Message]]
 
 def turn_text(turn: Sequence[Message], names: dict[str, str], max_chars: int = MAX_CHUNK) -> str:
     return cap("\n".join(line for m in turn for line in message_lines(m, names)), max_chars)
+
+
+def _day(moment) -> str:
+    return f"{moment:%A}, {moment.day} {moment:%B %Y}"
+
+
+def dated(messages: Sequence[Message], tz: tzinfo) -> str | None:
+    """The day (or first and last day) of ``messages`` in ``tz`` and the zone's name, e.g.
+    ``Thursday, 26 November 2026 (Europe/Lisbon)``; None when no message has a time."""
+    times = [m.created_at.astimezone(tz) for m in messages if m.created_at is not None]
+    if not times:
+        return None
+    first, last = _day(min(times)), _day(max(times))
+    return f"{first if first == last else f'from {first} to {last}'} ({tz})"
