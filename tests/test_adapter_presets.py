@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from navi_memory import ValidationError, prompt
 from navi_memory.integrations import llamaindex
+from navi_memory.integrations._tools import SEARCH_FILTERS
 from navi_memory.integrations.langchain import NaviMemoryMiddleware, NaviMemoryRunnable
 from navi_memory.operations.search import PRESET_ARGUMENTS, check_preset
 
@@ -40,7 +41,7 @@ GOOD: dict[str, Any] = {"theme": "coffee", "types": ["preference"], "recency_day
 
 
 def test_every_search_argument_a_caller_may_fix_passes_when_good():
-    assert set(GOOD) == set(PRESET_ARGUMENTS)
+    assert set(GOOD) == set(PRESET_ARGUMENTS) and set(SEARCH_FILTERS) <= set(PRESET_ARGUMENTS)
     check_preset(GOOD)
     check_preset({})
 

@@ -484,7 +484,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def list_users(self, limit: int | None = None, offset: int = 0) -> Op:
-        rows = yield Q("SELECT u.id, u.created_at, u.timezone, (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
+        rows = yield Q("SELECT u.id, u.created_at, u.timezone,"
+                       " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
                        " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
                        " LIMIT %s OFFSET %s", [limit, offset])
         return [_row_times(r) for r in rows]

@@ -496,8 +496,9 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     def list_users(self, limit: int | None = None, offset: int = 0) -> list[dict]:
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT u.id, u.created_at, u.timezone, (SELECT count(*) FROM items i WHERE i.user_id = u.id)"
-                                " AS items, (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
+            rows = conn.execute("SELECT u.id, u.created_at, u.timezone,"
+                                " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
+                                " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
                                 " FROM users u ORDER BY u.id LIMIT ? OFFSET ?",
                                 (-1 if limit is None else limit, offset)).fetchall()
         return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
