@@ -185,3 +185,19 @@ def test_household_get_and_put(api, store, dump):
         response = api.put("/api/users/alice/household", json=body)
         assert response.status_code == 422 and message in response.json()["error"], response.text
     assert dump() == before  # checked before anything is written
+
+
+def test_the_users_time_zone_get_and_put(api, store, dump):
+    assert api.get("/api/users/alice/timezone").json() == {"user": "alice", "timezone": None, "in_effect": "UTC"}
+    made = api.put("/api/users/alice/timezone", json={"timezone": "Europe/Lisbon"})
+    assert made.status_code == 200 and made.json() == {"user": "alice", "timezone": "Europe/Lisbon",
+                                                      "in_effect": "Europe/Lisbon"}
+    assert store.user_timezone(user_id="alice") == "Europe/Lisbon" and store.user_timezone(user_id="bob") is None
+    before = dump()
+    for body, message in [({"timezone": "Mars/Olympus"}, "unknown time zone"), ({}, "give {"),
+                          ({"timezone": "UTC", "colour": 1}, "give {"), ({"timezone": 5}, "timezone")]:
+        response = api.put("/api/users/alice/timezone", json=body)
+        assert response.status_code == 422 and message in response.json()["error"], response.text
+    assert dump() == before
+    cleared = api.put("/api/users/alice/timezone", json={"timezone": None})
+    assert cleared.json()["timezone"] is None and store.user_timezone(user_id="alice") is None

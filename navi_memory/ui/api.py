@@ -1,5 +1,5 @@
-"""The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks") and
-the household (mode and persons).
+"""The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks"),
+the household (mode and persons) and the user's time zone.
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
 read or change (another user's item id is a 404, as in the store). Always behind a bearer token,
@@ -126,6 +126,19 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         household = await call(store.put_household, user_id=path_user(request), **data)
         return SafeJSONResponse({"user": path_user(request)} | household)
 
+    def _timezone(user: str, zone: str | None) -> Response:
+        return SafeJSONResponse({"user": user, "timezone": zone, "in_effect": zone or store.settings.timezone})
+
+    async def get_timezone(request: Request) -> Response:
+        return _timezone(path_user(request), await call(store.user_timezone, user_id=path_user(request)))
+
+    async def put_timezone(request: Request) -> Response:
+        data = await _body(request, {"user_id"})
+        if set(data) != {"timezone"}:
+            raise ValidationError('give {"timezone": "Europe/Lisbon"} (or null: the store\'s zone applies again)')
+        zone = await call(store.set_user_timezone, data["timezone"], user_id=path_user(request))
+        return _timezone(path_user(request), zone)
+
     async def read_page(request: Request) -> Response:
         builder = {"summary": pages.summary_page, "search": pages.search_page}[request.url.path.rsplit("/", 1)[1]]
         return SafeJSONResponse(await call(builder, store, path_user(request), Params(request.query_params)))
@@ -140,6 +153,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
               user_route(f"{user}/facts", delete_facts, methods=["DELETE"]),
               user_route(f"{user}/household", get_household, methods=["GET"]),
               user_route(f"{user}/household", put_household, methods=["PUT"]),
+              user_route(f"{user}/timezone", get_timezone, methods=["GET"]),
+              user_route(f"{user}/timezone", put_timezone, methods=["PUT"]),
               user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
     for name in ("items", "chunks"):  # two paths to the same rows: .../chunks/7 is .../items/7
         routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),
