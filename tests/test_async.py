@@ -81,10 +81,14 @@ async def scenario(store, clock_advance):
     out["item"] = (await maybe(store.get(ids[0], user_id=U))).to_dict()
     out["themes"] = [(t.slug, t.active_count) for t in await maybe(store.list_themes(user_id=U))]
     out["status"] = await maybe(store.embedding_status())
+    out["timezone"] = [await maybe(store.set_user_timezone("Europe/Lisbon", user_id=U)),
+                       await maybe(store.user_timezone(user_id=U)),
+                       [r.id for r in await maybe(store.search("lattes yesterday", user_id=U))]]
     out["forget"] = await maybe(store.forget(user_id=U))
     out["after_forget"] = (await maybe(store.search("*", user_id=U)), await maybe(store.get_all_facts(user_id=U)),
                            await maybe(store.get_summary(user_id=U)))
     out["bob"] = [r.content for r in await maybe(store.search("lattes", user_id="bob"))]
+    out["timezone after forget"] = await maybe(store.user_timezone(user_id=U))
     return out
 
 
@@ -94,6 +98,7 @@ async def test_async_store_gives_the_same_results_as_the_sync_store(astore, ssto
     assert async_result == sync_result
     assert sync_result["facts_actions"] == ["added", "updated", "oat latte"]
     assert sync_result["after_forget"] == ([], [], None)
+    assert sync_result["timezone"][:2] == ["Europe/Lisbon"] * 2 and sync_result["timezone after forget"] is None
     assert sync_result["bob"] == ["bob lattes"]
     assert sync_result["ids"][0] in [r[0] for r in sync_result["search lattes"]]
     assert sync_result["search flat white"][0][1] == "fact"
