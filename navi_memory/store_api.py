@@ -355,15 +355,19 @@ class MemoryStoreAPI:
         return self._run(self._ops.persons.set_household_mode(mode, user_id=user_id))
 
     def household(self, *, user_id: str) -> dict[str, Any]:
-        """``{"mode": ..., "persons": [...]}``: the household as one record."""
+        """``{"mode": ..., "timezone": ..., "persons": [...]}``: the household as one record
+        (``timezone``: the user's own, ``set_user_timezone``, or None)."""
         return self._run(self._ops.persons.household(user_id=user_id))
 
-    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None) -> dict[str, Any]:
+    def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None,
+                      timezone: str | None = None) -> dict[str, Any]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
-        single). Every member and the resulting household are checked before anything is written."""
-        return self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode))
+        single); ``timezone`` (an IANA name; None: unchanged) becomes the user's. Every member and
+        the resulting household are checked before anything is written."""
+        return self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
+                                                         timezone=timezone))
 
     def infer_speaker(self, text: str | None = None, *, user_id: str,
                       hint: str | int | None = None) -> SpeakerInference:

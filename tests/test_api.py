@@ -164,7 +164,7 @@ def test_hostile_content_comes_back_escaped_but_intact(api):
 
 def test_household_get_and_put(api, store, dump):
     empty = api.get("/api/users/alice/household").json()
-    assert empty == {"user": "alice", "mode": "single", "persons": []}
+    assert empty == {"user": "alice", "mode": "single", "timezone": None, "persons": [], "in_effect": "UTC"}
     made = api.put("/api/users/alice/household", json={"mode": "multi", "members": [
         {"display_name": "Sarah", "aliases": ["mom"], "role": "spouse"}, {"display_name": "Leo", "role": "child"}]})
     assert made.status_code == 200, made.text
@@ -181,10 +181,14 @@ def test_household_get_and_put(api, store, dump):
                           ({"members": [{"display_name": "Ana", "aliases": ["Leo"]}]}, "name of another person"),
                           ({"members": [{"display_name": "Ana"}, {"role": "guest"}]}, "display_name"),
                           ({"members": "Ana"}, "members must be a list"),
-                          ({"members": [], "colour": 1}, "unknown household field(s): colour")]:
+                          ({"members": [], "colour": 1}, "unknown household field(s): colour"),
+                          ({"members": [{"display_name": "Ana"}], "timezone": "Mars/Olympus"}, "unknown time zone")]:
         response = api.put("/api/users/alice/household", json=body)
         assert response.status_code == 422 and message in response.json()["error"], response.text
     assert dump() == before  # checked before anything is written
+    zoned = api.put("/api/users/alice/household", json={"timezone": "Europe/Lisbon"}).json()
+    assert zoned["timezone"] == zoned["in_effect"] == "Europe/Lisbon" and len(zoned["persons"]) == 2
+    assert api.put("/api/users/alice/household", json={"members": []}).json()["timezone"] == "Europe/Lisbon"
 
 
 def test_the_users_time_zone_get_and_put(api, store, dump):

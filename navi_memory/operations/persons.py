@@ -165,20 +165,24 @@ class PersonOperations:
 
     @operation
     def household(self, *, user_id: str) -> Op[dict[str, Any]]:
-        """``{"mode": ..., "persons": [...]}``: the household as one record."""
+        """``{"mode": ..., "timezone": ..., "persons": [...]}``: the household as one record
+        (``timezone``: the user's own, ``set_user_timezone``, or None)."""
         uid = v.user_id(user_id)
-        return {"mode": (yield db.household_mode(user_id=uid)), "persons": (yield from self._persons(uid))}
+        return {"mode": (yield db.household_mode(user_id=uid)), "timezone": (yield db.user_timezone(user_id=uid)),
+                "persons": (yield from self._persons(uid))}
 
     @operation
     def put_household(
-        self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None
+        self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None, timezone: str | None = None
     ) -> Op[dict[str, Any]]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
-        single). Every member and the resulting household are checked before anything is written."""
+        single); ``timezone`` (an IANA name; None: unchanged) becomes the user's. Every member and
+        the resulting household are checked before anything is written."""
         uid = v.user_id(user_id)
         mode = None if mode is None else v.choice(mode, "mode", HOUSEHOLD_MODES)
+        zone_name = None if timezone is None else v.timezone_name(timezone)
         if isinstance(members, (str, bytes)) or not isinstance(members, Sequence):
             raise ValidationError("members must be a list of persons")
         if not all(isinstance(m, dict) for m in members):
@@ -211,6 +215,8 @@ class PersonOperations:
                     yield db.update_person(user_id=uid, person_id=existing.id, changes=changes, now=self._shared.now())
         if mode == "single":
             yield from self.set_household_mode("single", user_id=uid)
+        if zone_name is not None:
+            yield db.set_user_timezone(user_id=uid, name=zone_name, now=self._shared.now())
         return (yield from self.household(user_id=uid))
 
     @operation

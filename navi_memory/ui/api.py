@@ -115,19 +115,26 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
         count = await call(store.delete_fact, key, user_id=path_user(request), category=params.text("category"))
         return SafeJSONResponse({"deleted": count})
 
+    def _zone(zone: str | None) -> dict[str, Any]:
+        """The user's own zone and the one search uses for them (else the store's)."""
+        return {"timezone": zone, "in_effect": zone or store.settings.timezone}
+
+    def _household(user: str, household: dict[str, Any]) -> Response:
+        return SafeJSONResponse({"user": user} | household | _zone(household["timezone"]))
+
     async def get_household(request: Request) -> Response:
-        return SafeJSONResponse({"user": path_user(request)} | await call(store.household, user_id=path_user(request)))
+        return _household(path_user(request), await call(store.household, user_id=path_user(request)))
 
     async def put_household(request: Request) -> Response:
         data = await _body(request, {"user_id"})
-        unknown = sorted(set(data) - {"mode", "members"})
+        unknown = sorted(set(data) - {"mode", "members", "timezone"})
         if unknown:
-            raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode and/or members")
-        household = await call(store.put_household, user_id=path_user(request), **data)
-        return SafeJSONResponse({"user": path_user(request)} | household)
+            raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode, members"
+                                  " and/or timezone")
+        return _household(path_user(request), await call(store.put_household, user_id=path_user(request), **data))
 
     def _timezone(user: str, zone: str | None) -> Response:
-        return SafeJSONResponse({"user": user, "timezone": zone, "in_effect": zone or store.settings.timezone})
+        return SafeJSONResponse({"user": user} | _zone(zone))
 
     async def get_timezone(request: Request) -> Response:
         return _timezone(path_user(request), await call(store.user_timezone, user_id=path_user(request)))
