@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from datetime import tzinfo
 from typing import Any, Callable, Iterable
 
 from .models import SearchResult, Theme
@@ -65,9 +66,9 @@ def approximate_tokens(text: str) -> int:
     return int(count_tokens_approximately([text], extra_tokens_per_message=0))
 
 
-def _memory_line(result: SearchResult) -> str:
+def _memory_line(result: SearchResult, tz: tzinfo | None = None) -> str:
     when = result.observed_at or result.created_at
-    label = f"{result.theme}/{result.type}, {when:%Y-%m-%d}"
+    label = f"{result.theme}/{result.type}, {when if tz is None else when.astimezone(tz):%Y-%m-%d}"
     if result.person:
         label += f", about {escape(result.person, True)}"
     return f"- [{label}] {escape(result.content, single_line=True)}"
@@ -85,17 +86,18 @@ def _shorten(line: str, budget: int, count: TokenCounter) -> str | None:
 
 
 def relevant_memory_block(results: Iterable[SearchResult], max_tokens: int = INJECTION_TOKENS,
-                          count_tokens: TokenCounter | None = None) -> str | None:
+                          count_tokens: TokenCounter | None = None, tz: tzinfo | None = None) -> str | None:
     """``## Relevant Memory`` with one escaped line per result (the part that changes each turn), best
     first, as many as fit in ``max_tokens`` (counted by ``count_tokens``, default
     ``approximate_tokens``): a line that does not fit is skipped for the shorter ones after it,
-    and the best result alone is shortened rather than left out."""
+    and the best result alone is shortened rather than left out. Each line is dated in ``tz``
+    (the user's days; None: as stored, UTC)."""
     count = count_tokens or approximate_tokens
     head, tail = f'{RELEVANT_HEADING}\n\n<memory kind="retrieved">\n', "\n</memory>"
     budget = max_tokens - count(head + tail)
     lines: list[str] = []
     for result in results:
-        line = _memory_line(result)
+        line = _memory_line(result, tz)
         cost = count(line + "\n")
         if cost > budget and not lines:
             shortened = _shorten(line, budget - 1, count)

@@ -47,3 +47,17 @@ def test_the_budget_comes_from_the_environment():
 def test_a_bad_adapter_budget_is_refused(store):
     with pytest.raises(ValueError):
         NaviMemoryRunnable(store=store, user_id=U, max_tokens=0)
+
+
+def test_injected_memories_are_dated_in_the_users_days(store, clock):
+    from datetime import datetime, timezone
+
+    store.add(user_id=U, content="The user had dinner with Ana at the harbour.",
+              observed_at=datetime(2026, 11, 26, 23, 30, tzinfo=timezone.utc))
+    ask = [SystemMessage("You help."), HumanMessage("Who did the user have dinner with?")]
+    dated = lambda runnable: relevant(runnable.invoke(ask))  # noqa: E731
+    assert "2026-11-26]" in dated(NaviMemoryRunnable(store=store, user_id=U, min_similarity=0))  # the store's UTC
+    store.set_user_timezone("Asia/Tokyo", user_id=U)  # 08:30 the next morning there
+    assert "2026-11-27]" in dated(NaviMemoryRunnable(store=store, user_id=U, min_similarity=0))
+    preset = NaviMemoryRunnable(store=store, user_id=U, min_similarity=0, search_kwargs={"timezone": "UTC"})
+    assert "2026-11-26]" in dated(preset)  # a zone fixed in the adapter wins

@@ -123,3 +123,12 @@ def test_tool_guidance_hard_cap():
 
 def test_unavailable_note_is_one_line():
     assert "\n" not in prompt.UNAVAILABLE_NOTE and "unavailable" in prompt.UNAVAILABLE_NOTE
+
+
+def test_relevant_lines_are_dated_in_the_users_days():
+    from navi_memory.retrieval.dates import zone
+
+    late = result("dinner with Ana", observed_at=datetime(2025, 1, 15, 23, 30, tzinfo=timezone.utc))
+    assert "[food/note, 2025-01-15]" in prompt.relevant_memory_block([late])
+    assert "[food/note, 2025-01-16]" in prompt.relevant_memory_block([late], tz=zone("Asia/Tokyo"))
+    assert "[food/note, 2025-01-15]" in prompt.relevant_memory_block([late], tz=zone("America/Los_Angeles"))

@@ -18,7 +18,9 @@ from .. import prompt
 from ..core import validation as v
 from ..errors import StorageError
 from ..models import SearchResult
+from ..operations.memory import user_zone
 from ..operations.search import check_preset
+from ..retrieval.dates import zone
 from ..promotion import prompt_facts_block
 from ..sansio import advance
 from ._tools import StoreCaller
@@ -61,6 +63,7 @@ class MemoryContextBuilder:
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError("max_tokens must be a whole number of at least 1 (or None for the store's setting)")
         self.max_tokens = store.settings.injection_tokens if max_tokens is None else max_tokens
+        self.default_zone = store.settings.timezone
         self.token_counter = token_counter
         self.search_kwargs = dict(search_kwargs or {})
         # the person of the device or session, if the application knows it: preferred in search
@@ -90,7 +93,11 @@ class MemoryContextBuilder:
                                                              **self.search_kwargs, **scope,
                                                              "person_hints": hints})
                 context.searched = True
-                context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens, self.token_counter)
+                if context.results:  # dated in the user's days: a late evening in Los Angeles is not tomorrow
+                    own = self.search_kwargs.get("timezone") or (yield ("user_timezone", (), {"user_id": uid}))
+                    tz = user_zone(own) if own else zone(self.default_zone)
+                    context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens,
+                                                                    self.token_counter, tz)
             return context
         except Exception as exc:  # memory must never break the conversation
             log.warning("memory unavailable for this turn: %s", exc)
