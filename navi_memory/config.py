@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlsplit
 from .errors import ConfigurationError
 from .models import FUSIONS
 from .prompt import INJECTION_TOKENS
-from .retrieval.dates import zone
+from .core.timeutil import zone
 
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"

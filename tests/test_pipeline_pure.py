@@ -419,7 +419,7 @@ def test_an_excerpt_is_dated_by_its_first_and_last_day():
 
     from navi_memory.models import Message
     from navi_memory.pipeline.transcript import dated
-    from navi_memory.retrieval.dates import zone
+    from navi_memory.core.timeutil import zone
 
     monday = datetime(2026, 11, 23, 22, tzinfo=timezone.utc)
     one_day = [Message("user", "hi", created_at=monday), Message("assistant", "hello", created_at=monday)]

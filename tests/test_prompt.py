@@ -126,7 +126,7 @@ def test_unavailable_note_is_one_line():
 
 
 def test_relevant_lines_are_dated_in_the_users_days():
-    from navi_memory.retrieval.dates import zone
+    from navi_memory.core.timeutil import zone
 
     late = result("dinner with Ana", observed_at=datetime(2025, 1, 15, 23, 30, tzinfo=timezone.utc))
     assert "[food/note, 2025-01-15]" in prompt.relevant_memory_block([late])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -61,3 +62,15 @@ def from_db(value: str | datetime | None) -> datetime | None:
     except (ValueError, OverflowError):
         log.warning("unreadable timestamp %r in the database: read as %s", value[:40], UNREADABLE.isoformat())
         return UNREADABLE
+
+
+def zone(name: str) -> tzinfo:
+    """The time zone named ``name`` (IANA, e.g. ``Europe/Lisbon``; ``UTC``); ValueError if unknown."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("a time zone is an IANA name such as 'Europe/Lisbon' or 'UTC'")
+    if name.strip().upper() == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError) as exc:  # no such zone, or no tz database (pip install tzdata)
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')") from exc

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from ..errors import ValidationError
-from .timeutil import EARLIEST, to_utc
+from .timeutil import EARLIEST, to_utc, zone
 
 MAX_LIMIT = 50
 MAX_USER_ID = 256
@@ -113,8 +113,6 @@ def choice(value: Any, field: str, allowed: Iterable[str]) -> str:
 def timezone_name(value: Any, field: str = "timezone") -> str:
     """An IANA time zone this machine knows (``Europe/Lisbon``), as given without surrounding
     blanks; any spelling of UTC as ``UTC``."""
-    from ..retrieval.dates import zone
-
     try:
         zone(value)
     except ValueError as exc:

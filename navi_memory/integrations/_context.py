@@ -20,7 +20,7 @@ from ..errors import StorageError
 from ..models import SearchResult
 from ..operations.memory import user_zone
 from ..operations.search import check_preset
-from ..retrieval.dates import zone
+from ..core.timeutil import zone
 from ..promotion import prompt_facts_block
 from ..sansio import advance
 from ._tools import StoreCaller

@@ -24,7 +24,7 @@ from ..errors import ConfigurationError, EmbeddingError, NotFoundError, Validati
 from ..models import (ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
-from ..retrieval.dates import zone
+from ..core.timeutil import zone
 from ..retrieval.query import query_terms
 from ..core.contract import embedding_text
 from ..pipeline import dedup

@@ -19,7 +19,7 @@ from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
 from ..retrieval import context, stage
 from ..retrieval import search as ranking
-from ..retrieval.dates import zone
+from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
 from .memory import MemoryOperations, read_filters, user_zone

@@ -54,7 +54,7 @@ from ..pipeline import (
 from ..pipeline import triggers as trigger_rules
 from ..pipeline.extract import ExtractedFact
 from ..pipeline.llm import ChatClient
-from ..retrieval.dates import zone
+from ..core.timeutil import zone
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ..core.timeutil import zone as zone  # the time zone of a name; kept importable from here
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
@@ -86,18 +87,6 @@ class QueryTime:
 
 def _month(name: str) -> int:
     return next(i for i, month in enumerate(MONTHS, start=1) if month.startswith(name.lower()[:3]))
-
-
-def zone(name: str) -> tzinfo:
-    """The time zone named ``name`` (IANA, e.g. ``Europe/Lisbon``; ``UTC``); ValueError if unknown."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("a time zone is an IANA name such as 'Europe/Lisbon' or 'UTC'")
-    if name.strip().upper() == "UTC":
-        return timezone.utc
-    try:
-        return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError) as exc:  # no such zone, or no tz database (pip install tzdata)
-        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')") from exc
 
 
 def _month_period(year: int, month: int, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, str]:
