@@ -434,6 +434,11 @@ class MemoryOperations:
         """Admin: users by id with item and fact counts and own ``timezone`` (all of them, or a page)."""
         return (yield db.list_users(limit=None if limit is None else v.limit(limit, 100_000), offset=v.offset(offset)))
 
+    def zone_of(self, user_id: str) -> Op[tzinfo]:
+        """The time zone whose days are the user's: their own, else the store's."""
+        own = yield db.user_timezone(user_id=user_id)
+        return user_zone(own) if own else zone(self._shared.settings.timezone)
+
     @operation
     def user_timezone(self, *, user_id: str) -> Op[str | None]:
         """The user's own IANA time zone, or None: the store's (``Settings.timezone``) applies."""

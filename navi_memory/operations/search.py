@@ -22,7 +22,7 @@ from ..retrieval import search as ranking
 from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
-from .memory import MemoryOperations, read_filters, user_zone
+from .memory import MemoryOperations, read_filters
 from .shared import Shared
 
 log = logging.getLogger("navi_memory")
@@ -93,9 +93,8 @@ class SearchOperations:
         plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now.astimezone(zone(zone_name)))
         if timezone is None and f.user_id is not None and plan.when.start is not None:
             # the query names a day, month or year: the user's own time zone, if set, says which
-            own = yield db.user_timezone(user_id=f.user_id)
-            if own is not None and own != zone_name:
-                plan = ranking.SearchPlan.create(query or "", fusion, float(weight), f.now.astimezone(user_zone(own)))
+            local_now = f.now.astimezone((yield from self._memory.zone_of(f.user_id)))
+            plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
         model = self._shared.model
         embed = qvec is None and bool(query) and self._shared.embedder is not None \

@@ -40,7 +40,7 @@ from ..models import (
     Session,
 )
 from .facts import FactOperations
-from .memory import MemoryOperations, user_zone
+from .memory import MemoryOperations
 from .shared import Shared, fit_utf8
 from ..pipeline import (
     PipelineOptions,
@@ -54,7 +54,6 @@ from ..pipeline import (
 from ..pipeline import triggers as trigger_rules
 from ..pipeline.extract import ExtractedFact
 from ..pipeline.llm import ChatClient
-from ..core.timeutil import zone
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")
@@ -324,8 +323,7 @@ class SessionOperations:
                 known = yield from self._facts.newest_facts(uid, 200)
                 text = transcript.render(new, opts.max_transcript_chars, context)
                 if text:
-                    own = yield db.user_timezone(user_id=uid)  # the user's days, else the store's
-                    dated = transcript.dated(new, user_zone(own) if own else zone(self._shared.settings.timezone))
+                    dated = transcript.dated(new, (yield from self._memory.zone_of(uid)))
                     try:
                         found = yield from extract.extract(text, known, ledger, dated)
                     except ExtractionError as exc:  # the rules still record what the user said

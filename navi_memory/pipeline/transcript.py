@@ -9,7 +9,7 @@ rendered. Pure functions.
 
 from __future__ import annotations
 
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Sequence
 
 from ..models import Message
@@ -102,8 +102,14 @@ def turn_text(turn: Sequence[Message], names: dict[str, str], max_chars: int = M
     return cap("\n".join(line for m in turn for line in message_lines(m, names)), max_chars)
 
 
-def _day(moment) -> str:
-    return f"{moment:%A}, {moment.day} {moment:%B %Y}"
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+
+
+def _day(moment: datetime) -> str:
+    # English names whatever the process's locale (strftime's %A and %B follow LC_TIME)
+    return f"{_WEEKDAYS[moment.weekday()]}, {moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
 
 
 def dated(messages: Sequence[Message], tz: tzinfo) -> str | None:
