@@ -155,6 +155,9 @@ def test_days_are_those_of_the_time_zone_of_now():
 def test_time_zones_by_name():
     assert zone("UTC") is timezone.utc and zone(" utc ") is timezone.utc
     assert str(zone("Europe/Lisbon")) == "Europe/Lisbon"
-    for bad in ("Mars/Olympus", "", "../etc/passwd", None, 5):
+    for bad in ("Mars/Olympus", "", "../etc/passwd", None, 5, "localtime", "posixrules", "Europe/Lisbon\x00"):
         with pytest.raises(ValueError):
             zone(bad)
+    with pytest.raises(ValueError) as long_name:  # a long name is not echoed whole
+        zone("x" * 5000)
+    assert len(str(long_name.value)) < 200

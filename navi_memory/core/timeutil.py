@@ -64,13 +64,20 @@ def from_db(value: str | datetime | None) -> datetime | None:
         return UNREADABLE
 
 
+# files of the tz database that are no zone of their own: the machine's zone, a template
+_NOT_ZONES = {"localtime", "posixrules"}
+
+
 def zone(name: str) -> tzinfo:
     """The time zone named ``name`` (IANA, e.g. ``Europe/Lisbon``; ``UTC``); ValueError if unknown."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError("a time zone is an IANA name such as 'Europe/Lisbon' or 'UTC'")
     if name.strip().upper() == "UTC":
         return timezone.utc
+    unknown = ValueError(f"unknown time zone {name[:64]!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')")
+    if name.strip().lower() in _NOT_ZONES:
+        raise unknown
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError) as exc:  # no such zone, or no tz database (pip install tzdata)
-        raise ValueError(f"unknown time zone {name!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')") from exc
+        raise unknown from exc
