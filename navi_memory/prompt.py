@@ -7,8 +7,8 @@ single-line entries, newlines folded (it cannot start a heading or a new instruc
 
 The prompt contract the framework adapters follow (pure text here; placing it is theirs):
 
-- **injection** mode: ``summary_block`` as a system message right after the main system message
-  (the stable part), ``relevant_memory_block`` (the top search results that fit a token budget,
+- **injection** mode: ``summary_block``, ``household_block`` (time zone and members) and the
+  promoted facts as a system message right after the main system message (the stable part), ``relevant_memory_block`` (the top search results that fit a token budget,
   ``NAVI_MEMORY_INJECTION_TOKENS``, 400 by default) in the volatile part next
   to the current user message. No search for a pure greeting opening a conversation
   (``should_retrieve``). The search has a relevance floor (``search(min_similarity=)``, the
@@ -28,7 +28,7 @@ import math
 import os
 import re
 from datetime import tzinfo
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from .models import SearchResult, Theme
 
@@ -49,6 +49,39 @@ def summary_block(summary: str | None) -> str | None:
     if not summary or not summary.strip():
         return None
     return f'{SUMMARY_HEADING}\n\n<memory kind="summary">\n{escape(summary.strip())}\n</memory>'
+
+
+HOUSEHOLD_HEADING = "## The user's household"
+HOUSEHOLD_PERSONS = 20  # shown at most (a household holds a few)
+PERSON_NOTES = 200  # characters of a person's notes shown
+
+
+def household_block(household: Mapping[str, Any] | None) -> str | None:
+    """The user's time zone and household members (name, role, pronouns, aliases, birth date,
+    notes) for the stable part of a prompt, escaped; None when neither is recorded."""
+    if not household:
+        return None
+    lines = []
+    if household.get("timezone"):
+        lines.append(f"Time zone: {escape(str(household['timezone']), True)}")
+    persons = list(household.get("persons") or [])
+    if persons:
+        lines.append("Several people share the assistant; each turn's speaker may differ:"
+                     if household.get("mode") == "multi" else "The person using the assistant:")
+    for person in persons[:HOUSEHOLD_PERSONS]:
+        about = [getattr(person, "role", None), getattr(person, "pronouns", None)]
+        aliases = getattr(person, "aliases", None) or []
+        about += [f"also called {', '.join(aliases)}" if aliases else None,
+                  f"born {person.birth_date}" if getattr(person, "birth_date", None) else None]
+        notes = " ".join(str(getattr(person, "notes", None) or "").split())
+        about.append(notes[:PERSON_NOTES] + ("…" if len(notes) > PERSON_NOTES else "") if notes else None)
+        details = "; ".join(str(a) for a in about if a)
+        lines.append(escape(f"- {person.display_name}" + (f" ({details})" if details else ""), True))
+    if len(persons) > HOUSEHOLD_PERSONS:
+        lines.append(f"(and {len(persons) - HOUSEHOLD_PERSONS} more)")
+    if not lines:
+        return None
+    return f'{HOUSEHOLD_HEADING}\n\n<memory kind="household">\n' + "\n".join(lines) + "\n</memory>"
 
 
 INJECTION_TOKENS = 400  # the default budget of the relevant-memory block

@@ -3,7 +3,7 @@
 Hostile text goes in through every field that reaches a prompt (summary, item content, person,
 fact values, theme names, household persons' display names / aliases / notes, promoted facts)
 and comes out through every injection path: ``prompt.summary_block`` / ``relevant_memory_block``,
-the promoted facts' block in the stable half and the MEMORY.md, the LangChain Runnable (injection and tools mode, sync and async), the
+the promoted facts' and the household's blocks in the stable half and the MEMORY.md, the LangChain Runnable (injection and tools mode, sync and async), the
 ``create_agent`` middleware (what the model really receives), the LlamaIndex memory block, and
 the tool results a model reads. Each block must open once, close once at its end, and hold no
 line that starts a heading, no raw ``<`` or ``>``.
@@ -94,6 +94,7 @@ def test_prompt_blocks_directly(hostile):
     facts = hostile.promoted_facts(user_id=U)
     assert len(facts) == len(HOSTILE) and any("</memory>" in (f.person or "") for f in facts)
     check_blocks(prompt_facts_block(facts), {"facts"})
+    check_blocks(prompt.household_block(hostile.household(user_id=U)), {"household"})
     about = hostile.search("train habit", user_id=U, limit=50, types=["note"])
     assert {r.person for r in about} & {p.display_name for p in hostile.list_persons(user_id=U)}
     check_blocks(prompt.relevant_memory_block(about), {"retrieved"})
@@ -107,6 +108,7 @@ def test_each_payload_alone_in_each_block(store, text):
     check_blocks(prompt.summary_block(store.get_summary(user_id=U)), {"summary"})
     check_blocks(prompt.relevant_memory_block(store.search("train", user_id=U)), {"retrieved"})
     check_blocks(prompt_facts_block(store.promoted_facts(user_id=U)), {"facts"})
+    check_blocks(prompt.household_block(store.household(user_id=U)), {"household"})
 
 
 @pytest.mark.parametrize("text", HOSTILE)
@@ -140,7 +142,7 @@ async def test_langchain_runnable_sync_and_async(hostile):
         assert out[0].content == "You are helpful." and out[-1].content == "which train note?"
         memory = [m for m in out[1:-1]]
         assert all(isinstance(m, SystemMessage) for m in memory) and len(memory) == 2
-        check_blocks(_system_texts(memory), {"summary", "facts", "retrieved"})
+        check_blocks(_system_texts(memory), {"summary", "household", "facts", "retrieved"})
 
 
 async def test_speaker_hints_from_hostile_person_names(hostile):
@@ -151,7 +153,7 @@ async def test_speaker_hints_from_hostile_person_names(hostile):
         runnable = NaviMemoryRunnable(store=hostile, user_id=U, search_kwargs={"speaker": speaker})
         turn = [HumanMessage(f"{person.aliases[0]} asks: which train habit?")]
         for out in (runnable.invoke(turn), await runnable.ainvoke(turn)):
-            check_blocks(_system_texts(out), {"summary", "facts", "retrieved"})
+            check_blocks(_system_texts(out), {"summary", "household", "facts", "retrieved"})
             assert out[-1].content == turn[0].content
 
 
@@ -176,7 +178,7 @@ def test_create_agent_middleware_what_the_model_receives(hostile):
     agent.invoke({"messages": [HumanMessage("which train note do I have?")]})
     sent = model.calls[0]
     assert sent[0].content == "You are helpful." and isinstance(sent[-1], HumanMessage)
-    check_blocks(_system_texts(sent[1:]), {"summary", "facts", "retrieved"})
+    check_blocks(_system_texts(sent[1:]), {"summary", "household", "facts", "retrieved"})
 
 
 async def test_llamaindex_memory_block(hostile):
@@ -186,7 +188,7 @@ async def test_llamaindex_memory_block(hostile):
 
     text = await NaviMemoryBlock(store=hostile, user_id=U, record=False).aget(
         [ChatMessage(role="user", content="which train note?")])
-    check_blocks(text, {"summary", "facts", "retrieved"})
+    check_blocks(text, {"summary", "household", "facts", "retrieved"})
 
 
 def test_tool_results_are_json_data(hostile):

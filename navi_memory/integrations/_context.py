@@ -84,7 +84,9 @@ class MemoryContextBuilder:
                 return MemoryContext(stable=prompt.tool_guidance(themes))
             summary = yield ("get_summary", (), {"user_id": uid})
             facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
-            stable = [b for b in (prompt.summary_block(summary), prompt_facts_block(facts)) if b]
+            household = yield ("household", (), {"user_id": uid})  # members and time zone
+            stable = [b for b in (prompt.summary_block(summary), prompt.household_block(household),
+                                  prompt_facts_block(facts)) if b]
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
                 hints = yield from self._person_hints(query, uid)
@@ -94,7 +96,7 @@ class MemoryContextBuilder:
                                                              "person_hints": hints})
                 context.searched = True
                 if context.results:  # dated in the user's days: a late evening in Los Angeles is not tomorrow
-                    own = self.search_kwargs.get("timezone") or (yield ("user_timezone", (), {"user_id": uid}))
+                    own = self.search_kwargs.get("timezone") or household["timezone"]
                     tz = user_zone(own) if own else zone(self.default_zone)
                     context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens,
                                                                     self.token_counter, tz)

@@ -1,0 +1,52 @@
+"""The stable part of an injected prompt names the user's household members and time zone (the
+spec's "member list in the stable half"), so the model knows who "mom" is and which day "today" is."""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from navi_memory import prompt
+from navi_memory.core.persons import Person
+from navi_memory.integrations.langchain import NaviMemoryRunnable
+
+U = "u1"
+
+
+def person(name: str, **fields) -> Person:
+    return Person(id=1, user_id=U, display_name=name, **fields)
+
+
+def test_the_block_lists_members_and_the_time_zone():
+    assert prompt.household_block(None) is None
+    assert prompt.household_block({"mode": "single", "timezone": None, "persons": []}) is None
+    only_zone = prompt.household_block({"mode": "single", "timezone": "Europe/Lisbon", "persons": []})
+    assert only_zone == f'{prompt.HOUSEHOLD_HEADING}\n\n<memory kind="household">\nTime zone: Europe/Lisbon\n</memory>'
+    family = prompt.household_block({"mode": "multi", "timezone": None, "persons": [
+        person("Sarah Miller", role="spouse", pronouns="she/her", aliases=["mom", "Sarah"], birth_date="1979-03-14",
+               notes="allergic to nuts"),
+        person("Leo", role="child")]})
+    assert family.splitlines()[3:6] == [
+        "Several people share the assistant; each turn's speaker may differ:",
+        "- Sarah Miller (spouse; she/her; also called mom, Sarah; born 1979-03-14; allergic to nuts)",
+        "- Leo (child)"]
+    one = prompt.household_block({"mode": "single", "timezone": None, "persons": [person("Eugene")]})
+    assert "The person using the assistant:\n- Eugene\n</memory>" in one
+
+
+def test_long_notes_and_many_members_are_cut():
+    many = [person(f"P{n}", notes="x" * 500) for n in range(prompt.HOUSEHOLD_PERSONS + 3)]
+    text = prompt.household_block({"mode": "multi", "timezone": None, "persons": many})
+    assert f"- P0 ({'x' * prompt.PERSON_NOTES}…)" in text and "- P20" not in text and "(and 3 more)" in text
+
+
+def test_the_injected_prompt_carries_the_household(store):
+    store.put_household(user_id=U, mode="multi", timezone="Asia/Tokyo", members=[
+        {"display_name": "Sarah", "aliases": ["mom"], "role": "spouse"}, {"display_name": "Leo", "role": "child"}])
+    store.set_summary("The user lives in Tokyo.", user_id=U)
+    out = NaviMemoryRunnable(store=store, user_id=U).invoke([SystemMessage("You help."), HumanMessage("Hi!")])
+    stable = out[1].content
+    assert stable.startswith(prompt.SUMMARY_HEADING) and prompt.HOUSEHOLD_HEADING in stable
+    assert "Time zone: Asia/Tokyo" in stable and "- Sarah (spouse; also called mom)" in stable
+    assert "- Leo (child)" in stable
+    bare = NaviMemoryRunnable(store=store, user_id="u2").invoke([SystemMessage("You help."), HumanMessage("Hi!")])
+    assert [m.content for m in bare] == ["You help.", "Hi!"]  # nothing recorded: nothing added
