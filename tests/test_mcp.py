@@ -23,7 +23,7 @@ from navi_memory import MemoryStore
 from navi_memory.cli import main as cli_main
 from navi_memory.errors import ConfigurationError
 from navi_memory.integrations._tools import TOOLS, json_schema
-from navi_memory.integrations.mcp import SUMMARY_URI, MemoryServer, TokenMap
+from navi_memory.integrations.mcp import HOUSEHOLD_URI, SUMMARY_URI, MemoryServer, TokenMap
 
 ROOT = Path(__file__).resolve().parent.parent
 ALICE_TOKEN, BOB_TOKEN = "alice-token-" + "a" * 20, "bob-token-" + "b" * 20
@@ -76,7 +76,7 @@ async def test_stdio_server_serves_the_memory_tools_for_its_user(tmp_path):
         assert payload(await client.call_tool("memory_archive", {"item_id": added["id"]}))["status"] == "archived"
         assert payload(await client.call_tool("memory_forget", {"key": "home_city"}))["deleted"] == 1
         resources = (await client.list_resources()).resources
-        assert [str(r.uri) for r in resources] == [SUMMARY_URI]
+        assert [str(r.uri) for r in resources] == [SUMMARY_URI, HOUSEHOLD_URI]
         summary = (await client.read_resource(SUMMARY_URI)).contents[0]
         assert summary.text == "Alice lives in Berlin and keeps bees."
     with MemoryStore.open(db, embeddings="hashing") as store:
@@ -183,6 +183,13 @@ async def test_in_process_server_offers_household_tools_per_user(store):
         unknown = await client.call_tool("memory_nope", {})
         assert unknown.is_error and "unknown memory tool 'memory_nope'" in payload(unknown)["error"]
         assert (await client.read_resource(SUMMARY_URI)).contents[0].text == ""
+        household = json.loads((await client.read_resource(HOUSEHOLD_URI)).contents[0].text)
+        assert (household["mode"], household["timezone"], household["in_effect"]) == ("multi", None, "UTC")
+        assert household["persons"][1] == {"display_name": "Sarah", "role": "spouse", "pronouns": None,
+                                           "aliases": ["mom"], "birth_date": None, "notes": None}
+        store.set_user_timezone("Europe/Lisbon", user_id="u1")
+        household = json.loads((await client.read_resource(HOUSEHOLD_URI)).contents[0].text)
+        assert household["timezone"] == household["in_effect"] == "Europe/Lisbon"
         with pytest.raises(Exception, match="unknown resource"):
             await client.read_resource("navi-memory://secrets")
     async with Client(MemoryServer(store, user_id="u2").server) as client:

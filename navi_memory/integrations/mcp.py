@@ -31,11 +31,13 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..core import validation as v
 from ..errors import ConfigurationError, NaviMemoryError, ValidationError
-from ._tools import MemoryTools, StoreCaller, error_json, json_schema, parse_arguments
+from ._tools import MemoryTools, StoreCaller, dumps, error_json, json_schema, parse_arguments
 
 log = logging.getLogger("navi_memory.integrations.mcp")
 
 SUMMARY_URI = "navi-memory://summary"
+HOUSEHOLD_URI = "navi-memory://household"
+PERSON_FIELDS = ("display_name", "role", "pronouns", "aliases", "birth_date", "notes")
 MIN_TOKEN_CHARS = 16
 INSTRUCTIONS = ("Long-term memory of the user you are talking to: search it before assuming anything about "
                 "them, note what is worth remembering across conversations, save stable facts. The user is "
@@ -170,20 +172,34 @@ class MemoryServer:
 
     async def _list_resources(self, ctx: ServerRequestContext[Any, Any],
                               params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(
-            uri=SUMMARY_URI, name="summary", title="What the assistant knows about the user",
-            description="The user's narrative summary (empty until one is written).", mime_type="text/plain")])
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=SUMMARY_URI, name="summary", title="What the assistant knows about the user",
+                           description="The user's narrative summary (empty until one is written).",
+                           mime_type="text/plain"),
+            types.Resource(uri=HOUSEHOLD_URI, name="household", title="The user's household and time zone",
+                           description="JSON: mode, the user's own time zone and the one in effect, and the "
+                                       "members (name, role, pronouns, aliases, birth date, notes).",
+                           mime_type="application/json")])
 
     async def _read_resource(self, ctx: ServerRequestContext[Any, Any],
                              params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        if str(params.uri) != SUMMARY_URI:
-            raise MCPError(RESOURCE_NOT_FOUND, f"unknown resource; the resources are: {SUMMARY_URI}")
+        uri = str(params.uri)
+        if uri not in (SUMMARY_URI, HOUSEHOLD_URI):
+            raise MCPError(RESOURCE_NOT_FOUND, f"unknown resource; the resources are: {SUMMARY_URI}, {HOUSEHOLD_URI}")
         try:
-            summary = await self.caller.acall("get_summary", user_id=self.user_for(ctx))
+            if uri == SUMMARY_URI:
+                summary = await self.caller.acall("get_summary", user_id=self.user_for(ctx))
+                return types.ReadResourceResult(contents=[types.TextResourceContents(
+                    uri=SUMMARY_URI, mime_type="text/plain", text=str(summary or ""))])
+            household = await self.caller.acall("household", user_id=self.user_for(ctx))
         except NaviMemoryError as exc:
             raise MCPError(types.INTERNAL_ERROR, json.loads(error_json(exc))["error"]) from exc
+        zone = household["timezone"]
+        in_effect = zone or (self.caller.sync_store or self.caller.async_store).settings.timezone
+        record = {"mode": household["mode"], "timezone": zone, "in_effect": in_effect,
+                  "persons": [{name: getattr(p, name) for name in PERSON_FIELDS} for p in household["persons"]]}
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=SUMMARY_URI, mime_type="text/plain", text=str(summary or ""))])
+            uri=HOUSEHOLD_URI, mime_type="application/json", text=dumps(record))])
 
     def streamable_http_app(self, tokens: TokenMap, *, host: str = "127.0.0.1", port: int = 8767,
                             path: str = "/mcp") -> Any:
