@@ -50,3 +50,16 @@ def test_the_injected_prompt_carries_the_household(store):
     assert "- Leo (child)" in stable
     bare = NaviMemoryRunnable(store=store, user_id="u2").invoke([SystemMessage("You help."), HumanMessage("Hi!")])
     assert [m.content for m in bare] == ["You help.", "Hi!"]  # nothing recorded: nothing added
+
+
+def test_the_zone_named_is_the_one_memories_are_dated_in(store, db_url, fake_embeddings, clock):
+    from navi_memory import MemoryStore, Settings
+
+    ask = [SystemMessage("You help."), HumanMessage("Hi!")]
+    store.set_summary("Likes tea.", user_id=U)
+    assert prompt.HOUSEHOLD_HEADING not in NaviMemoryRunnable(store=store, user_id=U).invoke(ask)[1].content  # UTC
+    preset = NaviMemoryRunnable(store=store, user_id=U, search_kwargs={"timezone": "America/Denver"})
+    assert "Time zone: America/Denver" in preset.invoke(ask)[1].content
+    berlin = Settings(url=db_url, timezone="Europe/Berlin")  # a store-wide zone an operator chose
+    with MemoryStore.open(db_url, embeddings=fake_embeddings, clock=clock, settings=berlin) as other:
+        assert "Time zone: Europe/Berlin" in NaviMemoryRunnable(store=other, user_id=U).invoke(ask)[1].content

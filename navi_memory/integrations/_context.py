@@ -85,8 +85,13 @@ class MemoryContextBuilder:
             summary = yield ("get_summary", (), {"user_id": uid})
             facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
             household = yield ("household", (), {"user_id": uid})  # members and time zone
-            stable = [b for b in (prompt.summary_block(summary), prompt.household_block(household),
-                                  prompt_facts_block(facts)) if b]
+            # the zone of the user's days: the adapter's, the user's, else the store's (named in the
+            # prompt unless it is the unconfigured UTC)
+            own = self.search_kwargs.get("timezone") or household["timezone"]
+            shown = own or (None if self.default_zone == "UTC" else self.default_zone)
+            blocks = (prompt.summary_block(summary), prompt.household_block({**household, "timezone": shown}),
+                      prompt_facts_block(facts))
+            stable = [b for b in blocks if b]
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
                 hints = yield from self._person_hints(query, uid)
@@ -96,7 +101,6 @@ class MemoryContextBuilder:
                                                              "person_hints": hints})
                 context.searched = True
                 if context.results:  # dated in the user's days: a late evening in Los Angeles is not tomorrow
-                    own = self.search_kwargs.get("timezone") or household["timezone"]
                     tz = user_zone(own) if own else zone(self.default_zone)
                     context.volatile = prompt.relevant_memory_block(context.results, self.max_tokens,
                                                                     self.token_counter, tz)
