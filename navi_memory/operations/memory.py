@@ -436,13 +436,13 @@ class MemoryOperations:
 
     def zone_of(self, user_id: str) -> Op[tzinfo]:
         """The time zone whose days are the user's: their own, else the store's."""
-        own = yield db.user_timezone(user_id=user_id)
+        own = (yield db.user_settings(user_id=user_id))["timezone"]
         return user_zone(own) if own else zone(self._shared.settings.timezone)
 
     @operation
     def user_timezone(self, *, user_id: str) -> Op[str | None]:
         """The user's own IANA time zone, or None: the store's (``Settings.timezone``) applies."""
-        return (yield db.user_timezone(user_id=v.user_id(user_id)))
+        return (yield db.user_settings(user_id=v.user_id(user_id)))["timezone"]
 
     @operation
     def set_user_timezone(self, timezone: str | None, *, user_id: str) -> Op[str | None]:

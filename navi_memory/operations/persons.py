@@ -168,7 +168,8 @@ class PersonOperations:
         """``{"mode": ..., "timezone": ..., "persons": [...]}``: the household as one record
         (``timezone``: the user's own, ``set_user_timezone``, or None)."""
         uid = v.user_id(user_id)
-        return {"mode": (yield db.household_mode(user_id=uid)), "timezone": (yield db.user_timezone(user_id=uid)),
+        settings = yield db.user_settings(user_id=uid)
+        return {"mode": settings["household_mode"], "timezone": settings["timezone"],
                 "persons": (yield from self._persons(uid))}
 
     @operation

@@ -82,9 +82,10 @@ class PostgresPersonQueries:
                     [now, user_id, primary_id])
 
     @operation
-    def user_timezone(self, user_id: str) -> Op:
-        rows = yield Q("SELECT timezone FROM users WHERE id = %s", [user_id])
-        return rows[0]["timezone"] if rows else None
+    def user_settings(self, user_id: str) -> Op:
+        """The user's ``household_mode`` and ``timezone`` in one read (defaults for an unknown user)."""
+        rows = yield Q("SELECT household_mode, timezone FROM users WHERE id = %s", [user_id])
+        return dict(rows[0]) if rows else {"household_mode": "single", "timezone": None}
 
     @operation
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:

@@ -90,10 +90,11 @@ class SQLitePersons:
                 conn.execute("UPDATE persons SET role = 'primary', updated_at = ? WHERE user_id = ? AND id = ?",
                              (stamp, user_id, primary_id))
 
-    def user_timezone(self, user_id: str) -> str | None:
+    def user_settings(self, user_id: str) -> dict:
+        """The user's ``household_mode`` and ``timezone`` in one read (defaults for an unknown user)."""
         with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT timezone FROM users WHERE id = ?", (user_id,)).fetchone()
-        return None if row is None else row[0]
+            row = conn.execute("SELECT household_mode, timezone FROM users WHERE id = ?", (user_id,)).fetchone()
+        return {"household_mode": "single", "timezone": None} if row is None else dict(row)
 
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> None:
         with self._transaction(write=True) as conn:
