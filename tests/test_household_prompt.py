@@ -63,3 +63,28 @@ def test_the_zone_named_is_the_one_memories_are_dated_in(store, db_url, fake_emb
     berlin = Settings(url=db_url, timezone="Europe/Berlin")  # a store-wide zone an operator chose
     with MemoryStore.open(db_url, embeddings=fake_embeddings, clock=clock, settings=berlin) as other:
         assert "Time zone: Europe/Berlin" in NaviMemoryRunnable(store=other, user_id=U).invoke(ask)[1].content
+
+
+def test_a_turn_infers_the_speaker_only_when_the_household_has_members(store):
+    from navi_memory.integrations._context import MemoryContextBuilder
+    from navi_memory.integrations._tools import StoreCaller
+
+    class Recording(StoreCaller):
+        def __init__(self, store) -> None:
+            super().__init__(store)
+            self.names: list[str] = []
+
+        def call(self, name, *args, **kwargs):
+            self.names.append(name)
+            return super().call(name, *args, **kwargs)
+
+    store.add(user_id=U, content="Tom plays chess on Sundays.")
+    caller = Recording(store)
+    builder = MemoryContextBuilder(caller, min_similarity=0)  # the fake embeddings are not similar
+    assert builder.build("what does Tom play?", user_id=U).results
+    assert caller.names == ["get_summary", "promoted_facts", "household", "search"]  # no members: no inference
+    store.put_household(user_id=U, mode="multi", members=[{"display_name": "Tom"}, {"display_name": "Ann"}])
+    caller.names.clear()
+    context = builder.build("I'm Ann. What does Tom play?", user_id=U)
+    assert caller.names == ["get_summary", "promoted_facts", "household", "infer_speaker", "search"]
+    assert context.results and context.results[0].content == "Tom plays chess on Sundays."

@@ -94,7 +94,7 @@ class MemoryContextBuilder:
             stable = [b for b in blocks if b]
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
-                hints = yield from self._person_hints(query, uid)
+                hints = yield from self._person_hints(query, uid, bool(household["persons"]))
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
                                                              "min_similarity": self.min_similarity,
                                                              **self.search_kwargs, **scope,
@@ -109,9 +109,11 @@ class MemoryContextBuilder:
             log.warning("memory unavailable for this turn: %s", exc)
             return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
 
-    def _person_hints(self, query: str | None, uid: str) -> Plan:
+    def _person_hints(self, query: str | None, uid: str, has_persons: bool) -> Plan:
         """The turn's speaker and the persons it mentions (household members), then the caller's hints."""
         given = list(self.search_kwargs.get("person_hints") or ())
+        if not has_persons:  # no household members (read just now): no speaker to infer, one read less
+            return given
         try:
             inferred = yield ("infer_speaker", (query,), {"user_id": uid, "hint": self.speaker})
         except StorageError:
