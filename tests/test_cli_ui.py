@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -95,3 +96,22 @@ def test_serve_takes_its_token_from_the_environment_and_never_prints_it(db):
     finally:
         out = server.stop()
     assert "REST API" in out and TOKEN not in out
+
+
+def test_serve_with_per_user_tokens_from_a_file(db, tmp_path):
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({alice: "alice", bob: "bob"}))
+    tokens.chmod(0o600)
+    port = free_port()
+    server = Server(command("serve", "--port", str(port), db=db), {"NAVI_MEMORY_API_TOKENS": str(tokens)})
+    base = f"http://127.0.0.1:{port}/api/users"
+    try:
+        assert server.wait(f"{base}/alice/items").status_code == 401
+        made = httpx.post(f"{base}/alice/items", json={"content": "via REST"}, headers={"Authorization": f"Bearer {alice}"})
+        assert made.status_code == 201
+        assert httpx.get(f"{base}/alice/items", headers={"Authorization": f"Bearer {bob}"}).status_code == 403
+        assert httpx.get(base, headers={"Authorization": f"Bearer {alice}"}).status_code == 403
+    finally:
+        out = server.stop()
+    assert alice not in out and bob not in out

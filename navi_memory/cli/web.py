@@ -15,6 +15,7 @@ from ..errors import ConfigurationError
 from .common import integer
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
+API_TOKENS_ENV = "NAVI_MEMORY_API_TOKENS"  # a JSON file {"<token>": "<user id>"}: tokens that act for one user
 
 
 def _require_ui() -> None:
@@ -57,8 +58,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from ..ui.api import create_api_app
     from ..ui.security import check_token
 
-    token = check_token(args.token or os.environ.get(API_TOKEN_ENV), args.host, API_TOKEN_ENV, required=True)
-    _serve(args, lambda store: create_api_app(store, token=token, host=args.host), "REST API",
+    from ..tokens import TokenMap
+
+    token_file = args.tokens or os.environ.get(API_TOKENS_ENV) or None
+    tokens = None if token_file is None else TokenMap.load(token_file)
+    token = args.token or os.environ.get(API_TOKEN_ENV) or None
+    if tokens is None or token:  # per-user tokens alone guard every route too
+        token = check_token(token, args.host, API_TOKEN_ENV, required=True)
+    _serve(args, lambda store: create_api_app(store, token=token, host=args.host, tokens=tokens), "REST API",
            "send Authorization: Bearer")
 
 
@@ -72,4 +79,8 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
         p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
                                                            "any other address needs a token)")
         p.add_argument("--port", type=integer("port"), default=port, help=f"port (default {port})")
-        p.add_argument("--token", help=f"access token, at least 16 characters (default ${env})")
+        p.add_argument("--token", help=f"access token, at least 16 characters (default ${env})"
+                       + ("; with --tokens, the administrator's (every user)" if name == "serve" else ""))
+        if name == "serve":
+            p.add_argument("--tokens", metavar="FILE", help="JSON file mapping bearer tokens to user ids, each token "
+                                                            f"reaching only its user's routes (default ${API_TOKENS_ENV})")

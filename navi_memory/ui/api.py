@@ -2,8 +2,10 @@
 the household (mode and persons) and the user's time zone.
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
-read or change (another user's item id is a 404, as in the store). Always behind a bearer token,
-taken from the ``Authorization`` header only (no cookie, so no cross-site request can carry it).
+read or change (another user's item id is a 404, as in the store). Always behind bearer tokens,
+taken from the ``Authorization`` header only (no cookie, so no cross-site request can carry it):
+the administrator's ``token`` reaches every user and ``GET /api/users``; a per-user token of
+``tokens`` (a ``TokenMap``) only its own user's routes (403 elsewhere). One of the two is required.
 Reads return the same JSON as the browser UI's ``/api`` mirror. Errors: malformed JSON 400,
 rejected values 422, unknown ids 404, each as ``{"error": message, "type": error class}``.
 """
@@ -19,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import NaviMemoryError, ValidationError
+from ..errors import ConfigurationError, NaviMemoryError, ValidationError
+from ..tokens import TokenMap
 from ..core.validation import parse_json
 from . import pages
 from .pages import Params
@@ -56,9 +59,14 @@ async def _body(request: Request, reserved: set[str]) -> dict[str, Any]:
     return data
 
 
-def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") -> Starlette:
-    """The REST API over an open (blocking) ``MemoryStore``; refuses to exist without a token."""
-    token = check_token(token, host, "NAVI_MEMORY_API_TOKEN", required=True)
+def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
+                   tokens: TokenMap | None = None) -> Starlette:
+    """The REST API over an open (blocking) ``MemoryStore``; refuses to exist without a token
+    (``token``, the administrator's, and/or ``tokens``, each acting for one user)."""
+    if tokens is not None and not isinstance(tokens, TokenMap):
+        raise ConfigurationError("tokens must be a TokenMap (TokenMap.load('tokens.json'))")
+    if tokens is None or token:  # per-user tokens alone guard every route too
+        token = check_token(token, host, "NAVI_MEMORY_API_TOKEN", required=True)
 
     async def users(request: Request) -> Response:
         return SafeJSONResponse(await call(pages.users_page, store, Params(request.query_params)))
@@ -169,6 +177,6 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1") ->
                    user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
-    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False)],
+    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False, users=tokens)],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})
 

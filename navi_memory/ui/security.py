@@ -3,7 +3,9 @@
 Rules: without a token the server must listen on a loopback address only, and then it also
 answers only requests whose Host is a loopback name (a page on another site that re-points its
 DNS name at 127.0.0.1 cannot read it). With a token, every request must present it, compared in
-constant time. Pure ASGI middleware, so it guards every route, the static CSS included.
+constant time. The REST API may also take per-user tokens (a ``TokenMap``): such a request is
+marked with its user (``TOKEN_USER`` in the ASGI scope) and reaches only that user's routes.
+Pure ASGI middleware, so it guards every route, the static CSS included.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode
 
 from ..errors import ConfigurationError
+from ..tokens import TokenMap
 
 COOKIE = "navi_memory_token"
 MIN_TOKEN_CHARS = 16
+TOKEN_USER = "navi_memory.token_user"  # scope key: the user a per-user token acts for (absent: the admin token)
+USER_PATHS = "/api/users/"  # the only routes a per-user token reaches (``web.user_route`` checks whose)
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 # No script may run on these pages: stored text is escaped, and this stops it even if it were not.
 HEADERS = [
@@ -90,6 +95,11 @@ def _undecodable(scope: Scope) -> str | None:
     return None
 
 
+def _bearer(scope: Scope) -> str | None:
+    auth = _headers(scope).get(b"authorization", b"").decode("latin-1")
+    return auth[7:].strip() if auth[:7].lower() == "bearer " else None
+
+
 def _same(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
 
@@ -109,10 +119,13 @@ class Guard:
 
     ``cookies``: the browser UI also accepts the token from a cookie, set after a visit with
     ``?token=...`` (then redirected to the same address without it). The REST API takes only the
-    ``Authorization: Bearer`` header, so a browser cannot be tricked into sending it cross-site."""
+    ``Authorization: Bearer`` header, so a browser cannot be tricked into sending it cross-site.
 
-    def __init__(self, app: ASGIApp, token: str | None, cookies: bool = True) -> None:
-        self.app, self.token, self.cookies = app, token, cookies
+    ``users``: per-user bearer tokens (header only); ``token`` then stays the administrator's,
+    which reaches every user and the list of users, and may be None."""
+
+    def __init__(self, app: ASGIApp, token: str | None, cookies: bool = True, users: TokenMap | None = None) -> None:
+        self.app, self.token, self.cookies, self.users = app, token, cookies, users
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -124,13 +137,19 @@ class Guard:
                 message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
             await send(message)
 
-        if self.token is None:
+        acting = self._token_user(scope)
+        if acting is not None:
+            if not scope.get("path", "").startswith(USER_PATHS):
+                await _send_json(send_with_headers, 403, "this token acts for one user: use /api/users/<that user>/...")
+                return
+            scope = {**scope, TOKEN_USER: acting}
+        elif self.token is None and self.users is None:
             if not is_loopback(_host_name(scope)):
                 await _send_json(send_with_headers, 403, "this server answers only requests to a loopback address")
                 return
-        elif not self._authorized(scope):
+        elif self.token is None or not self._authorized(scope):
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            if self.cookies and _same(query.get("token"), self.token):
+            if self.cookies and self.token is not None and _same(query.get("token"), self.token):
                 await self._set_cookie(scope, query, send_with_headers)
                 return
             await _send_json(send_with_headers, 401, "missing or wrong token",
@@ -142,11 +161,16 @@ class Guard:
             return
         await self.app(scope, receive, send_with_headers)
 
+    def _token_user(self, scope: Scope) -> str | None:
+        """The user of a per-user bearer token, or None (no such token, or none configured)."""
+        given = _bearer(scope)
+        return None if self.users is None or given is None else self.users.user_for(given)
+
     def _authorized(self, scope: Scope) -> bool:
         assert self.token is not None
         headers = _headers(scope)
-        auth = headers.get(b"authorization", b"").decode("latin-1")
-        if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), self.token):
+        given = _bearer(scope)
+        if given is not None and _same(given, self.token):
             return True
         if not self.cookies:
             return False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +20,7 @@ from starlette.routing import Route
 from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
 from ..core.validation import user_id
 from .pages import jsonable
+from .security import TOKEN_USER
 
 log = logging.getLogger("navi_memory.ui")
 
@@ -61,10 +62,19 @@ def path_part(value: Any) -> str:
     return quote(str(value), safe="")
 
 
-def user_route(path: str, endpoint: Callable[..., Any], **kwargs: Any) -> Route:
+def user_route(path: str, endpoint: Callable[[Request], Awaitable[Response]], **kwargs: Any) -> Route:
     """A route under ``{user:path}`` whose user may hold a newline (``alice%0A``): it reaches
-    ``path_user`` and is refused by name, instead of matching no route (``path`` stops at newlines)."""
-    route = id_route(path, endpoint, **kwargs)  # and its ids read by IdConvertor
+    ``path_user`` and is refused by name, instead of matching no route (``path`` stops at newlines).
+    A request with a per-user token (``security.TOKEN_USER``) for another user is a 403."""
+
+    async def for_the_token_user(request: Request) -> Response:
+        acting = request.scope.get(TOKEN_USER)
+        if acting is not None and path_user(request) != acting:
+            raise HTTPException(403, "this token acts for another user")
+        return await endpoint(request)
+
+    kwargs.setdefault("name", endpoint.__name__)
+    route = id_route(path, for_the_token_user, **kwargs)  # and its ids read by IdConvertor
     route.path_regex = re.compile(route.path_regex.pattern, re.DOTALL)
     return route
 

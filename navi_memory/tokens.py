@@ -1,0 +1,73 @@
+"""Bearer tokens that each act for one user: the token file of the MCP server over HTTP
+(``navi-memory mcp --transport http --tokens FILE``) and of the REST API (``navi-memory serve
+--tokens FILE``). Standard library only, so either server can use it without the other's extra."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+
+from .core import validation as v
+from .errors import ConfigurationError, ValidationError
+
+log = logging.getLogger("navi_memory")
+
+MIN_TOKEN_CHARS = 16
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class TokenMap:
+    """Bearer tokens and the users they act for, from a JSON file ``{"<token>": "<user id>", ...}``.
+
+    Only the tokens' SHA-256 digests are kept (a lookup by digest leaks no timing about the
+    token itself); neither tokens nor the file's content appear in messages or reprs."""
+
+    def __init__(self, tokens: dict[str, str]) -> None:
+        if not tokens:
+            raise ConfigurationError("the token file maps no tokens to users")
+        self._users: dict[bytes, str] = {}
+        for token, user in tokens.items():
+            if not isinstance(token, str) or not (token.isascii() and token.isprintable() and " " not in token):
+                raise ConfigurationError("every token must be printable ASCII without spaces")
+            if len(token) < MIN_TOKEN_CHARS:
+                raise ConfigurationError(f"every token must have at least {MIN_TOKEN_CHARS} characters "
+                                         "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)")
+            try:
+                self._users[_digest(token)] = v.user_id(user)
+            except ValidationError as exc:
+                raise ConfigurationError(f"a token maps to an invalid user id: {exc}") from exc
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "TokenMap":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from exc
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning("the token file %s is readable by other users (chmod 600 it)", path)
+        try:
+            data = json.loads(text)
+        except ValueError as exc:  # the content is secret: only where it broke
+            raise ConfigurationError(f"the token file {path} is not JSON (line {getattr(exc, 'lineno', '?')})") \
+                from exc
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"the token file {path} must hold a JSON object {{\"<token>\": \"<user>\"}}")
+        return cls(data)
+
+    def user_for(self, token: str) -> str | None:
+        return self._users.get(_digest(token))
+
+    def __len__(self) -> int:
+        return len(self._users)
+
+    def __repr__(self) -> str:
+        return f"TokenMap({len(self)} tokens)"
