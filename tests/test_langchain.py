@@ -112,7 +112,7 @@ def test_toolkit_round_trip(store):
                                                          "value": "Berlin"}))
     assert saved["action"] == "added"
     fact = store.get_fact("home_city", user_id="u1")
-    assert fact.value == "Berlin" and fact.source == "tool_call" and fact.confidence == 95
+    assert fact.value == "Berlin" and fact.source == "user_explicit" and fact.confidence == 90  # the user said it
     again = json.loads(tools["memory_save_fact"].invoke({"category": "profile", "key": "home_city",
                                                          "value": "Paris"}))
     assert again["action"] == "updated" and again["previous_value"] == "Berlin"

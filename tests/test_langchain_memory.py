@@ -202,7 +202,7 @@ def test_create_agent_end_to_end(remembered, monkeypatch):
     # the tool call reached the store
     tool_reply = next(m for m in result["messages"] if isinstance(m, ToolMessage))
     assert json.loads(tool_reply.content)["action"] == "added"
-    assert remembered.get_fact("home_city", user_id="u1").source == "tool_call"
+    assert remembered.get_fact("home_city", user_id="u1").source == "user_explicit"
     # the conversation was recorded and "remember that ..." triggered extraction
     remembered.wait_for_background()
     session = remembered.get_session("s1", user_id="u1")

@@ -83,7 +83,7 @@ async def test_tool_spec_async(remembered):
     tools = {t.metadata.name: t for t in NaviMemoryToolSpec(remembered, user_id="u1").to_tool_list()}
     out = await tools["memory_save_fact"].acall(category="profile", key="name", value="Eugene")
     assert json.loads(out.content)["action"] == "added"
-    assert remembered.get_fact("name", user_id="u1").source == "tool_call"
+    assert remembered.get_fact("name", user_id="u1").source == "user_explicit"
 
 
 async def test_block_renders_memory_once_per_user_message(remembered, monkeypatch):

@@ -197,6 +197,27 @@ def test_a_tool_result_on_file_outranks_chat(store):
     assert report.unchanged == 1 and store.get_fact("os", user_id=U).value == "Ubuntu 24.04"
 
 
+def test_a_fact_the_agent_saved_from_what_the_user_said_is_corrected_by_the_chat(store):
+    """memory_save_fact records what the user said (user_explicit), not a tool's output: a later
+    correction in the conversation replaces it; a value the agent read from a tool stays."""
+    from navi_memory.integrations.tools import MemoryTools
+
+    tools = MemoryTools(store, U)
+    tools.dispatch("memory_save_fact", {"category": "preferences", "key": "coffee_order", "value": "oat milk latte"})
+    tools.dispatch("memory_save_fact", {"category": "technical", "key": "os", "value": "Ubuntu 24.04",
+                                        "source": "tool_call", "source_context": "uname -a"})
+    assert store.get_fact("coffee_order", user_id=U).source == "user_explicit"
+    chat(store, reply(("preferences", "coffee_order", "black coffee", "conversation"),
+                      ("technical", "os", "Windows", "conversation")), "Drinks black coffee.")
+    talk(store, "s1", "These days I drink my coffee black. I think I'm on Windows?", "Noted.")
+    report = store.extract_session("s1", user_id=U)
+    assert (report.updated, report.unchanged) == (1, 1)
+    assert store.get_fact("coffee_order", user_id=U).value == "black coffee"
+    os_fact = store.get_fact("os", user_id=U)
+    assert (os_fact.value, os_fact.source, os_fact.confidence, os_fact.source_context) == \
+        ("Ubuntu 24.04", "tool_call", 95, "uname -a")
+
+
 def test_long_transcript_with_tool_output_is_truncated(store):
     model = chat(store, reply(("technical", "os", "Arch Linux", "tool_call")), "Arch user.")
     messages = [{"role": "user", "content": "Set up my machine, I use it for work."}]

@@ -87,6 +87,12 @@ def test_dispatch_returns_the_text_the_framework_tools_return(store):
     ("memory_search", {}, "invalid arguments: query: Field required"),
     ("memory_search", {"query": "x", "limit": 500}, "invalid arguments: limit: .*less than or equal to 50"),
     ("memory_save_fact", {"category": "secrets", "key": "k", "value": "v"}, "invalid arguments: category: "),
+    ("memory_save_fact", {"category": "other", "key": "k", "value": "v", "source": "auto_discovery"},
+     "invalid arguments: source: "),
+    ("memory_save_fact", {"category": "other", "key": "k", "value": "v", "confidence": 101},
+     "invalid arguments: confidence: .*less than or equal to 100"),
+    ("memory_save_fact", {"category": "other", "key": "k", "value": "v", "expires_days": 0},
+     "invalid arguments: expires_days: .*greater than or equal to 1"),
     ("memory_get", '{"item_id": ', r"invalid arguments: not JSON \(JSONDecodeError at position 12\)"),
     ("memory_get", "[1, 2]", "invalid arguments: a JSON object is expected, not list"),
 ])
@@ -135,3 +141,17 @@ async def test_adispatch_on_an_async_store(db_url, fake_embeddings):
             await tools.adispatch("memory_nope", {}, user_id="carol")
     finally:
         await astore.close()
+
+
+def test_save_fact_takes_how_the_model_knows_it(store, clock):
+    tools = MemoryTools(store, "alice")
+    tools.dispatch("memory_save_fact", {"category": "projects", "key": "trip", "value": "Porto in May",
+                                        "source": "conversation", "confidence": 60, "expires_days": 30,
+                                        "source_context": "mentioned the trip"})
+    fact = store.get_fact("trip", user_id="alice")
+    assert (fact.source, fact.confidence, fact.source_context) == ("conversation", 60, "mentioned the trip")
+    assert (fact.expires_at - clock.now).days == 30
+    tools.dispatch("memory_save_fact", {"category": "profile", "key": "name", "value": "Alice"})
+    named = store.get_fact("name", user_id="alice")
+    assert (named.source, named.confidence, named.expires_at) == ("user_explicit", 90, None)
+

@@ -40,6 +40,8 @@ SCOPED = ("agent_id", "run_id")  # resolved with the user (argument, runtime con
 
 ItemType = Literal["preference", "fact", "instruction", "summary", "note", "other"]
 FactCategory = Literal["profile", "preferences", "technical", "projects", "other"]
+# what a model may say of a fact it saves (auto_discovery is the pipeline's own)
+FactSource = Literal["user_explicit", "conversation", "tool_call"]
 assert set(FactCategory.__args__) == set(FACT_CATEGORIES)  # type: ignore[attr-defined]
 
 
@@ -65,6 +67,16 @@ class SaveFactArgs(BaseModel):
     category: FactCategory = Field(description="profile, preferences, technical, projects or other.")
     key: str = Field(description="A short snake_case attribute name, e.g. 'home_city' or 'coffee_order'.")
     value: str = Field(description="The value, e.g. 'Berlin'. A new value replaces the old one (kept in history).")
+    source: FactSource = Field(default="user_explicit",
+                               description="How you know it: 'user_explicit' (default) the user said it, "
+                                           "'conversation' you inferred it from the chat, 'tool_call' a tool's "
+                                           "output showed it.")
+    confidence: Optional[int] = Field(default=None, ge=0, le=100,
+                                      description="0-100 (default by source: user 90, tool output 95, inferred 70).")
+    expires_days: Optional[int] = Field(default=None, ge=1, le=36500,
+                                        description="Days until it stops being true, for a temporary fact "
+                                                    "(a trip, a deadline); default never.")
+    source_context: Optional[str] = Field(default=None, description="A short reason or quote: why you saved it.")
 
 
 class ItemArgs(BaseModel):
@@ -312,8 +324,12 @@ class MemoryTools:
                                      "title": args["title"], "type": args["type"], "source": "tool_call",
                                      "person": args.get("person"), **scope}, note_json)
         if name == "memory_save_fact":
+            # the model's own word on how it knows (default: the user said it), so a later correction in
+            # the chat can replace the value; only a tool's output outranks what the user says
             return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
-                                        "value": args["value"], "source": "tool_call", "person": args.get("person"),
+                                        "value": args["value"], "source": args["source"],
+                                        "confidence": args["confidence"], "expires_days": args["expires_days"],
+                                        "source_context": args["source_context"], "person": args.get("person"),
                                         **scope},
                     fact_change_json)
         if name == "memory_get":
