@@ -76,27 +76,30 @@ class MemoryStoreAPI:
                    types: Sequence[str] | None = None, status: str = 'active', limit: int = 50, offset: int = 0,
                    include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
                    order: str = 'created', agent_id: str | None = None, run_id: str | None = None,
-                   filters: Mapping[str, Any] | None = None) -> list[Item]:
+                   filters: Mapping[str, Any] | None = None, person: str | None = None) -> list[Item]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
         ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match).
-        ``filters``: conditions on ``metadata``, as in ``search``."""
+        ``filters``: conditions on ``metadata``, as in ``search``. ``person``: only the items about
+        that household member (a name or an alias, as in ``search``)."""
         return self._run(self._ops.memory.list_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
                                                      status=status, limit=limit, offset=offset,
                                                      include_expired=include_expired,
                                                      namespace_prefix=namespace_prefix, order=order,
-                                                     agent_id=agent_id, run_id=run_id, filters=filters))
+                                                     agent_id=agent_id, run_id=run_id, filters=filters,
+                                                     person=person))
 
     def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                     types: Sequence[str] | None = None, status: str = 'active', include_expired: bool = False,
                     namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-                    run_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
+                    run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+                    person: str | None = None) -> int:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         return self._run(self._ops.memory.count_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
                                                       status=status, include_expired=include_expired,
                                                       namespace_prefix=namespace_prefix, agent_id=agent_id,
-                                                      run_id=run_id, filters=filters))
+                                                      run_id=run_id, filters=filters, person=person))
 
     def list_themes(self, *, user_id: str) -> list[Theme]:
         """Themes with their active-item counts, largest first."""

@@ -89,6 +89,32 @@ def test_list_filters_and_paging(api, store, clock):
     assert {u["id"] for u in api.get("/api/users").json()["users"]} == {"alice", "bob"}
 
 
+def test_lists_and_search_filter_by_person_agent_run_and_recency(api, store, clock):
+    store.put_household(user_id="carol", mode="multi", members=[{"display_name": "Ann", "aliases": ["mom"]},
+                                                                  {"display_name": "Bob"}])
+    store.add(user_id="carol", content="Ann grows tomatoes", person="Ann", agent_id="gardener", run_id="r1")
+    store.add(user_id="carol", content="Bob grows peppers", person="Bob", agent_id="gardener", run_id="r2")
+    clock.advance(days=40)
+    store.add(user_id="carol", content="Ann bakes bread", person="Ann", agent_id="cook")
+
+    def listed(**params):
+        return sorted(i["content"] for i in api.get("/api/users/carol/items", params=params).json()["items"])
+
+    def found(**params):
+        return sorted(r["content"] for r in api.get("/api/users/carol/search", params={"all": 1, **params}).json()["results"])
+
+    assert listed(person="mom") == listed(person="Ann") == ["Ann bakes bread", "Ann grows tomatoes"]
+    assert api.get("/api/users/carol/items", params={"person": "mom"}).json()["page"]["total"] == 2
+    assert listed(agent_id="gardener") == ["Ann grows tomatoes", "Bob grows peppers"]
+    assert listed(agent_id="gardener", run_id="r2") == ["Bob grows peppers"]
+    assert found(q="grows", person="Bob") == ["Bob grows peppers"]
+    assert found(q="Ann", agent_id="cook") == ["Ann bakes bread"]
+    assert found(q="Ann", recency_days=7) == ["Ann bakes bread"]
+    store.archive(store.list_items(user_id="carol", agent_id="cook")[0].id, user_id="carol")
+    assert listed(status="any", person="Ann") == ["Ann bakes bread", "Ann grows tomatoes"]
+    assert api.get("/api/users/carol/search", params={"q": "x", "recency_days": "0"}).status_code == 422
+
+
 def test_users_cannot_touch_each_others_items(api, store):
     bobs = store.add(user_id="bob", content="Bob's secret")
     for method, body in (("GET", None), ("PATCH", {"content": "hacked"}), ("DELETE", None)):

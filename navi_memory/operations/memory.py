@@ -235,6 +235,15 @@ class MemoryOperations:
             rows.append(self.new_item(fields.pop("user_id", None), fields))
         return (yield from self.add_rows(rows))
 
+    def _listing_filters(self, user_id: Any, all_users: bool, status: str, theme: Any, types: Any,
+                         include_expired: bool, namespace_prefix: Any, agent_id: Any, run_id: Any,
+                         metadata: Any, person: Any) -> Op[Filters]:
+        f = self.filters(user_id, all_users, status, theme, types, person=person, include_expired=include_expired,
+                         namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id, metadata=metadata)
+        if f.person is not None and f.user_id is not None:  # an alias finds the display name items carry
+            f = replace(f, person=(yield from self.person_name(f.user_id, f.person)))
+        return f
+
     def person_name(self, uid: str, name: str | None) -> Op:
         """The display name of the household member ``name`` refers to (alias, role, first name);
         ``name`` itself when it names nobody or is ambiguous (a person outside the household)."""
@@ -348,14 +357,15 @@ class MemoryOperations:
                    types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
                    include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
                    order: str = "created", agent_id: str | None = None, run_id: str | None = None,
-                   filters: Mapping[str, Any] | None = None) -> Op[list[Item]]:
+                   filters: Mapping[str, Any] | None = None, person: str | None = None) -> Op[list[Item]]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
         ``agent_id`` / ``run_id``: only the items written with that agent / run (exact match).
-        ``filters``: conditions on ``metadata``, as in ``search``."""
-        f = self.filters(user_id, all_users, status, theme, types, include_expired=include_expired,
-                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id, metadata=filters)
+        ``filters``: conditions on ``metadata``, as in ``search``. ``person``: only the items about
+        that household member (a name or an alias, as in ``search``)."""
+        f = yield from self._listing_filters(user_id, all_users, status, theme, types, include_expired,
+                                             namespace_prefix, agent_id, run_id, filters, person)
         rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset),
                                    order=v.choice(order, "order", tuple(ORDER_COLUMNS)))
         return [self._item(r) for r in rows]
@@ -374,10 +384,11 @@ class MemoryOperations:
         agent_id: str | None = None,
         run_id: str | None = None,
         filters: Mapping[str, Any] | None = None,
+        person: str | None = None,
     ) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
-        f = self.filters(user_id, all_users, status, theme, types, include_expired=include_expired,
-                          namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id, metadata=filters)
+        f = yield from self._listing_filters(user_id, all_users, status, theme, types, include_expired,
+                                             namespace_prefix, agent_id, run_id, filters, person)
         return (yield db.count_items(filters=f))
 
     @operation

@@ -85,12 +85,19 @@ def users_page(store: Any, params: Params) -> dict[str, Any]:
     return {"users": users, "page": Paging(limit, offset, len(users), has_next=len(rows) > limit).to_dict()}
 
 
+SCOPES = ("person", "agent_id", "run_id")  # exact filters passed on as given (person: a name or an alias)
+
+
 def _item_filters(params: Params) -> dict[str, Any]:
     archived = params.flag("archived")
-    status = params.choice("status", ITEM_STATUSES)
+    status = params.choice("status", (*ITEM_STATUSES, "any"))
     kind = params.choice("type", ITEM_TYPES)
     return {"theme": params.text("theme"), "type": kind, "status": status, "archived": archived,
-            "expired": params.flag("expired")}
+            "expired": params.flag("expired"), **{name: params.text(name) for name in SCOPES}}
+
+
+def _scopes(filters: dict[str, Any]) -> dict[str, Any]:
+    return {name: filters[name] for name in SCOPES}
 
 
 def _store_status(filters: dict[str, Any]) -> str:
@@ -102,7 +109,8 @@ def items_page(store: Any, user: str, params: Params) -> dict[str, Any]:
     filters = _item_filters(params)
     limit, offset = Paging.read(params)
     query = {"user_id": user, "theme": filters["theme"], "status": _store_status(filters),
-             "types": [filters["type"]] if filters["type"] else None, "include_expired": filters["expired"]}
+             "types": [filters["type"]] if filters["type"] else None, "include_expired": filters["expired"],
+             **_scopes(filters)}
     items = store.list_items(**query, limit=limit, offset=offset)
     total = store.count_items(**query)
     return {"user": user, "themes": store.list_themes(user_id=user), "filters": filters, "items": items,
@@ -137,6 +145,8 @@ def search_page(store: Any, user: str, params: Params) -> dict[str, Any]:
     assistant's prompts use); ``?all=1`` lists the weaker ones too, marked. ``hidden`` counts the
     weaker results among the top ``limit`` of the unfiltered search (a second search)."""
     filters = _item_filters(params)
+    filters["recency_days"] = None if params.text("recency_days") is None else \
+        params.integer("recency_days", 0, 1, 1_000_000)
     query = params.text("q")
     limit = params.integer("limit", SEARCH_SIZE, 1, v.MAX_LIMIT)
     floor, show_all = float(store.settings.min_similarity), params.flag("all")
@@ -146,7 +156,8 @@ def search_page(store: Any, user: str, params: Params) -> dict[str, Any]:
             return store.search(query, user_id=user, limit=limit, theme=filters["theme"],
                                 types=[filters["type"]] if filters["type"] else None,
                                 status=_store_status(filters), include_expired=filters["expired"],
-                                min_similarity=min_similarity)
+                                recency_days=filters["recency_days"], min_similarity=min_similarity,
+                                **_scopes(filters))
 
         results = run(floor)
         if floor > 0 and query not in ("*",):  # "*" (the newest items) has no floor to apply
