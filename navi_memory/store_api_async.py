@@ -377,14 +377,16 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.persons.household(user_id=user_id))
 
     async def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None,
-                            timezone: str | None = None) -> dict[str, Any]:
+                            timezone: str | None = None, replace: bool = False) -> dict[str, Any]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
-        others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
-        single); ``timezone`` (an IANA name; None: unchanged) becomes the user's. Every member and
-        the resulting household are checked before anything is written."""
+        others are added; persons not listed stay, unless ``replace`` (then they are removed: the
+        household becomes exactly ``members``; their items and facts keep the name). ``mode``
+        switches first (to multi) or last (to single); ``timezone`` (an IANA name; None: unchanged)
+        becomes the user's. Every member and the resulting household are checked before anything
+        is written."""
         return await self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
-                                                               timezone=timezone))
+                                                               timezone=timezone, replace=replace))
 
     async def infer_speaker(self, text: str | None = None, *, user_id: str,
                             hint: str | int | None = None) -> SpeakerInference:

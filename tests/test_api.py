@@ -231,3 +231,56 @@ def test_the_users_time_zone_get_and_put(api, store, dump):
     assert dump() == before
     cleared = api.put("/api/users/alice/timezone", json={"timezone": None})
     assert cleared.json()["timezone"] is None and store.user_timezone(user_id="alice") is None
+
+
+def test_household_replace_and_remove_a_person(api, store, dump):
+    api.put("/api/users/alice/household", json={"mode": "multi", "members": [
+        {"display_name": "Sarah", "aliases": ["mom"]}, {"display_name": "Leo"}, {"display_name": "Tom"}]})
+    store.add(user_id="alice", content="Tom likes chess", person="Tom")
+    removed = api.delete("/api/users/alice/household/persons/Tom")
+    assert removed.status_code == 200 and removed.json()["removed"]["display_name"] == "Tom"
+    assert store.list_items(user_id="alice", person="Tom")[0].content == "Tom likes chess"  # items keep the name
+    leo = store.get_person("Leo", user_id="alice")
+    assert api.delete(f"/api/users/alice/household/persons/{leo.id}").json()["removed"]["display_name"] == "Leo"
+    assert api.delete("/api/users/alice/household/persons/Nobody").status_code == 404
+    assert api.delete("/api/users/bob/household/persons/mom").status_code == 404  # another user's household
+    # replace: the household becomes exactly the members given; a newcomer may take a leaving one's alias
+    api.put("/api/users/alice/household", json={"members": [{"display_name": "Leo"}]})
+    before = dump()
+    twice = api.put("/api/users/alice/household", json={"replace": True, "members": [{"display_name": "Ana"},
+                                                                                      {"display_name": "ana"}]})
+    assert twice.status_code == 422 and "twice" in twice.json()["error"]
+    assert api.put("/api/users/alice/household", json={"replace": "yes", "members": []}).status_code == 422
+    assert dump() == before
+    done = api.put("/api/users/alice/household", json={"replace": True, "members": [
+        {"display_name": "sarah", "notes": "back"}, {"display_name": "Ana", "aliases": ["Leo"]}]}).json()
+    assert [(p["display_name"], p["aliases"], p["notes"]) for p in done["persons"]] == [
+        ("Sarah", ["mom"], "back"), ("Ana", ["Leo"], None)]
+    # back to one person: replace and switch to single in one call (the spec's "remove others first")
+    single = api.put("/api/users/alice/household", json={"replace": True, "mode": "single",
+                                                          "members": [{"display_name": "Sarah"}]}).json()
+    assert single["mode"] == "single" and [p["display_name"] for p in single["persons"]] == ["Sarah"]
+
+
+def test_forget_a_user_needs_confirmation_and_leaves_others(api, store, clock):
+    fill(store, clock)
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon")
+    assert api.delete("/api/users/alice").status_code == 422
+    assert api.delete("/api/users/alice", params={"confirm": "bob"}).status_code == 422
+    assert store.count_items(user_id="alice") > 0
+    gone = api.delete("/api/users/alice", params={"confirm": "alice"})
+    assert gone.status_code == 200 and gone.json()["user"] == "alice" and sum(gone.json()["deleted"].values()) > 0
+    assert store.count_items(user_id="alice") == 0 and store.get_all_facts(user_id="alice") == []
+    assert store.count_items(user_id="bob") > 0
+    assert {u["id"] for u in api.get("/api/users").json()["users"]} == {"bob"}
+    # the catch-all user path matches DELETE only: another method or a typo under a user stays a 404
+    assert api.get("/api/users/alice/typo").status_code == 404
+    assert api.get("/api/users/bob").status_code == 404
+
+
+def test_memory_markdown(api, store):
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon <b>")
+    answer = api.get("/api/users/alice/memory.md")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "text/markdown; charset=utf-8"
+    assert answer.text == store.memory_markdown(user_id="alice") and "Lisbon &lt;b&gt;" in answer.text  # escaped
+    assert answer.headers["x-content-type-options"] == "nosniff"

@@ -174,13 +174,16 @@ class PersonOperations:
 
     @operation
     def put_household(
-        self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None, timezone: str | None = None
+        self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None, timezone: str | None = None,
+        replace: bool = False,
     ) -> Op[dict[str, Any]]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
-        others are added; persons not listed stay. ``mode`` switches first (to multi) or last (to
-        single); ``timezone`` (an IANA name; None: unchanged) becomes the user's. Every member and
-        the resulting household are checked before anything is written."""
+        others are added; persons not listed stay, unless ``replace`` (then they are removed: the
+        household becomes exactly ``members``; their items and facts keep the name). ``mode``
+        switches first (to multi) or last (to single); ``timezone`` (an IANA name; None: unchanged)
+        becomes the user's. Every member and the resulting household are checked before anything
+        is written."""
         uid = v.user_id(user_id)
         mode = None if mode is None else v.choice(mode, "mode", HOUSEHOLD_MODES)
         zone_name = None if timezone is None else v.timezone_name(timezone)
@@ -188,11 +191,17 @@ class PersonOperations:
             raise ValidationError("members must be a list of persons")
         if not all(isinstance(m, dict) for m in members):
             raise ValidationError("each member must be an object with at least a display_name")
+        if not isinstance(replace, bool):
+            raise ValidationError("replace must be true or false")
         clean = [self._person_fields(dict(m), False) for m in members]
+        names = [fields["display_name"].lower() for fields in clean]
+        if replace and len(set(names)) < len(names):
+            raise ValidationError("members name the same person twice")
         persons = yield from self._persons(uid)
         current = yield db.household_mode(user_id=uid)
         planned: list[tuple[Person | None, dict[str, Any]]] = []
-        after = list(persons)
+        leaving = [p for p in persons if p.display_name.lower() not in names] if replace else []
+        after = [p for p in persons if p not in leaving]
         for number, fields in enumerate(clean):
             existing = next((p for p in after if p.display_name.lower() == fields["display_name"].lower()), None)
             candidate = Person(id=existing.id if existing else -1 - number, user_id=uid,
@@ -207,6 +216,8 @@ class PersonOperations:
             raise ValidationError(f"a single-mode household holds one person, this one would hold {len(after)}")
         if mode == "multi":
             yield from self.set_household_mode("multi", user_id=uid)
+        for person in leaving:  # first: a newcomer may take a leaving person's alias
+            yield db.delete_person(user_id=uid, person_id=person.id)
         for existing, fields in planned:
             if existing is None:
                 yield db.insert_person(user_id=uid, fields=fields, now=self._shared.now())

@@ -27,7 +27,7 @@ from ..core.validation import parse_json
 from . import pages
 from .pages import Params
 from .security import Guard, check_token
-from .web import SafeJSONResponse, call, json_error, path_part, path_user, user_route
+from .web import MethodRoute, SafeJSONResponse, call, json_error, path_part, path_user, user_route
 
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
                "source_message_id", "person", "expires_at", "expires_days", "match_equivalent"}
@@ -135,11 +135,27 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
 
     async def put_household(request: Request) -> Response:
         data = await _body(request, {"user_id"})
-        unknown = sorted(set(data) - {"mode", "members", "timezone"})
+        unknown = sorted(set(data) - {"mode", "members", "timezone", "replace"})
         if unknown:
-            raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode, members"
-                                  " and/or timezone")
+            raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode, members,"
+                                  " timezone and/or replace")
         return _household(path_user(request), await call(store.put_household, user_id=path_user(request), **data))
+
+    async def remove_person(request: Request) -> Response:
+        ref = request.path_params["ref"]
+        person = await call(store.remove_person, int(ref) if ref.isascii() and ref.isdigit() and len(ref) < 19
+                            else ref, user_id=path_user(request))
+        return SafeJSONResponse({"user": path_user(request), "removed": person})
+
+    async def forget_user(request: Request) -> Response:
+        user = path_user(request)
+        if Params(request.query_params).text("confirm") != user:
+            raise ValidationError("this deletes everything stored for the user: add ?confirm=<the user id>")
+        return SafeJSONResponse({"user": user, "deleted": await call(store.forget, user_id=user)})
+
+    async def memory_markdown(request: Request) -> Response:
+        text = await call(store.memory_markdown, user_id=path_user(request))
+        return Response(text, media_type="text/markdown; charset=utf-8")
 
     def _timezone(user: str, zone: str | None) -> Response:
         return SafeJSONResponse({"user": user} | _zone(zone))
@@ -170,6 +186,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
               user_route(f"{user}/household", put_household, methods=["PUT"]),
               user_route(f"{user}/timezone", get_timezone, methods=["GET"]),
               user_route(f"{user}/timezone", put_timezone, methods=["PUT"]),
+              user_route(f"{user}/household/persons/{{ref}}", remove_person, methods=["DELETE"]),
+              user_route(f"{user}/memory.md", memory_markdown, methods=["GET"]),
               user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
     for name in ("items", "chunks"):  # two paths to the same rows: .../chunks/7 is .../items/7
         routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),
@@ -177,6 +195,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
                    user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
+    # everything the user has: last, and matching no other method (GET .../typo stays a 404)
+    routes.append(user_route(user, forget_user, methods=["DELETE"], route_class=MethodRoute))
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False, users=tokens)],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})
 

@@ -15,7 +15,7 @@ from starlette.convertors import Convertor, IntegerConvertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
 from ..core.validation import user_id
@@ -48,9 +48,18 @@ class IdConvertor(Convertor[str]):
         return str(value)
 
 
-def id_route(path: str, endpoint: Callable[..., Any], **kwargs: Any) -> Route:
+class MethodRoute(Route):
+    """A route that does not match other methods at all: ``DELETE /api/users/{user:path}`` must not
+    turn ``GET /api/users/u1/typo`` into a 405 (the path matches, as user ``u1/typo``): a 404."""
+
+    def matches(self, scope: Any) -> tuple[Match, Any]:
+        match, child = super().matches(scope)
+        return (Match.NONE, {}) if match is Match.PARTIAL else (match, child)
+
+
+def id_route(path: str, endpoint: Callable[..., Any], route_class: type[Route] = Route, **kwargs: Any) -> Route:
     """A ``Route`` whose ``{name:int}`` parameters are read by ``IdConvertor`` (same path, same regex)."""
-    route = Route(path, endpoint, **kwargs)
+    route = route_class(path, endpoint, **kwargs)
     for name, convertor in route.param_convertors.items():
         if isinstance(convertor, IntegerConvertor):
             route.param_convertors[name] = IdConvertor()
