@@ -31,7 +31,9 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
     from ..store import MemoryStore
     from ..ui.serving import header_timeout_protocol
 
-    store = MemoryStore.open(args.db, args.embeddings, chat_model=False, read_only=read_only)
+    # the REST API extracts memory from the conversations it records: the chat model of the
+    # environment (NAVI_MEMORY_CHAT_MODEL), if any; the read-only browser needs none
+    store = MemoryStore.open(args.db, args.embeddings, chat_model=False if read_only else None, read_only=read_only)
     try:
         app = make_app(store)
         shown = f"[{args.host}]" if ":" in args.host else args.host

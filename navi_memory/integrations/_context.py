@@ -23,7 +23,7 @@ from ..operations.search import check_preset
 from ..core.timeutil import zone
 from ..promotion import prompt_facts_block
 from ..sansio import advance
-from ._tools import StoreCaller
+from ._caller import StoreCaller
 
 log = logging.getLogger("navi_memory.integrations")
 

@@ -23,7 +23,7 @@ from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, Matc
 
 from ..core import validation as v
 from ..errors import NaviMemoryError, ValidationError
-from ._tools import StoreCaller
+from ._caller import StoreCaller
 
 __all__ = ["NaviStore"]
 

@@ -194,7 +194,7 @@ class ChatClient:
             return guarded
         return guarded.with_retry(retry_if_exception_type=(TransientChatError,), stop_after_attempt=self.retry.attempts,
                                   wait_exponential_jitter=True,
-                                  exponential_jitter_params={"initial": self.retry.initial_wait,
+                                  exponential_jitter_params={_first_wait_name(): self.retry.initial_wait,
                                                              "max": self.retry.max_wait})
 
     def _reply(self, messages: list[tuple[str, str]], out: Any, structured: bool) -> LLMReply:
@@ -247,6 +247,16 @@ def _ollama_chat(settings: Settings, model: str) -> Any:
     if settings.chat_api_key:
         client_kwargs["headers"] = {"Authorization": f"Bearer {settings.chat_api_key}"}
     return ChatOllama(model=model, base_url=settings.chat_host, temperature=0, client_kwargs=client_kwargs)
+
+
+def _first_wait_name() -> str:
+    """tenacity 9.1 renamed the first wait of its jittered backoff (``initial`` warns there); 8.x
+    knows only ``initial``. tenacity comes with langchain-core, the only user of this."""
+    import inspect
+
+    from tenacity import wait_exponential_jitter
+
+    return "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters else "initial"
 
 
 def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:

@@ -1,5 +1,6 @@
 """The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks"),
-the household (mode and persons) and the user's time zone.
+the household (mode and persons), the user's time zone, and conversations (``conversations``:
+turns recorded and extracted, the memory for a turn's prompt).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
 read or change (another user's item id is a 404, as in the store). Always behind bearer tokens,
@@ -25,6 +26,7 @@ from ..errors import ConfigurationError, NaviMemoryError, ValidationError
 from ..tokens import TokenMap
 from ..core.validation import parse_json
 from . import pages
+from .conversations import conversation_routes
 from .pages import Params
 from .security import Guard, check_token
 from .web import MethodRoute, SafeJSONResponse, call, json_error, path_part, path_user, user_route
@@ -195,6 +197,7 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
                    user_route(f"{user}/{name}/{{item_id:int}}", get_item, methods=["GET"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", update_item, methods=["PATCH"]),
                    user_route(f"{user}/{name}/{{item_id:int}}", delete_item, methods=["DELETE"])]
+    routes += conversation_routes(store, user, _body)
     # everything the user has: last, and matching no other method (GET .../typo stays a 404)
     routes.append(user_route(user, forget_user, methods=["DELETE"], route_class=MethodRoute))
     return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=False, users=tokens)],
