@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, NaviMemoryError,
-                     NotFoundError, RerankError, SchemaError, StorageError, ValidationError)
+from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, MemoryOffError,
+                     NaviMemoryError, NotFoundError, RerankError, SchemaError, StorageError, ValidationError)
 from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, NoteAdded,
                      SearchResult, SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
 
@@ -53,6 +53,6 @@ __all__ = [
     "SearchResults", "FactList", "SummaryHistory", "SummaryText",
     "Session", "Message", "ToolCall", "ExtractionReport", "AddResult", "Person", "SpeakerInference",
     "PromotionReport",
-    "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "EmbeddingError",
+    "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "MemoryOffError", "EmbeddingError",
     "ExtractionError", "RerankError", "StorageError", "BackendUnavailableError", "SchemaError", "__version__",
 ]

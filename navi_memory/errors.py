@@ -6,6 +6,7 @@ The whole tree, in one place::
     ├── ConfigurationError          bad URL, unknown provider, an optional extra not installed
     ├── ValidationError             bad input: empty/oversized/NUL content, invalid enum, limit out of range
     ├── NotFoundError               unknown id, or an id that belongs to another user (indistinguishable)
+    ├── MemoryOffError              the user turned memory off: nothing new is stored for them
     ├── EmbeddingError              the embedding provider failed, or returned a bad vector
     ├── ExtractionError             the chat model failed, or its reply was unusable even after a repair request
     └── StorageError                the database failed; the driver's exception is chained as __cause__
@@ -35,6 +36,11 @@ class NotFoundError(NaviMemoryError, LookupError):
     """No such row for this user (unknown id or another user's id)."""
 
 
+class MemoryOffError(NaviMemoryError):
+    """The user's memory is off (``set_memory_enabled(False, ...)``): a write that would store
+    something new about them was refused, nothing written. Reads, deletes and export still work."""
+
+
 class EmbeddingError(NaviMemoryError):
     """The embedding provider failed or produced an unusable vector."""
 
@@ -62,6 +68,7 @@ __all__ = [
     "ConfigurationError",
     "ValidationError",
     "NotFoundError",
+    "MemoryOffError",
     "EmbeddingError",
     "ExtractionError",
     "StorageError",

@@ -152,6 +152,8 @@ TARGET_BYTES = 1024
 CAP_BYTES = 2048
 MAX_THEME_HINTS = 10
 UNAVAILABLE_NOTE = "Memory tools are unavailable right now: answer without them and do not claim to remember anything."
+MEMORY_OFF_NOTE = ("The user has turned memory off: nothing from earlier conversations is available and nothing "
+                   "said now will be remembered. Do not claim to remember anything or offer to remember it.")
 
 _OFF = {"0", "false", "no", "off"}
 _ON = {"1", "true", "yes", "on"}

@@ -133,6 +133,19 @@ class MemoryStoreAPI:
         """Admin: users by id with item and fact counts and own ``timezone`` (all of them, or a page)."""
         return self._run(self._ops.memory.list_users(limit=limit, offset=offset))
 
+    def memory_enabled(self, *, user_id: str) -> bool:
+        """Whether memory is on for the user (the default); see ``set_memory_enabled``."""
+        return self._run(self._ops.memory.memory_enabled(user_id=user_id))
+
+    def set_memory_enabled(self, enabled: bool, *, user_id: str) -> bool:
+        """Turn the user's memory off (``False``) or on again. While off, nothing new is stored
+        about them: conversations are not recorded or extracted (``add_messages`` skips them), the
+        adapters inject a note that memory is off instead of memory, and a write (``add``,
+        ``add_note``, ``upsert_fact``, ``put_keyed``, ``set_summary``, the agents' tools) raises
+        ``MemoryOffError``; what is stored stays readable, deletable and exportable (``forget``
+        deletes it). Returns the new state."""
+        return self._run(self._ops.memory.set_memory_enabled(enabled, user_id=user_id))
+
     def user_timezone(self, *, user_id: str) -> str | None:
         """The user's own IANA time zone, or None: the store's (``Settings.timezone``) applies."""
         return self._run(self._ops.memory.user_timezone(user_id=user_id))
@@ -260,7 +273,8 @@ class MemoryStoreAPI:
     def start_session(self, *, user_id: str | None, session_id: str | None = None,
                       background: bool | None = None) -> Session | None:
         """Open (or resume) a session and process the user's stale sessions (in the background
-        by default). Returns the ``Session``; None for a user without an id (nothing is kept)."""
+        by default). Returns the ``Session``; None for a user without an id or whose memory is
+        off (nothing is kept)."""
         return self._run(self._ops.sessions.start_session(user_id=user_id, session_id=session_id,
                                                           background=background))
 
@@ -358,8 +372,9 @@ class MemoryStoreAPI:
         return self._run(self._ops.persons.set_household_mode(mode, user_id=user_id))
 
     def household(self, *, user_id: str) -> dict[str, Any]:
-        """``{"mode": ..., "timezone": ..., "persons": [...]}``: the household as one record
-        (``timezone``: the user's own, ``set_user_timezone``, or None)."""
+        """``{"mode": ..., "timezone": ..., "memory_enabled": ..., "persons": [...]}``: the household
+        as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
+        ``memory_enabled``: ``set_memory_enabled``)."""
         return self._run(self._ops.persons.household(user_id=user_id))
 
     def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None,

@@ -190,7 +190,7 @@ def _times(record: Mapping[str, Any], out: dict[str, Any], required: tuple[str, 
 
 def check_user(record: Mapping[str, Any]) -> dict[str, Any]:
     out = _common(record)
-    _times(record, out, ("created_at",))
+    _times(record, out, ("created_at",), ("memory_off_since",))  # absent: memory on
     # absent in files written before households existed: those users were all single
     out["household_mode"] = _field(record, "household_mode", _enum(HOUSEHOLD_MODES)) or "single"
     out["timezone"] = _field(record, "timezone", v.timezone_name)  # absent or null: the store's setting

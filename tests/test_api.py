@@ -190,7 +190,8 @@ def test_hostile_content_comes_back_escaped_but_intact(api):
 
 def test_household_get_and_put(api, store, dump):
     empty = api.get("/api/users/alice/household").json()
-    assert empty == {"user": "alice", "mode": "single", "timezone": None, "persons": [], "in_effect": "UTC"}
+    assert empty == {"user": "alice", "mode": "single", "timezone": None, "persons": [], "in_effect": "UTC",
+                     "memory_enabled": True}
     made = api.put("/api/users/alice/household", json={"mode": "multi", "members": [
         {"display_name": "Sarah", "aliases": ["mom"], "role": "spouse"}, {"display_name": "Leo", "role": "child"}]})
     assert made.status_code == 200, made.text

@@ -114,3 +114,15 @@ def test_demo_runs_and_shows_memory_block(tmp_path):
     assert "## What I remember about the user" in proc.stdout
     assert "## Relevant Memory" in proc.stdout
     assert "oat milk latte" in proc.stdout.lower()
+
+
+def test_memory_off_and_on_for_a_user(db):
+    run("add", "--user", "u1", "I drink oat milk lattes", db=db)
+    assert run("memory", "--user", "u1", db=db).stdout.strip() == "u1: memory on"
+    assert json.loads(run("memory", "--user", "u1", "off", "--json", db=db).stdout) == {
+        "user_id": "u1", "memory_enabled": False}
+    refused = run("add", "--user", "u1", "I drink tea", db=db, check=False)
+    assert refused.returncode == 2 and "memory is off for this user" in refused.stderr
+    assert len(json.loads(run("search", "--user", "u1", "oat milk", "--json", db=db).stdout)) == 1  # still read
+    assert run("memory", "--user", "u1", "on", db=db).stdout.strip() == "u1: memory on"
+    run("add", "--user", "u1", "I drink tea", db=db)

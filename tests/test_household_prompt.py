@@ -82,9 +82,9 @@ def test_a_turn_infers_the_speaker_only_when_the_household_has_members(store):
     caller = Recording(store)
     builder = MemoryContextBuilder(caller, min_similarity=0)  # the fake embeddings are not similar
     assert builder.build("what does Tom play?", user_id=U).results
-    assert caller.names == ["get_summary", "promoted_facts", "household", "search"]  # no members: no inference
+    assert caller.names == ["household", "get_summary", "promoted_facts", "search"]  # no members: no inference
     store.put_household(user_id=U, mode="multi", members=[{"display_name": "Tom"}, {"display_name": "Ann"}])
     caller.names.clear()
     context = builder.build("I'm Ann. What does Tom play?", user_id=U)
-    assert caller.names == ["get_summary", "promoted_facts", "household", "infer_speaker", "search"]
+    assert caller.names == ["household", "get_summary", "promoted_facts", "infer_speaker", "search"]
     assert context.results and context.results[0].content == "Tom plays chess on Sundays."

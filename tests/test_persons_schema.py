@@ -1,4 +1,4 @@
-"""Schema versions 4 (household persons, promotions) and 8 (the user's time zone) on databases
+"""Schema versions 4 (household persons, promotions), 8 (the user's time zone) and 9 (memory off) on databases
 created by earlier versions."""
 
 from __future__ import annotations
@@ -90,3 +90,20 @@ def test_a_version_7_postgres_schema_gets_the_users_time_zone(postgres_server):
         store.set_user_timezone("Asia/Tokyo", user_id="alice")
         assert store.list_users()[0]["timezone"] == "Asia/Tokyo"
         assert store.migrate() == LATEST_VERSION  # idempotent
+
+
+def test_a_version_8_sqlite_database_gets_memory_off(tmp_path):
+    with MemoryStore.open(_alice_at_version(tmp_path, 8), embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.memory_enabled(user_id="alice") is True
+        store.set_memory_enabled(False, user_id="alice")
+        assert store.list_users()[0]["memory_off_since"] is not None
+
+
+def test_a_version_8_postgres_schema_gets_memory_off(postgres_server):
+    with _alice_postgres_at(postgres_server, 8, "ALTER TABLE users DROP COLUMN memory_off_since") as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.memory_enabled(user_id="alice") is True
+        store.set_memory_enabled(False, user_id="alice")
+        assert store.list_users()[0]["memory_off_since"] is not None

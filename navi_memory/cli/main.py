@@ -226,6 +226,16 @@ def cmd_timezone(args: argparse.Namespace) -> None:
         print(f"{args.user}: {zone}" if zone else f"{args.user}: none of its own (the store's {default})")
 
 
+def cmd_memory(args: argparse.Namespace) -> None:
+    with open_store(args, embeddings=False, read_only=args.state is None) as store:
+        enabled = store.memory_enabled(user_id=args.user) if args.state is None \
+            else store.set_memory_enabled(args.state == "on", user_id=args.user)
+    if args.json:
+        print_json({"user_id": args.user, "memory_enabled": enabled})
+    else:
+        print(f"{args.user}: memory {'on' if enabled else 'off (nothing new is stored)'}")
+
+
 # -- embeddings, health, demo, bench ---------------------------------------------------------
 
 def _embedding_job(args: argparse.Namespace, rebuild: bool) -> None:
@@ -457,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     user_option(p); json_option(p)
     p.add_argument("zone", nargs="?", help="an IANA name such as Europe/Lisbon (omit to show the current one)")
     p.add_argument("--clear", action="store_true", help="drop the user's own zone: the store's applies again")
+    p = command("memory", cmd_memory, "show, or turn off or on, a user's memory (off: nothing new is stored)")
+    user_option(p); json_option(p)
+    p.add_argument("state", nargs="?", choices=("on", "off"), help="omit to show the current state")
     from .pipeline import add_commands
 
     add_commands(command)  # ingest, extract, stats, sessions

@@ -74,6 +74,8 @@ class MemoryContextBuilder:
     def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:
         try:
             if self.mode == "tools":
+                if not (yield ("memory_enabled", (), {"user_id": uid})):
+                    return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
                 try:
                     themes = yield ("list_themes", (), {"user_id": uid})
                 except StorageError:
@@ -82,9 +84,11 @@ class MemoryContextBuilder:
                     log.info("theme hints skipped: %s", exc)
                     themes = None
                 return MemoryContext(stable=prompt.tool_guidance(themes))
+            household = yield ("household", (), {"user_id": uid})  # members, time zone, memory on or off
+            if not household["memory_enabled"]:
+                return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
             summary = yield ("get_summary", (), {"user_id": uid})
             facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
-            household = yield ("household", (), {"user_id": uid})  # members and time zone
             # the zone of the user's days: the adapter's, the user's, else the store's (named in the
             # prompt unless it is the unconfigured UTC)
             own = self.search_kwargs.get("timezone") or household["timezone"]

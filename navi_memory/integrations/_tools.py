@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from ..core import validation as v
-from ..errors import NaviMemoryError, NotFoundError, StorageError, ValidationError
+from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
 from ._caller import StoreCaller
 
@@ -232,7 +232,7 @@ def argument_error(exc: Exception) -> str:
 
 
 def error_json(exc: Exception) -> str:
-    if isinstance(exc, (ValidationError, NotFoundError)):
+    if isinstance(exc, (ValidationError, NotFoundError, MemoryOffError)):
         return dumps({"error": str(exc)})
     log.warning("memory tool failed: %s", exc)
     if isinstance(exc, StorageError):

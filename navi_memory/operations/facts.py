@@ -76,6 +76,7 @@ class FactOperations:
                          person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
                          run_id=fact["run_id"],
                          metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
+        yield from self._memory.refuse_if_off([uid])
         action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
         if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])

@@ -76,6 +76,7 @@ class KeyedOperations:
                                                "agent_id": agent_id, "run_id": run_id})
         item = replace(item, namespace=keyed.stored(namespace), key=_key(key), ttl_minutes=ttl)
         embed = v.flag(embed, "embed")
+        yield from self._memory.refuse_if_off([item.user_id])
         row, needs = yield db.put_keyed(item=item, model=self._shared.model, embed=embed, now=now)
         if needs and self._shared.embed_on_write:
             yield from self._memory.embed_new([(row["id"], item.user_id, embedding_text(row["title"], row["content"],

@@ -20,7 +20,7 @@ from ..core import convert, keyed
 from ..core.filters import conditions
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
-from ..errors import ConfigurationError, EmbeddingError, NotFoundError, ValidationError
+from ..errors import ConfigurationError, EmbeddingError, MemoryOffError, NotFoundError, ValidationError
 from ..models import (ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
@@ -251,9 +251,17 @@ class MemoryOperations:
             return None
         return canonical_name((yield db.list_persons(user_id=uid)), name)
 
+    def refuse_if_off(self, user_ids: Iterable[str]) -> Op[None]:
+        """``MemoryOffError`` when one of these users turned their memory off (a read per user)."""
+        for uid in sorted(set(user_ids)):
+            if (yield db.user_settings(user_id=uid))["memory_off_since"] is not None:
+                raise MemoryOffError("memory is off for this user: nothing new is stored"
+                                     " (set_memory_enabled(True, user_id=...) turns it on)")
+
     def add_rows(self, rows: list[NewItem]) -> Op:
         if not rows:
             return []
+        yield from self.refuse_if_off(r.user_id for r in rows)
         if any(r.person for r in rows):  # one household read per user, not per row
             households = {}
             for uid in {r.user_id for r in rows if r.person}:
@@ -408,7 +416,9 @@ class MemoryOperations:
     @operation
     def set_summary(self, content: str, *, user_id: str) -> Op[Summary]:
         """Store a new summary version (earlier versions are kept)."""
-        row = yield db.set_summary(user_id=v.user_id(user_id), content=self._shared.content(content), now=self._shared.now())
+        uid, text = v.user_id(user_id), self._shared.content(content)
+        yield from self.refuse_if_off([uid])
+        row = yield db.set_summary(user_id=uid, content=text, now=self._shared.now())
         return Summary(**row)
 
     @operation
@@ -449,6 +459,26 @@ class MemoryOperations:
         """The time zone whose days are the user's: their own, else the store's."""
         own = (yield db.user_settings(user_id=user_id))["timezone"]
         return user_zone(own) if own else zone(self._shared.settings.timezone)
+
+    @operation
+    def memory_enabled(self, *, user_id: str) -> Op[bool]:
+        """Whether memory is on for the user (the default); see ``set_memory_enabled``."""
+        return (yield db.user_settings(user_id=v.user_id(user_id)))["memory_off_since"] is None
+
+    @operation
+    def set_memory_enabled(self, enabled: bool, *, user_id: str) -> Op[bool]:
+        """Turn the user's memory off (``False``) or on again. While off, nothing new is stored
+        about them: conversations are not recorded or extracted (``add_messages`` skips them), the
+        adapters inject a note that memory is off instead of memory, and a write (``add``,
+        ``add_note``, ``upsert_fact``, ``put_keyed``, ``set_summary``, the agents' tools) raises
+        ``MemoryOffError``; what is stored stays readable, deletable and exportable (``forget``
+        deletes it). Returns the new state."""
+        uid, on = v.user_id(user_id), v.flag(enabled, "enabled")
+        settings = yield db.user_settings(user_id=uid)
+        if on != (settings["memory_off_since"] is None):  # turning it off again keeps the first time
+            now = self._shared.now()
+            yield db.set_memory_off(user_id=uid, since=None if on else now, now=now)
+        return on
 
     @operation
     def user_timezone(self, *, user_id: str) -> Op[str | None]:

@@ -165,12 +165,13 @@ class PersonOperations:
 
     @operation
     def household(self, *, user_id: str) -> Op[dict[str, Any]]:
-        """``{"mode": ..., "timezone": ..., "persons": [...]}``: the household as one record
-        (``timezone``: the user's own, ``set_user_timezone``, or None)."""
+        """``{"mode": ..., "timezone": ..., "memory_enabled": ..., "persons": [...]}``: the household
+        as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
+        ``memory_enabled``: ``set_memory_enabled``)."""
         uid = v.user_id(user_id)
         settings = yield db.user_settings(user_id=uid)
         return {"mode": settings["household_mode"], "timezone": settings["timezone"],
-                "persons": (yield from self._persons(uid))}
+                "memory_enabled": settings["memory_off_since"] is None, "persons": (yield from self._persons(uid))}
 
     @operation
     def put_household(
@@ -216,8 +217,8 @@ class PersonOperations:
             raise ValidationError(f"a single-mode household holds one person, this one would hold {len(after)}")
         if mode == "multi":
             yield from self.set_household_mode("multi", user_id=uid)
-        for person in leaving:  # first: a newcomer may take a leaving person's alias
-            yield db.delete_person(user_id=uid, person_id=person.id)
+        for gone in leaving:  # first: a newcomer may take a leaving person's alias
+            yield db.delete_person(user_id=uid, person_id=gone.id)
         for existing, fields in planned:
             if existing is None:
                 yield db.insert_person(user_id=uid, fields=fields, now=self._shared.now())

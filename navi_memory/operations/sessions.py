@@ -59,6 +59,7 @@ from ..sansio import Op, operation
 log = logging.getLogger("navi_memory.pipeline")
 
 NEIGHBOURS = 5
+MEMORY_OFF = "memory is off for this user"
 # Messages read back before the turns a pass stores, for the turn before them (their context).
 TURN_BEFORE_MESSAGES = 8
 
@@ -94,12 +95,15 @@ class SessionOperations:
     def start_session(self, *, user_id: str | None, session_id: str | None = None,
                       background: bool | None = None) -> Op[Session | None]:
         """Open (or resume) a session and process the user's stale sessions (in the background
-        by default). Returns the ``Session``; None for a user without an id (nothing is kept)."""
+        by default). Returns the ``Session``; None for a user without an id or whose memory is
+        off (nothing is kept)."""
         if user_id is None:
             log.info("session without a user id: not remembered")
             return None
         uid = v.user_id(user_id)
         sid = uuid.uuid4().hex if session_id is None else v.text(session_id, "session_id", v.MAX_KEY)
+        if not (yield from self._memory_on(uid)):
+            return None
         row, _ = yield db.open_session(user_id=uid, session_id=sid, now=self._shared.now())
         yield from self._process_stale(uid, sid, background)
         return sessions.session(row)
@@ -122,6 +126,8 @@ class SessionOperations:
         rows = sessions.normalize_messages(messages, self._shared.max_content_bytes)
         if not rows:
             return AddResult(session_id=sid, user_id=uid)
+        if not (yield from self._memory_on(uid)):
+            return AddResult(session_id=sid, user_id=uid, skipped=MEMORY_OFF)
         row, created = yield db.append_messages(user_id=uid, session_id=sid, messages=rows, now=self._shared.now(),
                                                 agent_id=agent, run_id=run)
         result = AddResult(session_id=sid, user_id=uid, added=len(rows), created=created)
@@ -251,16 +257,29 @@ class SessionOperations:
             return bool(queued), None
         return False, (yield from self._extract(uid, sid, final, False))
 
+    def _memory_on(self, uid: str) -> Op[bool]:
+        if (yield db.user_settings(user_id=uid))["memory_off_since"] is None:
+            return True
+        log.info("memory is off for this user: the conversation is not remembered")
+        return False
+
     def _extract(self, uid: str, sid: str, final: bool, force: bool) -> Op:
         now = self._shared.now()
         if (yield db.get_session(user_id=uid, session_id=sid, with_messages=False, after_seq=0)) is None:
             raise NotFoundError(f"no session {sid!r} for this user")
+        memory_on = yield from self._memory_on(uid)
         claimed = yield db.claim_session(
             user_id=uid, session_id=sid, now=now, lease_cutoff=trigger_rules.cutoff(now, self._shared.pipeline.lease_minutes)
         )
         report = ExtractionReport(session_id=sid, user_id=uid, state="extracted")
         if claimed is None:
             report.state, report.reason = "skipped", "another run is processing this session"
+            return report
+        if not memory_on:  # recorded before memory was turned off: not extracted; as an error, so that
+            # the stale-session runs stop retrying it after the pipeline's max_attempts
+            report.state, report.reason = "skipped", MEMORY_OFF
+            yield db.finish_session(user_id=uid, session_id=sid, outcome={"state": "error", "error": MEMORY_OFF},
+                                    calls=[], now=self._shared.now())
             return report
         ledger: list[dict] = []
         try:

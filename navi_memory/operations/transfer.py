@@ -213,7 +213,11 @@ class TransferOperations:
         uid = user["id"]
         record = {"type": "user", "user_id": uid, "created_at": _iso(user["created_at"]),
                   "household_mode": user["household_mode"]}
-        emit(record if user["timezone"] is None else {**record, "timezone": user["timezone"]})
+        if user["timezone"] is not None:
+            record["timezone"] = user["timezone"]
+        if user["memory_off_since"] is not None:  # the user's choice travels with their data
+            record["memory_off_since"] = _iso(user["memory_off_since"])
+        emit(record)
         yield from self._stream("persons", uid, page, emit, "person", ("id",))
         yield from self._stream("themes", uid, page, emit, "theme", ("id",))
         after = 0

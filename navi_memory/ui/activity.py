@@ -35,7 +35,8 @@ def require_memory(store: Any, user: str) -> None:
 def household_page(store: Any, user: str, params: Params) -> dict[str, Any]:
     household = store.household(user_id=user)
     return {"user": user, "mode": household["mode"], "timezone": household["timezone"],
-            "in_effect": household["timezone"] or store.settings.timezone, "persons": household["persons"]}
+            "in_effect": household["timezone"] or store.settings.timezone, "persons": household["persons"],
+            "memory_enabled": household["memory_enabled"]}
 
 
 def sessions_page(store: Any, user: str, params: Params) -> dict[str, Any]:

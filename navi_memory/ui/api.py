@@ -143,6 +143,17 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
                                   " timezone and/or replace")
         return _household(path_user(request), await call(store.put_household, user_id=path_user(request), **data))
 
+    async def get_memory(request: Request) -> Response:
+        enabled = await call(store.memory_enabled, user_id=path_user(request))
+        return SafeJSONResponse({"user": path_user(request), "memory_enabled": enabled})
+
+    async def put_memory(request: Request) -> Response:
+        data = await _body(request, {"user_id"})
+        if set(data) != {"memory_enabled"}:
+            raise ValidationError('give {"memory_enabled": false} (or true)')
+        enabled = await call(store.set_memory_enabled, data["memory_enabled"], user_id=path_user(request))
+        return SafeJSONResponse({"user": path_user(request), "memory_enabled": enabled})
+
     async def remove_person(request: Request) -> Response:
         ref = request.path_params["ref"]
         person = await call(store.remove_person, int(ref) if ref.isascii() and ref.isdigit() and len(ref) < 19
@@ -190,6 +201,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
               user_route(f"{user}/timezone", put_timezone, methods=["PUT"]),
               user_route(f"{user}/household/persons/{{ref}}", remove_person, methods=["DELETE"]),
               user_route(f"{user}/memory.md", memory_markdown, methods=["GET"]),
+              user_route(f"{user}/memory", get_memory, methods=["GET"]),
+              user_route(f"{user}/memory", put_memory, methods=["PUT"]),
               user_route(f"{user}/summary", read_page), user_route(f"{user}/search", read_page)]
     for name in ("items", "chunks"):  # two paths to the same rows: .../chunks/7 is .../items/7
         routes += [user_route(f"{user}/{name}", list_items, methods=["GET"]),

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from ..errors import BackendUnavailableError, NaviMemoryError, NotFoundError, ValidationError
+from ..errors import BackendUnavailableError, MemoryOffError, NaviMemoryError, NotFoundError, ValidationError
 from ..core.validation import user_id
 from .pages import jsonable
 from .security import TOKEN_USER
@@ -105,6 +105,8 @@ def error_status(exc: Exception, validation_status: int) -> tuple[int, str]:
         return validation_status, str(exc)
     if isinstance(exc, NotFoundError):
         return 404, str(exc)
+    if isinstance(exc, MemoryOffError):  # the user's choice, not a bad request: nothing was written
+        return 409, str(exc)
     if isinstance(exc, BackendUnavailableError):
         return 503, str(exc)
     log.error("request failed: %s: %s", type(exc).__name__, exc)

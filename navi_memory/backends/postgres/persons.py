@@ -83,9 +83,15 @@ class PostgresPersonQueries:
 
     @operation
     def user_settings(self, user_id: str) -> Op:
-        """The user's ``household_mode`` and ``timezone`` in one read (defaults for an unknown user)."""
-        rows = yield Q("SELECT household_mode, timezone FROM users WHERE id = %s", [user_id])
-        return dict(rows[0]) if rows else {"household_mode": "single", "timezone": None}
+        """The user's ``household_mode``, ``timezone`` and ``memory_off_since`` in one read
+        (defaults for an unknown user)."""
+        rows = yield Q("SELECT household_mode, timezone, memory_off_since FROM users WHERE id = %s", [user_id])
+        return dict(rows[0]) if rows else {"household_mode": "single", "timezone": None, "memory_off_since": None}
+
+    @operation
+    def set_memory_off(self, user_id: str, since: datetime | None, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at, memory_off_since) VALUES (%s, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET memory_off_since = EXCLUDED.memory_off_since", [user_id, now, since])
 
     @operation
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:

@@ -484,7 +484,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def list_users(self, limit: int | None = None, offset: int = 0) -> Op:
-        rows = yield Q("SELECT u.id, u.created_at, u.timezone,"
+        rows = yield Q("SELECT u.id, u.created_at, u.timezone, u.memory_off_since,"
                        " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
                        " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
                        " LIMIT %s OFFSET %s", [limit, offset])

@@ -298,6 +298,9 @@ SESSION_ORDER = [
 # version 8: the user's own time zone (NULL: the store's ``Settings.timezone``)
 USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS timezone text"]
 
+# version 9: memory off for a user since then (NULL: on)
+MEMORY_OFF = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS memory_off_since timestamptz"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -307,6 +310,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, KEYED_TTL),
     (7, SESSION_ORDER),
     (8, USER_TIMEZONE),
+    (9, MEMORY_OFF),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -69,7 +69,8 @@ class PostgresTransferQueries:
         if after is not None:
             parts.append(sql.SQL("({}) > ({})").format(columns, sql.SQL(", ").join(sql.Placeholder() * len(keys))))
             params.extend(after)
-        select = sql.SQL("id, created_at, household_mode, timezone") if kind == "users" else sql.SQL("*")
+        select = sql.SQL("id, created_at, household_mode, timezone, memory_off_since") if kind == "users" \
+            else sql.SQL("*")
         rows = yield Q(sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT %s").format(
             select, sql.Identifier(table), sql.SQL(" AND ").join(parts), columns), [*params, limit])
         out = [row_times(dict(r)) for r in rows]
@@ -158,13 +159,15 @@ class PostgresTransferQueries:
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
 
     def _restore_user(self, r: dict, model: str | None, now: datetime) -> Op:
-        added = (yield Q("INSERT INTO users (id, created_at, household_mode, timezone) VALUES (%s, %s, %s, %s)"
-                         " ON CONFLICT DO NOTHING",
-                         [r["user_id"], r["created_at"], r["household_mode"], r["timezone"]])) > 0
-        if not added:  # a stored user only ever widens to multi, and keeps a time zone it has
+        added = (yield Q("INSERT INTO users (id, created_at, household_mode, timezone, memory_off_since)"
+                         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         [r["user_id"], r["created_at"], r["household_mode"], r["timezone"],
+                          r["memory_off_since"]])) > 0
+        if not added:  # a stored user only ever widens to multi, keeps a time zone it has, and
+            # takes an imported "memory off" (an import never turns memory back on)
             yield Q("UPDATE users SET household_mode = CASE WHEN %s = 'multi' THEN 'multi' ELSE household_mode END,"
-                    " timezone = coalesce(timezone, %s) WHERE id = %s",
-                    [r["household_mode"], r["timezone"], r["user_id"]])
+                    " timezone = coalesce(timezone, %s), memory_off_since = coalesce(memory_off_since, %s)"
+                    " WHERE id = %s", [r["household_mode"], r["timezone"], r["memory_off_since"], r["user_id"]])
         return added
 
     def _restore_person(self, r: dict, model: str | None, now: datetime) -> Op:

@@ -496,12 +496,13 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     def list_users(self, limit: int | None = None, offset: int = 0) -> list[dict]:
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT u.id, u.created_at, u.timezone,"
+            rows = conn.execute("SELECT u.id, u.created_at, u.timezone, u.memory_off_since,"
                                 " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
                                 " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
                                 " FROM users u ORDER BY u.id LIMIT ? OFFSET ?",
                                 (-1 if limit is None else limit, offset)).fetchall()
-        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
+        return [dict(r, created_at=from_db(r["created_at"]),
+                     memory_off_since=from_db(r["memory_off_since"]) if r["memory_off_since"] else None) for r in rows]
 
     # -- embeddings -------------------------------------------------------------------------
 

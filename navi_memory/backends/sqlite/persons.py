@@ -91,10 +91,20 @@ class SQLitePersons:
                              (stamp, user_id, primary_id))
 
     def user_settings(self, user_id: str) -> dict:
-        """The user's ``household_mode`` and ``timezone`` in one read (defaults for an unknown user)."""
+        """The user's ``household_mode``, ``timezone`` and ``memory_off_since`` in one read
+        (defaults for an unknown user)."""
         with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT household_mode, timezone FROM users WHERE id = ?", (user_id,)).fetchone()
-        return {"household_mode": "single", "timezone": None} if row is None else dict(row)
+            row = conn.execute("SELECT household_mode, timezone, memory_off_since FROM users WHERE id = ?",
+                               (user_id,)).fetchone()
+        if row is None:
+            return {"household_mode": "single", "timezone": None, "memory_off_since": None}
+        return dict(row, memory_off_since=from_db(row["memory_off_since"]) if row["memory_off_since"] else None)
+
+    def set_memory_off(self, user_id: str, since: datetime | None, now: datetime) -> None:
+        with self._transaction(write=True) as conn:
+            self._ensure_user(conn, user_id, to_db(now))
+            conn.execute("UPDATE users SET memory_off_since = ? WHERE id = ?",
+                         (None if since is None else to_db(since), user_id))
 
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> None:
         with self._transaction(write=True) as conn:

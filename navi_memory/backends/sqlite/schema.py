@@ -100,6 +100,8 @@ SESSION_ORDER = [
 ]
 # version 8: the user's own time zone (NULL: the store's ``Settings.timezone``)
 USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN timezone TEXT"]
+# version 9: memory off for a user since then (NULL: on)
+MEMORY_OFF = ["ALTER TABLE users ADD COLUMN memory_off_since TEXT"]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -319,6 +321,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (6, KEYED_TTL),
     (7, SESSION_ORDER),
     (8, USER_TIMEZONE),
+    (9, MEMORY_OFF),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

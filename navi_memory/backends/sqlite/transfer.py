@@ -76,7 +76,9 @@ class SQLiteTransfer:
         out = [_row(kind, r) for r in rows]
         if kind == "users":
             out = [{"id": d["id"], "created_at": d["created_at"], "household_mode": d["household_mode"],
-                    "timezone": d["timezone"]} for d in out]
+                    "timezone": d["timezone"],
+                    "memory_off_since": from_db(d["memory_off_since"]) if d["memory_off_since"] else None}
+                   for d in out]
         return out
 
     def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
@@ -146,13 +148,15 @@ class SQLiteTransfer:
             return [getattr(self, f"_restore_{r['type']}")(conn, r, model, stamp) for r in records]
 
     def _restore_user(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
-        added = conn.execute("INSERT OR IGNORE INTO users (id, created_at, household_mode, timezone)"
-                             " VALUES (?, ?, ?, ?)", (r["user_id"], to_db(r["created_at"]), r["household_mode"],
-                                                      r["timezone"])).rowcount > 0
-        if not added:  # a stored user only ever widens to multi, and keeps a time zone it has
+        off = None if r["memory_off_since"] is None else to_db(r["memory_off_since"])
+        added = conn.execute("INSERT OR IGNORE INTO users (id, created_at, household_mode, timezone, memory_off_since)"
+                             " VALUES (?, ?, ?, ?, ?)", (r["user_id"], to_db(r["created_at"]), r["household_mode"],
+                                                         r["timezone"], off)).rowcount > 0
+        if not added:  # a stored user only ever widens to multi, keeps a time zone it has, and
+            # takes an imported "memory off" (an import never turns memory back on)
             conn.execute("UPDATE users SET household_mode = CASE WHEN ? = 'multi' THEN 'multi' ELSE household_mode"
-                         " END, timezone = coalesce(timezone, ?) WHERE id = ?",
-                         (r["household_mode"], r["timezone"], r["user_id"]))
+                         " END, timezone = coalesce(timezone, ?), memory_off_since = coalesce(memory_off_since, ?)"
+                         " WHERE id = ?", (r["household_mode"], r["timezone"], off, r["user_id"]))
         return added
 
     def _restore_person(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
