@@ -182,7 +182,7 @@ class Embedder:
         if self.available:
             log.warning(
                 "embedding provider %s failed (%s); using lexical search only and leaving rows "
-                "pending for %.0fs. Run `navi-memory backfill` once it is back.",
+                "pending for %.0fs; the first write embedded after that embeds them (or `navi-memory backfill`).",
                 self.model_name, type(exc).__name__, self.retry_after,
             )
         self._down_until = time.monotonic() + self.retry_after

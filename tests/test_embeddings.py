@@ -259,3 +259,22 @@ def test_embed_on_write_false_leaves_rows_pending(db_url, clock, fake_embeddings
         assert s.get(item, user_id=U).embedding.state == "pending"
         assert s.backfill().embedded == 1
         assert np.isclose(s.search("later", user_id=U)[0].scores["semantic"], 1.0)
+
+
+def test_the_first_write_after_an_outage_catches_up_in_the_background(store, fake_embeddings):
+    fake_embeddings.fail = True
+    ids = [store.add(user_id=U, content=text) for text in ("I love lattes", "hiking trips")]
+    other = store.add(user_id="bob", content="tea at five")
+    assert states(store, ids) == ["error", "pending"]  # the second: backing off
+    assert store.get(other, user_id="bob").embedding.state == "pending"
+    fake_embeddings.fail = False
+    fresh = store.add(user_id=U, content="still backing off")  # inside the back-off window: pending too
+    store.embedder.reset_backoff()  # as if the window (30 s) had passed
+    later = store.add(user_id=U, content="the provider answers again")
+    assert store.wait_for_background(30)
+    assert states(store, ids + [fresh, later]) == ["ready"] * 4
+    assert store.get(other, user_id="bob").embedding.state == "ready"  # every user's rows
+    assert store.embedding_status()["ready"] == 5
+    calls = fake_embeddings.calls
+    store.add(user_id=U, content="no debt left")
+    assert store.wait_for_background(30) and fake_embeddings.calls == calls + 1  # no second catch-up

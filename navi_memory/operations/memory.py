@@ -28,7 +28,7 @@ from ..core.timeutil import zone
 from ..retrieval.query import query_terms
 from ..core.contract import embedding_text
 from ..pipeline import dedup
-from ..calls import EmbedDocuments, db
+from ..calls import EmbedDocuments, Spawn, db
 from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
@@ -135,16 +135,27 @@ class MemoryOperations:
         except EmbeddingError as exc:
             failed = [(i, u, t, None, str(exc)[:500]) for i, u, t in rows]
             yield db.store_embeddings(model=model, results=failed, now=self._shared.now())
+            self._shared.embedding_debt = True
             return 0, len(rows)
         results = [(i, u, t, vec, None) for (i, u, t), vec in zip(rows, vectors)]
         return (yield db.store_embeddings(model=model, results=results, now=self._shared.now())), 0
 
     def embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
-        """Embed rows right after a write, unless there is no provider or it is backing off."""
-        if not rows or self._shared.embedder is None or self._shared.model is None or not self._shared.embedder.available:
+        """Embed rows right after a write, unless there is no provider or it is backing off (the
+        rows stay pending). The first write embedded after such an outage queues a ``backfill`` in
+        the background: what the outage left without a vector catches up without an operator."""
+        if not rows or self._shared.embedder is None or self._shared.model is None:
             return
+        if not self._shared.embedder.available:
+            self._shared.embedding_debt = True
+            return
+        failed = 0
         for start in range(0, len(rows), EMBED_BATCH):
-            yield from self.embed_rows(rows[start:start + EMBED_BATCH])
+            failed += (yield from self.embed_rows(rows[start:start + EMBED_BATCH]))[1]
+        if not failed and self._shared.embedding_debt:
+            self._shared.embedding_debt = False  # set again by a failure of the backfill
+            log.info("the embedding provider answers again: embedding the rows the outage left behind")
+            yield Spawn("backfill", (), {})
 
     def _item(self, row: dict) -> Item:
         return convert.item(row)

@@ -33,6 +33,8 @@ class Shared:
         self.chat = chat  # None: no-LLM mode, rules only
         self.pipeline = pipeline or PipelineOptions.from_settings(settings)
         self.reranker: Reranker | None = None  # the optional second ranking stage of search
+        # rows were left without a vector by a provider outage (``memory.embed_new`` catches up)
+        self.embedding_debt = False
 
     def now(self) -> datetime:
         return self.clock()
