@@ -104,8 +104,14 @@ def _share_env(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-_URL_FIELDS = ("url", "ollama_host", "chat_host")
-_SECRET_FIELDS = ("ollama_api_key", "chat_api_key")
+def _provider_choice(raw: str) -> str:
+    """``ollama`` or ``OpenAI:text-embedding-3-small``: the provider in lower case, a model name as given."""
+    provider, sep, model = raw.strip().partition(":")
+    return provider.strip().lower() + sep + model.strip()
+
+
+_URL_FIELDS = ("url", "ollama_host", "chat_host", "embedding_url", "chat_url")
+_SECRET_FIELDS = ("ollama_api_key", "chat_api_key", "embedding_api_key")
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.I)
 
 
@@ -126,6 +132,11 @@ class Settings:
     chat_model: str | None = None
     chat_host: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)
+    # a LangChain provider's endpoint and key ("openai:..." models: OpenAI, or any server speaking
+    # its API, such as llama.cpp, vLLM or LM Studio)
+    embedding_url: str | None = None
+    embedding_api_key: str | None = field(default=None, repr=False)
+    chat_url: str | None = None
     chat_timeout: float = 120.0
     chat_attempts: int = 3
     chat_retry_wait: float = 1.0
@@ -160,7 +171,7 @@ class Settings:
             semantic_weight=_share_env(env, "NAVI_MEMORY_SEMANTIC_WEIGHT", 0.6),
             min_similarity=_share_env(env, "NAVI_MEMORY_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
             injection_tokens=_positive_int_env(env, "NAVI_MEMORY_INJECTION_TOKENS", INJECTION_TOKENS),
-            embeddings=env.get("NAVI_MEMORY_EMBEDDINGS", "auto").strip().lower() or "auto",
+            embeddings=_provider_choice(env.get("NAVI_MEMORY_EMBEDDINGS", "")) or "auto",
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),
             embedding_timeout=timeout,
@@ -172,7 +183,11 @@ class Settings:
             ollama_api_key=env.get("EMBEDDING_OLLAMA_API_KEY", "").strip() or None,
             chat_model=env.get("NAVI_MEMORY_CHAT_MODEL", "").strip() or None,
             chat_host=env.get("OLLAMA_HOST", "").strip() or None,
-            chat_api_key=env.get("OLLAMA_API_KEY", "").strip() or None,
+            chat_api_key=(env.get("NAVI_MEMORY_CHAT_API_KEY", "").strip() or env.get("OLLAMA_API_KEY", "").strip())
+            or None,
+            embedding_url=env.get("NAVI_MEMORY_EMBEDDING_URL", "").strip() or None,
+            embedding_api_key=env.get("NAVI_MEMORY_EMBEDDING_API_KEY", "").strip() or None,
+            chat_url=env.get("NAVI_MEMORY_CHAT_URL", "").strip() or None,
             chat_timeout=_float_env(env, "NAVI_MEMORY_CHAT_TIMEOUT", 120.0),
             chat_attempts=max(1, _int_env(env, "NAVI_MEMORY_CHAT_ATTEMPTS", 3) or 1),
             chat_retry_wait=_float_env(env, "NAVI_MEMORY_CHAT_RETRY_WAIT", 1.0),

@@ -20,6 +20,7 @@ import numpy as np
 
 from .config import DEFAULT_LOCAL_MODEL, DEFAULT_OLLAMA_MODEL, Settings
 from .errors import ConfigurationError, EmbeddingError
+from .providers import EMBEDDING_PROVIDERS, langchain_embeddings, split_model
 from .retrieval.query import tokenize
 from .vectors import check_vector
 
@@ -254,9 +255,20 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
         return None
     if choice is not None and not isinstance(choice, str):
         return Embedder.wrap(choice, None, settings.embedding_dimensions)
-    name = (choice or settings.embeddings or "auto").lower()
+    name = (choice or settings.embeddings or "auto").strip()
+    other = split_model(name, EMBEDDING_PROVIDERS) or split_model(f"{name}:{settings.embedding_model or ''}",
+                                                                   EMBEDDING_PROVIDERS)
+    if other is not None:  # "openai:text-embedding-3-small", or "openai" and NAVI_MEMORY_EMBEDDING_MODEL
+        provider, model = other
+        if not model:
+            raise ConfigurationError(f"give the {provider} model: NAVI_MEMORY_EMBEDDINGS={provider}:<model> "
+                                     "(or NAVI_MEMORY_EMBEDDING_MODEL)")
+        return Embedder(lambda: langchain_embeddings(settings, provider, model), f"{provider}:{model}",
+                        settings.embedding_dimensions)
+    name = name.lower()
     if name not in PROVIDERS:
-        raise ConfigurationError(f"unknown embeddings provider {name!r}; choose one of {PROVIDERS}")
+        raise ConfigurationError(f"unknown embeddings provider {name!r}; choose one of {PROVIDERS}, or a LangChain"
+                                 f" provider's model as provider:model ({', '.join(EMBEDDING_PROVIDERS)})")
     if name == "auto":
         name = _auto_provider(settings)
     dims = settings.embedding_dimensions

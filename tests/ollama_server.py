@@ -17,6 +17,29 @@ from typing import Any
 from navi_memory.embeddings import HashingEmbeddings
 
 
+class JSONHandler(BaseHTTPRequestHandler):
+    """Answers with JSON; quiet (keeps test output clean)."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A server on a free loopback port, answering in a daemon thread; (server, its base URL)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 class FakeOllama:
     def __init__(self, dimensions: int = 64, hang_seconds: float = 3.0) -> None:
         self.mode = "ok"
@@ -26,10 +49,7 @@ class FakeOllama:
         self._hashing = HashingEmbeddings(dimensions)
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
+        class Handler(JSONHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 owner.requests[self.path] = owner.requests.get(self.path, 0) + 1
@@ -51,19 +71,7 @@ class FakeOllama:
                 else:
                     self._send(404, {"error": "not found"})
 
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+        self.server, self.url = serve(Handler)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from ..config import Settings
 from ..embeddings import provider_model_name
 from ..errors import ConfigurationError, ExtractionError
+from ..providers import CHAT_PROVIDERS, langchain_chat, split_model
 from ..calls import Chat
 from ..sansio import Op
 
@@ -271,6 +272,11 @@ def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:
     name = (choice if choice is not None else settings.chat_model or "").strip()
     if not name or name.lower() == "none":
         return None
+    other = split_model(name, CHAT_PROVIDERS)
+    if other is not None:  # "openai:gpt-4o-mini", "anthropic:...": LangChain's init_chat_model
+        provider, model = other
+        return ChatClient(lambda: langchain_chat(settings, provider, model), f"{provider}:{model}",
+                          settings.chat_timeout, RetryPolicy.from_settings(settings))
     name = name.split(":", 1)[1] if name.lower().startswith("ollama:") else name
     if importlib.util.find_spec("langchain_ollama") is None:
         raise ConfigurationError("the Ollama chat model needs the 'ollama' extra: pip install 'navi-memory[ollama]'")
