@@ -96,12 +96,13 @@ def test_toolkit_round_trip(store):
     tools = tools_by_name(store)
     added = json.loads(tools["memory_add_note"].invoke({"content": "Dog is called Rex", "theme": "Pets"}))
     item_id = added["id"]
+    assert added["status"] == "added" and added["embedding"] == "ready"  # the spec's "whether it is pending"
     assert store.get(item_id, user_id="u1").source == "tool_call"
     found = json.loads(tools["memory_search"].invoke({"query": "dog Rex"}))["results"]
     assert found[0]["id"] == item_id and found[0]["theme"] == "pets" and "Rex" in found[0]["content_snippet"]
     assert set(found[0]) >= {"id", "theme", "type", "content_snippet", "created_at", "score", "signals"}
     got = json.loads(tools["memory_get"].invoke({"item_id": item_id}))
-    assert got["content"] == "Dog is called Rex" and got["status"] == "active"
+    assert got["content"] == "Dog is called Rex" and got["status"] == "active" and got["embedding"] == "ready"
     assert json.loads(tools["memory_archive"].invoke({"item_id": item_id})) == {"id": item_id, "status": "archived"}
     assert json.loads(tools["memory_search"].invoke({"query": "dog Rex"}))["results"] == []
     assert json.loads(tools["memory_search"].invoke({"query": "dog Rex", "status": "any"}))["results"]

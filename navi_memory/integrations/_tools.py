@@ -205,7 +205,8 @@ def note_json(added: Any) -> dict[str, Any]:
     if added.action == "existing":
         return {"id": added.item.id, "status": "existing",
                 "note": "this text was already stored: the existing item is kept, nothing was added"}
-    return {"id": added.item.id, "status": "added"}
+    embedding = added.item.embedding  # pending/error: found by its words until a vector is made
+    return {"id": added.item.id, "status": "added", "embedding": embedding.state if embedding else None}
 
 
 def fact_change_json(change: Any) -> dict[str, Any]:
@@ -299,7 +300,8 @@ class MemoryTools:
                     fact_change_json)
         if name == "memory_get":
             return ("get", (args["item_id"],), {"user_id": uid},
-                    lambda it: {k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS})
+                    lambda it: {**{k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS},
+                                "embedding": it.embedding.state if it.embedding else None})
         if name == "memory_archive":
             return ("archive", (args["item_id"],), {"user_id": uid},
                     lambda it: {"id": it.id, "status": it.status})
