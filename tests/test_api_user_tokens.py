@@ -90,3 +90,29 @@ def test_the_token_file_is_checked_and_its_content_never_shown(tmp_path):
         with pytest.raises(ConfigurationError, match=message) as caught:
             TokenMap.load(path)
         assert ALICE not in str(caught.value)
+
+
+def test_the_browser_shows_each_user_their_own_pages(store, clock):
+    from navi_memory.ui.app import create_app
+
+    from .ui_helpers import fill
+
+    fill(store, clock)
+    app = create_app(store, token=TOKEN, tokens=TokenMap({ALICE: "alice", BOB: "bob"}))
+    browser = TestClient(app, base_url=LOCAL)
+    # the link with ?token= sets the cookie once, then the start page is the user's own
+    first = browser.get(f"/users/alice/items?token={ALICE}", follow_redirects=False)
+    assert first.status_code == 303 and "navi_memory_token" in first.headers["set-cookie"]
+    assert browser.get("/users/alice/items").status_code == 200
+    home = browser.get("/", follow_redirects=False)
+    assert home.status_code == 303 and home.headers["location"] == "/users/alice/items"
+    page = browser.get("/users/alice/items").text
+    assert "green tea" in page and "diary" not in page
+    assert browser.get("/users/alice/facts").status_code == 200 and browser.get("/ui.css").status_code == 200
+    for path in ("/users/bob/items", "/api/users/bob/items", f"/users/bob/items/1", "/api/users", "/pick?user=bob"):
+        assert browser.get(path, follow_redirects=False).status_code == 403, path
+    assert "Bob's private diary" not in browser.get("/api/users/bob/search?q=diary").text
+    # a per-user token never reaches the administrator's pages, the administrator's reaches all
+    admin = TestClient(app, base_url=LOCAL, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert admin.get("/").status_code == 200 and admin.get("/users/bob/items").status_code == 200
+    assert TestClient(app, base_url=LOCAL).get(f"/?token={BOB[:-1]}").status_code == 401

@@ -115,3 +115,20 @@ def test_serve_with_per_user_tokens_from_a_file(db, tmp_path):
     finally:
         out = server.stop()
     assert alice not in out and bob not in out
+
+
+def test_ui_with_per_user_tokens_binds_beyond_loopback_without_an_admin_token(db, tmp_path):
+    assert run("add", "--user", "alice", "I drink green tea", db=db).returncode == 0
+    alice = "alice-token-0123456789"
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({alice: "alice"}))
+    tokens.chmod(0o600)
+    port = free_port()
+    server = Server(command("ui", "--host", "0.0.0.0", "--port", str(port), "--tokens", str(tokens), db=db), {})
+    try:
+        assert server.wait(f"http://127.0.0.1:{port}/users/alice/items").status_code == 401
+        page = httpx.get(f"http://127.0.0.1:{port}/users/alice/items", headers={"Authorization": f"Bearer {alice}"})
+        assert page.status_code == 200 and "I drink green tea" in page.text
+    finally:
+        out = server.stop()
+    assert alice not in out

@@ -16,6 +16,7 @@ from .common import integer
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
 API_TOKENS_ENV = "NAVI_MEMORY_API_TOKENS"  # a JSON file {"<token>": "<user id>"}: tokens that act for one user
+UI_TOKENS_ENV = "NAVI_MEMORY_UI_TOKENS"  # the same for the browser: each user sees their own pages
 
 
 def _require_ui() -> None:
@@ -45,14 +46,24 @@ def _serve(args: argparse.Namespace, make_app: Callable[[Any], Any], what: str, 
         store.close()
 
 
+def _token_map(path: str | None) -> Any:
+    from ..tokens import TokenMap
+
+    return None if path is None else TokenMap.load(path)
+
+
 def cmd_ui(args: argparse.Namespace) -> None:
     _require_ui()
     from ..ui.app import create_app
     from ..ui.security import check_token
 
-    token = check_token(args.token or os.environ.get(UI_TOKEN_ENV), args.host, UI_TOKEN_ENV)
-    _serve(args, lambda store: create_app(store, token=token, host=args.host), "memory browser (read-only)",
-           token and "open the address with ?token=... once, or send Authorization: Bearer", read_only=True)
+    tokens = _token_map(args.tokens or os.environ.get(UI_TOKENS_ENV) or None)
+    token = args.token or os.environ.get(UI_TOKEN_ENV) or None
+    if tokens is None or token:  # per-user tokens alone guard every page too
+        token = check_token(token, args.host, UI_TOKEN_ENV)
+    _serve(args, lambda store: create_app(store, token=token, host=args.host, tokens=tokens),
+           "memory browser (read-only)",
+           (token or tokens) and "open the address with ?token=... once, or send Authorization: Bearer", read_only=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -60,10 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from ..ui.api import create_api_app
     from ..ui.security import check_token
 
-    from ..tokens import TokenMap
-
-    token_file = args.tokens or os.environ.get(API_TOKENS_ENV) or None
-    tokens = None if token_file is None else TokenMap.load(token_file)
+    tokens = _token_map(args.tokens or os.environ.get(API_TOKENS_ENV) or None)
     token = args.token or os.environ.get(API_TOKEN_ENV) or None
     if tokens is None or token:  # per-user tokens alone guard every route too
         token = check_token(token, args.host, API_TOKEN_ENV, required=True)
@@ -82,7 +90,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
                                                            "any other address needs a token)")
         p.add_argument("--port", type=integer("port"), default=port, help=f"port (default {port})")
         p.add_argument("--token", help=f"access token, at least 16 characters (default ${env})"
-                       + ("; with --tokens, the administrator's (every user)" if name == "serve" else ""))
-        if name == "serve":
-            p.add_argument("--tokens", metavar="FILE", help="JSON file mapping bearer tokens to user ids, each token "
-                                                            f"reaching only its user's routes (default ${API_TOKENS_ENV})")
+                       + "; with --tokens, the administrator's (every user)")
+        p.add_argument("--tokens", metavar="FILE", help="JSON file mapping tokens to user ids, each token reaching "
+                                                        "only its user's " + ("routes" if name == "serve" else "pages")
+                                                        + f" (default ${API_TOKENS_ENV if name == 'serve' else UI_TOKENS_ENV})")

@@ -22,7 +22,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from ..errors import NaviMemoryError
+from ..errors import ConfigurationError, NaviMemoryError
+from ..tokens import TokenMap
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES, SESSION_STATES
 from ..core.validation import user_id
 from . import activity, pages
@@ -89,10 +90,16 @@ def _json_twin(request: Request) -> str:
     return f"{root}/api{_here(request)[len(root):]}" + (f"?{query}" if query else "")
 
 
-def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1") -> Starlette:
+def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1",
+               tokens: TokenMap | None = None) -> Starlette:
     """The browser UI over an open (blocking) ``MemoryStore``. ``token``: required on every request
-    when given, and mandatory when ``host`` is not a loopback address."""
-    token = check_token(token, host, "NAVI_MEMORY_UI_TOKEN")
+    when given, and mandatory when ``host`` is not a loopback address (unless ``tokens``). ``tokens``:
+    per-user tokens (a ``TokenMap``): each shows only its own user's pages, so a user can see what
+    is stored about them; ``token`` stays the administrator's (every user, the list of users)."""
+    if tokens is not None and not isinstance(tokens, TokenMap):
+        raise ConfigurationError("tokens must be a TokenMap (TokenMap.load('tokens.json'))")
+    if tokens is None or token:  # per-user tokens alone guard every page too
+        token = check_token(token, host, "NAVI_MEMORY_UI_TOKEN")
     templates = _templates()
     css = resources.files("navi_memory.ui").joinpath("static/ui.css").read_text(encoding="utf-8")
 
@@ -143,5 +150,6 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1")
     for suffix, builder, template in USER_PAGES:
         routes.append(user_route(f"/users/{{user:path}}/{suffix}", user_page(builder, template), name=suffix))
         routes.append(user_route(f"/api/users/{{user:path}}/{suffix}", user_page(builder, None)))
-    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=True)],
+    return Starlette(routes=routes, middleware=[Middleware(Guard, token=token, cookies=True, users=tokens,
+                                                           user_paths=("/users/", "/api/users/", "/ui.css"))],
                      exception_handlers={NaviMemoryError: on_error, HTTPException: on_error})

@@ -121,11 +121,14 @@ class Guard:
     ``?token=...`` (then redirected to the same address without it). The REST API takes only the
     ``Authorization: Bearer`` header, so a browser cannot be tricked into sending it cross-site.
 
-    ``users``: per-user bearer tokens (header only); ``token`` then stays the administrator's,
-    which reaches every user and the list of users, and may be None."""
+    ``users``: per-user tokens (as the administrator's: the header, and in the browser the
+    cookie); such a request reaches only paths under ``user_paths`` (and there, ``web.user_route``
+    checks the user), and in the browser ``/`` takes it to its user's pages. ``token`` then stays
+    the administrator's, which reaches every user and the list of users, and may be None."""
 
-    def __init__(self, app: ASGIApp, token: str | None, cookies: bool = True, users: TokenMap | None = None) -> None:
-        self.app, self.token, self.cookies, self.users = app, token, cookies, users
+    def __init__(self, app: ASGIApp, token: str | None, cookies: bool = True, users: TokenMap | None = None,
+                 user_paths: tuple[str, ...] = (USER_PATHS,)) -> None:
+        self.app, self.token, self.cookies, self.users, self.user_paths = app, token, cookies, users, user_paths
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -139,8 +142,14 @@ class Guard:
 
         acting = self._token_user(scope)
         if acting is not None:
-            if not scope.get("path", "").startswith(USER_PATHS):
-                await _send_json(send_with_headers, 403, "this token acts for one user: use /api/users/<that user>/...")
+            root = scope.get("root_path", "")
+            path = scope.get("path", "")
+            path = path[len(root):] if root and path.startswith(root) else path
+            if self.cookies and path == "/":  # the browser's start page lists every user: theirs instead
+                await _redirect(send_with_headers, f"{root}/users/{quote(acting, safe='')}/items".encode("ascii"))
+                return
+            if not path.startswith(self.user_paths):
+                await _send_json(send_with_headers, 403, "this token acts for one user: use .../users/<that user>/...")
                 return
             scope = {**scope, TOKEN_USER: acting}
         elif self.token is None and self.users is None:
@@ -149,8 +158,10 @@ class Guard:
                 return
         elif self.token is None or not self._authorized(scope):
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            if self.cookies and self.token is not None and _same(query.get("token"), self.token):
-                await self._set_cookie(scope, query, send_with_headers)
+            given = query.get("token")
+            if self.cookies and given and ((self.token is not None and _same(given, self.token))
+                                           or (self.users is not None and self.users.user_for(given))):
+                await self._set_cookie(scope, query, given, send_with_headers)
                 return
             await _send_json(send_with_headers, 401, "missing or wrong token",
                               [(b"www-authenticate", b'Bearer realm="navi-memory"')])
@@ -161,33 +172,41 @@ class Guard:
             return
         await self.app(scope, receive, send_with_headers)
 
+    def _presented(self, scope: Scope) -> list[str]:
+        """The tokens the request carries: the bearer header's, and in the browser the cookie's."""
+        given = [t for t in (_bearer(scope),) if t is not None]
+        if self.cookies:
+            cookie = SimpleCookie()
+            try:
+                cookie.load(_headers(scope).get(b"cookie", b"").decode("latin-1"))
+            except CookieError:  # a malformed Cookie header is simply no token
+                return given
+            if COOKIE in cookie:
+                given.append(unquote(cookie[COOKIE].value))
+        return given
+
     def _token_user(self, scope: Scope) -> str | None:
-        """The user of a per-user bearer token, or None (no such token, or none configured)."""
-        given = _bearer(scope)
-        return None if self.users is None or given is None else self.users.user_for(given)
+        """The user of a per-user token the request carries, or None (none, or none configured)."""
+        if self.users is None:
+            return None
+        return next((user for t in self._presented(scope) if (user := self.users.user_for(t)) is not None), None)
 
     def _authorized(self, scope: Scope) -> bool:
         assert self.token is not None
-        headers = _headers(scope)
-        given = _bearer(scope)
-        if given is not None and _same(given, self.token):
-            return True
-        if not self.cookies:
-            return False
-        cookie = SimpleCookie()
-        try:
-            cookie.load(headers.get(b"cookie", b"").decode("latin-1"))
-        except CookieError:  # a malformed Cookie header is simply no token
-            return False
-        return COOKIE in cookie and _same(unquote(cookie[COOKIE].value), self.token)
+        return any(_same(t, self.token) for t in self._presented(scope))
 
-    async def _set_cookie(self, scope: Scope, query: dict[str, str], send: Any) -> None:
+    async def _set_cookie(self, scope: Scope, query: dict[str, str], token: str, send: Any) -> None:
         query.pop("token")
         path = scope.get("raw_path") or quote(scope["path"]).encode("ascii")
         if not path.startswith(b"/") or path[1:2] in (b"/", b"\\"):  # //host or /\host would leave the site
             path = b"/"
         target = path + (f"?{urlencode(query)}".encode("ascii") if query else b"")
-        cookie = f"{COOKIE}={quote(self.token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
-        await send({"type": "http.response.start", "status": 303, "headers": [
-            (b"location", target), (b"content-length", b"0"), (b"set-cookie", cookie.encode("ascii"))]})
-        await send({"type": "http.response.body", "body": b""})
+        cookie = f"{COOKIE}={quote(token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
+        await _redirect(send, target, [(b"set-cookie", cookie.encode("ascii"))])
+
+
+async def _redirect(send: Callable[[Any], Awaitable[None]], target: bytes,
+                    extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": 303, "headers": [
+        (b"location", target), (b"content-length", b"0"), *extra]})
+    await send({"type": "http.response.body", "body": b""})
