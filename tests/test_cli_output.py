@@ -123,3 +123,13 @@ def test_read_only_commands_do_not_resolve_an_embedder(db):
     assert "unknown embeddings provider" in run("search", "--user", "u1", "x", db=db, env=env, check=False).stderr
     for args in (["facts", "--user", "u1"], ["stats"], ["sessions"], ["list", "--user", "u1"]):
         assert run(*args, db=db, env=env).stderr == ""
+
+
+def test_doctor_shows_the_chat_model_and_provider_urls_without_secrets(db):
+    out = run("doctor", db=db, env={"NAVI_MEMORY_CHAT_MODEL": "openai:gpt-4o-mini",
+                                    "NAVI_MEMORY_CHAT_URL": "http://user:s3cret-pw@127.0.0.1:9/v1",
+                                    "NAVI_MEMORY_CHAT_API_KEY": "sk-secret-key-0123456789"}).stdout
+    rows = dict(re.match(r"(\S[\w -]*?)\s{2,}(.*)", line).groups() for line in out.splitlines())
+    assert rows["chat model"] == "openai:gpt-4o-mini" and rows["chat url"].startswith("http://user:")
+    assert "s3cret-pw" not in out and "sk-secret-key" not in out
+    assert "chat url" not in run("doctor", db=db).stdout

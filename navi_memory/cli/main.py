@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Sequence
 
-from ..config import Settings, parse_url
+from ..config import Settings, mask_password, parse_url
 from ..errors import NaviMemoryError, SchemaError, ValidationError
 from ..models import (
     FACT_CATEGORIES,
@@ -295,6 +295,10 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
                      f"{report['reranker']['name']} (reads the best {report['reranker']['depth']},"
                      f" weight {report['reranker']['weight']:g})"))
     rows.append(("ollama host", report["ollama_host"] or "not set"))
+    rows.append(("chat model", report.get("chat_model") or "none (rules only: explicit statements)"))
+    for key, name in (("embedding_url", "embeddings url"), ("chat_url", "chat url")):
+        if report.get(key):
+            rows.append((name, report[key]))
     rows.append(("extras", ", ".join(f"{name} {_yes(found)}" for name, found in report["extras"].items())))
     width = max(len(key) for key, _ in rows) + 2
     return [f"{key:<{width}}{value}" for key, value in rows]
@@ -304,7 +308,9 @@ def cmd_doctor(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
     report: dict[str, Any] = {"database": str(parse_url(args.db or settings.url)),
                               "embeddings_setting": args.embeddings or settings.embeddings,
-                              "ollama_host": settings.ollama_host, "extras": {}}
+                              "ollama_host": settings.ollama_host, "chat_model": settings.chat_model,
+                              "embedding_url": settings.embedding_url and mask_password(settings.embedding_url),
+                              "chat_url": settings.chat_url and mask_password(settings.chat_url), "extras": {}}
     for extra, module in (("postgres", "psycopg"), ("ollama", "langchain_ollama"), ("local", "sentence_transformers"),
                           ("langchain", "langchain_core"), ("llamaindex", "llama_index.core"), ("ui", "starlette"),
                           ("cli", "tqdm"), ("mcp", "mcp"), ("fast", "usearch"), ("rerank", "onnxruntime")):
