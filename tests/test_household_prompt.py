@@ -65,7 +65,7 @@ def test_the_zone_named_is_the_one_memories_are_dated_in(store, db_url, fake_emb
         assert "Time zone: Europe/Berlin" in NaviMemoryRunnable(store=other, user_id=U).invoke(ask)[1].content
 
 
-def test_a_turn_infers_the_speaker_only_when_the_household_has_members(store):
+def test_a_turn_reads_the_household_once_and_infers_the_speaker_from_it(store):
     from navi_memory.integrations._context import MemoryContextBuilder
     from navi_memory.integrations._tools import StoreCaller
 
@@ -76,15 +76,22 @@ def test_a_turn_infers_the_speaker_only_when_the_household_has_members(store):
 
         def call(self, name, *args, **kwargs):
             self.names.append(name)
+            self.last = kwargs
             return super().call(name, *args, **kwargs)
 
     store.add(user_id=U, content="Tom plays chess on Sundays.")
     caller = Recording(store)
     builder = MemoryContextBuilder(caller, min_similarity=0)  # the fake embeddings are not similar
     assert builder.build("what does Tom play?", user_id=U).results
-    assert caller.names == ["household", "get_summary", "promoted_facts", "search"]  # no members: no inference
+    assert caller.names == ["household", "get_summary", "promoted_facts", "search"]
     store.put_household(user_id=U, mode="multi", members=[{"display_name": "Tom"}, {"display_name": "Ann"}])
     caller.names.clear()
     context = builder.build("I'm Ann. What does Tom play?", user_id=U)
-    assert caller.names == ["household", "get_summary", "promoted_facts", "infer_speaker", "search"]
+    assert caller.names == ["household", "get_summary", "promoted_facts", "search"]  # inferred from the household
     assert context.results and context.results[0].content == "Tom plays chess on Sundays."
+    assert caller.last["person_hints"] == ["Ann", "Tom"]  # the speaker, then the person named
+    speaker = MemoryContextBuilder(caller, min_similarity=0, search_kwargs={"speaker": "Tom"})
+    speaker.build("what do I play?", user_id=U)
+    assert caller.last["person_hints"] == ["Tom"]  # the device's person
+    unknown = MemoryContextBuilder(caller, min_similarity=0, search_kwargs={"speaker": " "})
+    assert unknown.build("what do I play?", user_id=U).available  # a bad hint costs nothing

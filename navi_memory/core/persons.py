@@ -202,6 +202,15 @@ def mentions(persons: Sequence[Person], text: str) -> tuple[list[Person], Person
     return list(mentioned.values()), self_named
 
 
+def hinted_person(persons: Sequence[Person], hint: int | str | None) -> Person | None:
+    """The person a device's or session's hint names (an id, or a name, alias or role), if exactly one."""
+    if hint is None:
+        return None
+    found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \
+        else matches(persons, v.text(hint, "hint", v.MAX_KEY))
+    return found[0] if len(found) == 1 else None
+
+
 def infer_speaker(persons: Sequence[Person], mode: str, text: str | None = None,
                   hint: Person | None = None) -> SpeakerInference:
     """Who is speaking in one turn. Order: the hint (a device's or session's person), the only

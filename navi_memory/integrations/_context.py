@@ -16,7 +16,8 @@ from typing import Any, Generator, Sequence
 
 from .. import prompt
 from ..core import validation as v
-from ..errors import StorageError
+from ..core.persons import hinted_person, infer_speaker
+from ..errors import StorageError, ValidationError
 from ..models import SearchResult
 from ..operations.memory import user_zone
 from ..operations.search import check_preset
@@ -28,6 +29,7 @@ from ._caller import StoreCaller
 log = logging.getLogger("navi_memory.integrations")
 
 Plan = Generator[tuple[str, tuple, dict], Any, "MemoryContext"]
+SPEAKER_TEXT_CHARS = 4000  # what speaker inference reads of a turn ("I'm Tom", "my wife ...": the opening)
 
 
 @dataclass
@@ -98,7 +100,7 @@ class MemoryContextBuilder:
             stable = [b for b in blocks if b]
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
-                hints = yield from self._person_hints(query, uid, bool(household["persons"]))
+                hints = self._person_hints(query, household)
                 context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
                                                              "min_similarity": self.min_similarity,
                                                              **self.search_kwargs, **scope,
@@ -113,19 +115,19 @@ class MemoryContextBuilder:
             log.warning("memory unavailable for this turn: %s", exc)
             return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
 
-    def _person_hints(self, query: str | None, uid: str, has_persons: bool) -> Plan:
-        """The turn's speaker and the persons it mentions (household members), then the caller's hints."""
+    def _person_hints(self, query: str | None, household: dict[str, Any]) -> list[str]:
+        """The turn's speaker and the persons it mentions (household members), then the caller's
+        hints: inferred from the household read for the prompt (no read of its own)."""
         given = list(self.search_kwargs.get("person_hints") or ())
-        if not has_persons:  # no household members (read just now): no speaker to infer, one read less
+        if not household["persons"]:
             return given
         try:
-            inferred = yield ("infer_speaker", (query,), {"user_id": uid, "hint": self.speaker})
-        except StorageError:
-            raise
-        except Exception as exc:  # a bad hint must not cost the turn its memory
-            log.info("speaker inference skipped: %s", exc)
-            return given
-        return [*inferred.hints, *given]
+            hinted = hinted_person(household["persons"], self.speaker)
+        except ValidationError as exc:  # a bad hint must not cost the turn its memory
+            log.info("speaker hint ignored: %s", exc)
+            hinted = None
+        text = None if query is None else query[:SPEAKER_TEXT_CHARS]
+        return [*infer_speaker(household["persons"], household["mode"], text, hinted).hints, *given]
 
     def build(self, query: str | None, first_turn: bool = False, *, user_id: str,
               scope: dict[str, Any] | None = None) -> MemoryContext | None:

@@ -30,6 +30,7 @@ from ..core.persons import (
     SpeakerInference,
     check_aliases,
     clean_person_fields,
+    hinted_person,
     infer_speaker,
     matches,
     person,
@@ -245,12 +246,7 @@ class PersonOperations:
         if not persons:  # no household: nothing to infer (and one query per turn, not two)
             return infer_speaker([], "single")
         mode = yield db.household_mode(user_id=uid)
-        hinted = None
-        if hint is not None:
-            found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \
-                else matches(persons, v.text(hint, "hint", v.MAX_KEY))
-            hinted = found[0] if len(found) == 1 else None
-        return infer_speaker(persons, mode, text, hinted)
+        return infer_speaker(persons, mode, text, hinted_person(persons, hint))
 
     # -- promotion -------------------------------------------------------------------------
 
