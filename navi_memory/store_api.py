@@ -334,11 +334,15 @@ class MemoryStoreAPI:
         return self._run(self._ops.sessions.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
 
     def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,
-                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None) -> Person:
+                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None,
+                   devices: Sequence[str] = ()) -> Person:
         """Add a member to the user's household; returns the ``Person``. In single mode only one
-        person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
+        person is allowed (switch with ``set_household_mode(..., "multi")`` first). ``devices``: ids
+        of the devices they use (a turn from one is theirs: ``infer_speaker(device=...)``, an
+        adapter's ``search_kwargs={"device": ...}``); a device belongs to one person."""
         return self._run(self._ops.persons.add_person(display_name, user_id=user_id, aliases=aliases, role=role,
-                                                      pronouns=pronouns, birth_date=birth_date, notes=notes))
+                                                      pronouns=pronouns, birth_date=birth_date, notes=notes,
+                                                      devices=devices))
 
     def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Person:
         """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
@@ -389,12 +393,13 @@ class MemoryStoreAPI:
         return self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
                                                          timezone=timezone, replace=replace))
 
-    def infer_speaker(self, text: str | None = None, *, user_id: str,
-                      hint: str | int | None = None) -> SpeakerInference:
+    def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None,
+                      device: str | None = None) -> SpeakerInference:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
-        of the device or session (id or reference), trusted first; then the single-mode fast path;
-        then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
-        return self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint))
+        of the session (id or reference), trusted first; else ``device``: the person whose
+        ``devices`` hold it; then the single-mode fast path; then the first-person parser ("my
+        wife is cooking": the wife is not the speaker)."""
+        return self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint, device=device))
 
     def promote(self, *, user_id: str | None = None, all_users: bool = False, max_items: int = MAX_ITEMS,
                 progress: Callable[[int, int], None] | None = None) -> PromotionReport:

@@ -347,12 +347,14 @@ class AsyncMemoryStoreAPI:
 
     async def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (),
                          role: str | None = None, pronouns: str | None = None, birth_date: str | None = None,
-                         notes: str | None = None) -> Person:
+                         notes: str | None = None, devices: Sequence[str] = ()) -> Person:
         """Add a member to the user's household; returns the ``Person``. In single mode only one
-        person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
+        person is allowed (switch with ``set_household_mode(..., "multi")`` first). ``devices``: ids
+        of the devices they use (a turn from one is theirs: ``infer_speaker(device=...)``, an
+        adapter's ``search_kwargs={"device": ...}``); a device belongs to one person."""
         return await self._run(self._ops.persons.add_person(display_name, user_id=user_id, aliases=aliases,
                                                             role=role, pronouns=pronouns, birth_date=birth_date,
-                                                            notes=notes))
+                                                            notes=notes, devices=devices))
 
     async def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Person:
         """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
@@ -403,12 +405,13 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
                                                                timezone=timezone, replace=replace))
 
-    async def infer_speaker(self, text: str | None = None, *, user_id: str,
-                            hint: str | int | None = None) -> SpeakerInference:
+    async def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None,
+                            device: str | None = None) -> SpeakerInference:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
-        of the device or session (id or reference), trusted first; then the single-mode fast path;
-        then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
-        return await self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint))
+        of the session (id or reference), trusted first; else ``device``: the person whose
+        ``devices`` hold it; then the single-mode fast path; then the first-person parser ("my
+        wife is cooking": the wife is not the speaker)."""
+        return await self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint, device=device))
 
     async def promote(self, *, user_id: str | None = None, all_users: bool = False, max_items: int = MAX_ITEMS,
                       progress: Callable[[int, int], None] | None = None) -> PromotionReport:

@@ -200,7 +200,7 @@ def check_user(record: Mapping[str, Any]) -> dict[str, Any]:
 def check_person(record: Mapping[str, Any]) -> dict[str, Any]:
     out = _common(record)
     given = {name: record[name] for name in PERSON_FIELDS if record.get(name) is not None}
-    out.update({"pronouns": None, "role": None, "aliases": [], "birth_date": None, "notes": None})
+    out.update({"pronouns": None, "role": None, "aliases": [], "birth_date": None, "notes": None, "devices": []})
     out.update(clean_person_fields(given, False, MAX_TEXT))
     _times(record, out, ("created_at", "updated_at"))
     return out

@@ -84,3 +84,16 @@ def test_subprocess_and_global_options_after_the_action(db: str) -> None:
     run("person", "add", "--user", "u1", "Tom", "--alias", "dad", "--db", db)
     out = run("person", "resolve", "--user", "u1", "dad", "--json", "--db", db).stdout
     assert json.loads(out)["display_name"] == "Tom"
+
+
+def test_person_devices(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    nm(db, "person", "add", "--user", "u1", "Tom", "--device", "tom-phone")
+    nm(db, "person", "add", "--user", "u1", "Sarah", "--multi", "--device", "kitchen-speaker")
+    speaker = out_json(capsys, db, "person", "speaker", "--user", "u1", "what's for dinner?", "--device",
+                       "kitchen-speaker", "--json")
+    assert speaker["speaker"]["display_name"] == "Sarah" and speaker["confidence"] == "high"
+    assert nm(db, "person", "update", "--user", "u1", "Tom", "--device", "kitchen-speaker") == 2
+    assert "device 'kitchen-speaker' is Sarah's" in capsys.readouterr().err
+    assert nm(db, "person", "list", "--user", "u1") == 0
+    people = out_json(capsys, db, "person", "list", "--user", "u1", "--json")
+    assert [p["devices"] for p in people] == [["tom-phone"], ["kitchen-speaker"]]

@@ -1,5 +1,5 @@
-"""Schema versions 4 (household persons, promotions), 8 (the user's time zone) and 9 (memory off) on databases
-created by earlier versions."""
+"""Schema versions 4 (household persons, promotions), 8 (the user's time zone), 9 (memory off) and
+10 (person devices) on databases created by earlier versions."""
 
 from __future__ import annotations
 
@@ -107,3 +107,19 @@ def test_a_version_8_postgres_schema_gets_memory_off(postgres_server):
         assert store.memory_enabled(user_id="alice") is True
         store.set_memory_enabled(False, user_id="alice")
         assert store.list_users()[0]["memory_off_since"] is not None
+
+
+def test_a_version_9_sqlite_database_gets_person_devices(tmp_path):
+    url = _alice_at_version(tmp_path, 9)
+    with MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        store.add_person("Tom", user_id="alice", devices=["tom-phone"])
+        assert store.infer_speaker(None, user_id="alice", device="tom-phone").speaker.display_name == "Tom"
+
+
+def test_a_version_9_postgres_schema_gets_person_devices(postgres_server):
+    with _alice_postgres_at(postgres_server, 9, "ALTER TABLE persons DROP COLUMN devices") as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        store.add_person("Tom", user_id="alice", devices=["tom-phone"])
+        assert store.get_person("Tom", user_id="alice").devices == ["tom-phone"]

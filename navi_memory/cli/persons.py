@@ -24,6 +24,7 @@ def _line(p: Person) -> str:
     extra += [f"aliases {', '.join(p.aliases)}"] if p.aliases else []
     extra += [p.pronouns] if p.pronouns else []
     extra += [f"born {p.birth_date}"] if p.birth_date else []
+    extra += [f"devices {', '.join(p.devices)}"] if p.devices else []
     return f"{p.id:>4}  {p.display_name}" + (f"  ({'; '.join(extra)})" if extra else "")
 
 
@@ -34,6 +35,8 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             out[name] = getattr(args, name)
     if args.alias is not None:
         out["aliases"] = args.alias
+    if args.device is not None:
+        out["devices"] = args.device
     return out
 
 
@@ -67,7 +70,8 @@ def cmd_person(args: argparse.Namespace) -> None:
             result = {"mode": store.set_household_mode(args.mode, user_id=uid) if args.mode
                       else store.household_mode(user_id=uid)}
         else:
-            result = store.infer_speaker(args.text, user_id=uid, hint=_ref(args.hint) if args.hint else None)
+            result = store.infer_speaker(args.text, user_id=uid, hint=_ref(args.hint) if args.hint else None,
+                                         device=args.device)
     if args.json:
         print_json(result)
     elif isinstance(result, list):
@@ -120,6 +124,8 @@ def _person_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pronouns", help="e.g. she/her")
     p.add_argument("--birth-date", metavar="YYYY-MM-DD", help="date of birth")
     p.add_argument("--notes", help="free text about the person")
+    p.add_argument("--device", action="append", help="id of a device the person uses, e.g. kitchen-speaker (repeatable;"
+                                                     " a turn from it is theirs)")
 
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
@@ -150,7 +156,8 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a.add_argument("mode", nargs="?", choices=HOUSEHOLD_MODES, help="the mode to switch to (omit to show it)")
     a = action("speaker", "who is speaking in a turn, and the person hints for search")
     a.add_argument("text", metavar="TEXT", help="what was said")
-    a.add_argument("--hint", help="the person of the device or session (id, name or alias)")
+    a.add_argument("--hint", help="the person of the session (id, name or alias)")
+    a.add_argument("--device", help="the device the turn comes from (its person speaks)")
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
     user_option(p, required=False); json_option(p)
     p.add_argument("--max-items", type=integer("max_items"), default=5000, help="newest items read per user")

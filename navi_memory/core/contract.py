@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..models import FACT_SORT_FIELDS
 
-__all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
+__all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "PERSON_LIST_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
            "embedding_text", "fact_item_content"]
 
 SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
@@ -19,7 +19,8 @@ DEFAULT_CONFIDENCE = 70
 # keeps its vector out of semantic search, and backfill / rebuild leave it alone. Reported as
 # state 'skipped' (convert.item, embedding_stats), never as a failure.
 NOT_INDEXED = "not indexed (embed=False)"
-PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes", "devices")
+PERSON_LIST_COLUMNS = ("aliases", "devices")  # JSON lists of text
 
 
 def embedding_text(title: str | None, content: str, context: str | None = None) -> str:

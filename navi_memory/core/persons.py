@@ -36,8 +36,9 @@ RELATION_ROLES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("roommate", "flatmate"), ("roommate",)),
 }
 
-PERSON_FIELDS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes")
+PERSON_FIELDS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes", "devices")
 MAX_ALIASES = 20
+MAX_DEVICES = 20
 
 PLURALS = ("kids", "children", "sons", "daughters", "parents")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
@@ -59,6 +60,8 @@ class Person(_Record):
     notes: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    # ids of the devices this person uses (a kitchen speaker, a phone): a turn from one is theirs
+    devices: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +109,11 @@ def clean_person_fields(fields: dict[str, Any], partial: bool, max_notes: int) -
         out["birth_date"] = None
     if "notes" in fields:
         out["notes"] = v.optional_text(fields["notes"], "notes", max_notes)
+    if "devices" in fields:  # ids, exact (a device's id is whatever the application gave it)
+        devices = v.names(fields["devices"], "devices")
+        if len(devices) > MAX_DEVICES:
+            raise ValidationError(f"at most {MAX_DEVICES} devices")
+        out["devices"] = list(dict.fromkeys(devices))
     return out
 
 
@@ -169,6 +177,10 @@ def check_aliases(persons: Sequence[Person], candidate: Person) -> str | None:
     for alias in candidate.aliases:
         if any(norm(p.display_name) == norm(alias) for p in others):
             return f"alias {alias!r} is the name of another person"
+    for device in candidate.devices:
+        owner = next((p for p in others if device in p.devices), None)
+        if owner is not None:
+            return f"device {device!r} is {owner.display_name}'s"
     return None
 
 
@@ -202,10 +214,14 @@ def mentions(persons: Sequence[Person], text: str) -> tuple[list[Person], Person
     return list(mentioned.values()), self_named
 
 
-def hinted_person(persons: Sequence[Person], hint: int | str | None) -> Person | None:
-    """The person a device's or session's hint names (an id, or a name, alias or role), if exactly one."""
+def hinted_person(persons: Sequence[Person], hint: int | str | None, device: str | None = None) -> Person | None:
+    """The person a session's hint names (an id, or a name, alias or role), if exactly one; else
+    the person whose ``devices`` hold ``device``."""
     if hint is None:
-        return None
+        if device is None:
+            return None
+        device = v.text(device, "device", v.MAX_KEY)
+        return next((p for p in persons if device in p.devices), None)
     found = [p for p in persons if p.id == hint] if isinstance(hint, int) and not isinstance(hint, bool) \
         else matches(persons, v.text(hint, "hint", v.MAX_KEY))
     return found[0] if len(found) == 1 else None

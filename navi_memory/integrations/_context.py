@@ -70,6 +70,7 @@ class MemoryContextBuilder:
         self.search_kwargs = dict(search_kwargs or {})
         # the person of the device or session, if the application knows it: preferred in search
         self.speaker = self.search_kwargs.pop("speaker", None)
+        self.device = self.search_kwargs.pop("device", None)  # or the device the turn comes from
         # refused now: at prompt time a bad argument would only log and leave every prompt without memory
         check_preset(self.search_kwargs)
 
@@ -122,7 +123,7 @@ class MemoryContextBuilder:
         if not household["persons"]:
             return given
         try:
-            hinted = hinted_person(household["persons"], self.speaker)
+            hinted = hinted_person(household["persons"], self.speaker, self.device)
         except ValidationError as exc:  # a bad hint must not cost the turn its memory
             log.info("speaker hint ignored: %s", exc)
             hinted = None

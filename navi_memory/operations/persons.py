@@ -85,17 +85,21 @@ class PersonOperations:
 
     @operation
     def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (), role: str | None = None,
-                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None) -> Op[Person]:
+                   pronouns: str | None = None, birth_date: str | None = None, notes: str | None = None,
+                   devices: Sequence[str] = ()) -> Op[Person]:
         """Add a member to the user's household; returns the ``Person``. In single mode only one
-        person is allowed (switch with ``set_household_mode(..., "multi")`` first)."""
+        person is allowed (switch with ``set_household_mode(..., "multi")`` first). ``devices``: ids
+        of the devices they use (a turn from one is theirs: ``infer_speaker(device=...)``, an
+        adapter's ``search_kwargs={"device": ...}``); a device belongs to one person."""
         uid = v.user_id(user_id)
         fields = self._person_fields({"display_name": display_name, "aliases": list(aliases), "role": role,
-                                      "pronouns": pronouns, "birth_date": birth_date, "notes": notes}, False)
+                                      "pronouns": pronouns, "birth_date": birth_date, "notes": notes,
+                                      "devices": list(devices)}, False)
         persons = yield from self._persons(uid)
         if persons and (yield db.household_mode(user_id=uid)) == "single":
             raise ValidationError("the household is in single mode: switch it to multi to add another person")
         problem = check_aliases(persons, Person(id=-1, user_id=uid, display_name=fields["display_name"],
-                                                aliases=fields["aliases"]))
+                                                aliases=fields["aliases"], devices=fields["devices"]))
         if problem:
             raise ValidationError(problem)
         return person((yield db.insert_person(user_id=uid, fields=fields, now=self._shared.now())))
@@ -108,7 +112,7 @@ class PersonOperations:
         clean = self._person_fields(changes, True)
         target, persons = yield from self._find(uid, ref)
         merged = Person(id=target.id, user_id=uid, display_name=clean.get("display_name", target.display_name),
-                        aliases=clean.get("aliases", target.aliases))
+                        aliases=clean.get("aliases", target.aliases), devices=clean.get("devices", target.devices))
         problem = check_aliases(persons, merged)
         if problem:
             raise ValidationError(problem)
@@ -208,7 +212,8 @@ class PersonOperations:
             existing = next((p for p in after if p.display_name.lower() == fields["display_name"].lower()), None)
             candidate = Person(id=existing.id if existing else -1 - number, user_id=uid,
                                display_name=existing.display_name if existing else fields["display_name"],
-                               aliases=fields.get("aliases", existing.aliases if existing else []))
+                               aliases=fields.get("aliases", existing.aliases if existing else []),
+                               devices=fields.get("devices", existing.devices if existing else []))
             problem = check_aliases(after, candidate)
             if problem:
                 raise ValidationError(problem)
@@ -235,18 +240,19 @@ class PersonOperations:
 
     @operation
     def infer_speaker(
-        self, text: str | None = None, *, user_id: str, hint: str | int | None = None
+        self, text: str | None = None, *, user_id: str, hint: str | int | None = None, device: str | None = None
     ) -> Op[SpeakerInference]:
         """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
-        of the device or session (id or reference), trusted first; then the single-mode fast path;
-        then the first-person parser ("my wife is cooking": the wife is not the speaker)."""
+        of the session (id or reference), trusted first; else ``device``: the person whose
+        ``devices`` hold it; then the single-mode fast path; then the first-person parser ("my
+        wife is cooking": the wife is not the speaker)."""
         uid = v.user_id(user_id)
         text = None if text is None else v.text(text, "text", self._shared.max_content_bytes, allow_empty=True)
         persons = yield from self._persons(uid)
         if not persons:  # no household: nothing to infer (and one query per turn, not two)
             return infer_speaker([], "single")
         mode = yield db.household_mode(user_id=uid)
-        return infer_speaker(persons, mode, text, hinted_person(persons, hint))
+        return infer_speaker(persons, mode, text, hinted_person(persons, hint, device))
 
     # -- promotion -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ...core.contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from ...sansio import Op, operation
 from .sql import Q, row_times
 
@@ -22,7 +22,7 @@ PROMOTION_SKIP_TYPES = ["fact", "summary"]  # fact mirrors and summaries are fac
 
 
 def _value(column: str, value: object) -> object:
-    return Jsonb(list(value or [])) if column == "aliases" else value  # type: ignore[call-overload]
+    return Jsonb(list(value or [])) if column in PERSON_LIST_COLUMNS else value  # type: ignore[call-overload]
 
 
 class PostgresPersonQueries:

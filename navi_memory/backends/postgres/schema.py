@@ -301,6 +301,9 @@ USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS timezone text"]
 # version 9: memory off for a user since then (NULL: on)
 MEMORY_OFF = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS memory_off_since timestamptz"]
 
+# version 10: the devices each person uses (speaker inference)
+PERSON_DEVICES = ["ALTER TABLE persons ADD COLUMN IF NOT EXISTS devices jsonb NOT NULL DEFAULT '[]'"]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -311,6 +314,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (7, SESSION_ORDER),
     (8, USER_TIMEZONE),
     (9, MEMORY_OFF),
+    (10, PERSON_DEVICES),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -22,7 +22,7 @@ from ...calls import BackendCall
 from ...errors import StorageError
 from ...sansio import Op, advance, operation
 from ...transfer_format import EXPORT_TABLES, item_digest
-from ...core.contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from .sql import Q, row_times
 
 _ITEM_COLUMNS = ("user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref, person,"
@@ -176,7 +176,7 @@ class PostgresTransferQueries:
                         " ON CONFLICT DO NOTHING").format(  # natural key: the index on (user_id, lower(display_name))
             sql.SQL(", ").join(map(sql.Identifier, PERSON_COLUMNS)),
             sql.SQL(", ").join(sql.Placeholder() * len(PERSON_COLUMNS)))
-        values = [Jsonb(r[c]) if c == "aliases" else r[c] for c in PERSON_COLUMNS]
+        values = [Jsonb(r[c]) if c in PERSON_LIST_COLUMNS else r[c] for c in PERSON_COLUMNS]
         return (yield Q(query, [r["user_id"], *values, r["created_at"], r["updated_at"]])) > 0
 
     def _restore_promotion(self, r: dict, model: str | None, now: datetime) -> Op:

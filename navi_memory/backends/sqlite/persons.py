@@ -11,7 +11,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Sequence
 
-from ...core.contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from ...core.timeutil import from_db, to_db
 from ...vectors import from_blob
 
@@ -22,7 +22,8 @@ PROMOTION_SKIP_TYPES = ("fact", "summary")
 
 def person_from_row(row: sqlite3.Row) -> dict[str, Any]:
     d = dict(row)
-    d["aliases"] = json.loads(d["aliases"] or "[]")
+    for column in PERSON_LIST_COLUMNS:
+        d[column] = json.loads(d[column] or "[]")
     d["created_at"], d["updated_at"] = from_db(d["created_at"]), from_db(d["updated_at"])
     return d
 
@@ -47,7 +48,8 @@ class SQLitePersons:
         stamp = to_db(now)
         with self._transaction(write=True) as conn:
             self._ensure_user(conn, user_id, stamp)
-            values = [json.dumps(fields.get(c) or []) if c == "aliases" else fields.get(c) for c in PERSON_COLUMNS]
+            values = [json.dumps(fields.get(c) or []) if c in PERSON_LIST_COLUMNS else fields.get(c)
+                      for c in PERSON_COLUMNS]
             cur = conn.execute(f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
                                f" VALUES (?, {', '.join('?' * len(PERSON_COLUMNS))}, ?, ?)",
                                (user_id, *values, stamp, stamp))
@@ -63,7 +65,7 @@ class SQLitePersons:
             if old is None:
                 return None
             sets = [f"{c} = ?" for c in PERSON_COLUMNS if c in changes]
-            values = [json.dumps(changes[c] or []) if c == "aliases" else changes[c]
+            values = [json.dumps(changes[c] or []) if c in PERSON_LIST_COLUMNS else changes[c]
                       for c in PERSON_COLUMNS if c in changes]
             conn.execute(f"UPDATE persons SET {', '.join([*sets, 'updated_at = ?'])} WHERE user_id = ? AND id = ?",
                          (*values, stamp, user_id, person_id))

@@ -102,6 +102,8 @@ SESSION_ORDER = [
 USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN timezone TEXT"]
 # version 9: memory off for a user since then (NULL: on)
 MEMORY_OFF = ["ALTER TABLE users ADD COLUMN memory_off_since TEXT"]
+# version 10: the devices each person uses (speaker inference)
+PERSON_DEVICES = ["ALTER TABLE persons ADD COLUMN devices TEXT NOT NULL DEFAULT '[]'"]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -322,6 +324,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (7, SESSION_ORDER),
     (8, USER_TIMEZONE),
     (9, MEMORY_OFF),
+    (10, PERSON_DEVICES),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -21,7 +21,7 @@ from ...sansio import Op, advance
 from ...core.timeutil import from_db, to_db
 from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
-from ...core.contract import PERSON_COLUMNS
+from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from .persons import person_from_row
 from .sessions import message_from_row, session_from_row
 
@@ -161,7 +161,7 @@ class SQLiteTransfer:
 
     def _restore_person(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
         self._ensure_user(conn, r["user_id"], stamp)
-        values = [json.dumps(r["aliases"], ensure_ascii=False) if c == "aliases" else r[c] for c in PERSON_COLUMNS]
+        values = [json.dumps(r[c], ensure_ascii=False) if c in PERSON_LIST_COLUMNS else r[c] for c in PERSON_COLUMNS]
         return conn.execute(  # natural key: the unique index on (user_id, lower(display_name))
             f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
             f" VALUES (?, {', '.join('?' * len(PERSON_COLUMNS))}, ?, ?) ON CONFLICT DO NOTHING",
