@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -71,3 +72,49 @@ class TokenMap:
 
     def __repr__(self) -> str:
         return f"TokenMap({len(self)} tokens)"
+
+
+def _read_file(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # the content is secret: not echoed
+        raise ConfigurationError(f"cannot read the token file {path} as JSON: {type(exc).__name__}") from None
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"the token file {path} must hold a JSON object {{\"<token>\": \"<user>\"}}")
+    return data
+
+
+def _write_file(path: Path, tokens: dict[str, str]) -> None:
+    """Replace the file in one step (a reader never sees half of it), readable by its owner only."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(tokens, out, indent=1, sort_keys=True)
+        out.write("\n")
+    os.replace(tmp, path)
+
+
+def issue_token(path: str | os.PathLike[str], user_id: str) -> str:
+    """A new random token for ``user_id`` added to the token file (created, mode 600, if missing);
+    returns it (the only time it is shown). Servers read the file when they start."""
+    uid = v.user_id(user_id)
+    file = Path(path)
+    tokens = _read_file(file)
+    token = secrets.token_urlsafe(32)
+    tokens[token] = uid
+    TokenMap(tokens)  # the whole file still valid
+    _write_file(file, tokens)
+    return token
+
+
+def revoke_tokens(path: str | os.PathLike[str], user_id: str) -> int:
+    """Remove every token of ``user_id`` from the token file; returns how many."""
+    uid = v.user_id(user_id)
+    file = Path(path)
+    tokens = _read_file(file)
+    kept = {token: user for token, user in tokens.items() if user != uid}
+    if len(kept) != len(tokens):
+        _write_file(file, kept)
+    return len(tokens) - len(kept)

@@ -132,3 +132,31 @@ def test_ui_with_per_user_tokens_binds_beyond_loopback_without_an_admin_token(db
     finally:
         out = server.stop()
     assert alice not in out
+
+
+def test_token_command_makes_and_revokes_tokens_that_serve_accepts(db, tmp_path):
+    tokens = tmp_path / "tokens.json"
+    made = subprocess.run(command("token", "--user", "alice", "--file", str(tokens), db=db), capture_output=True,
+                          text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    alice = made.stdout.strip()
+    assert len(alice) >= 40 and "\n" not in alice and alice not in made.stderr
+    assert oct(tokens.stat().st_mode & 0o777) == "0o600" and json.loads(tokens.read_text()) == {alice: "alice"}
+    bob = subprocess.run(command("token", "--user", "bob", "--file", str(tokens), db=db), capture_output=True,
+                         text=True, timeout=60).stdout.strip()
+    assert json.loads(tokens.read_text()) == {alice: "alice", bob: "bob"}
+    port = free_port()
+    server = Server(command("serve", "--port", str(port), "--tokens", str(tokens), db=db), {})
+    try:
+        assert server.wait(f"http://127.0.0.1:{port}/api/users/alice/items").status_code == 401
+        auth = {"Authorization": f"Bearer {alice}"}
+        assert httpx.get(f"http://127.0.0.1:{port}/api/users/alice/items", headers=auth).status_code == 200
+    finally:
+        server.stop()
+    gone = subprocess.run(command("token", "--user", "alice", "--file", str(tokens), "--revoke", db=db),
+                          capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 0 and "removed 1 token(s) of alice" in gone.stdout
+    assert json.loads(tokens.read_text()) == {bob: "bob"}
+    bad = subprocess.run(command("token", "--user", "alice ", "--file", str(tokens), db=db), capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and json.loads(tokens.read_text()) == {bob: "bob"}

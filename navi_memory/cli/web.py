@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 from typing import Any, Callable
 
 from ..errors import ConfigurationError
@@ -79,8 +80,24 @@ def cmd_serve(args: argparse.Namespace) -> None:
            "send Authorization: Bearer")
 
 
+def cmd_token(args: argparse.Namespace) -> None:
+    from ..tokens import issue_token, revoke_tokens
+
+    if args.revoke:
+        print(f"removed {revoke_tokens(args.file, args.user)} token(s) of {args.user} from {args.file}"
+              " (restart the servers that read it)")
+    else:  # the token on stdout alone, for scripts; what to do with it on stderr
+        print(issue_token(args.file, args.user))
+        print(f"a token for {args.user} added to {args.file} (mode 600); the servers that read it"
+              " (serve / ui / mcp --tokens) take it when they start", file=sys.stderr)
+
+
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
-    """Register ``ui`` and ``serve`` on the main parser (``command`` is ``build_parser``'s helper)."""
+    """Register ``ui``, ``serve`` and ``token`` on the main parser (``command`` is ``build_parser``'s helper)."""
+    p = command("token", cmd_token, "make (or --revoke) a user's bearer token in a token file for serve/ui/mcp --tokens")
+    p.add_argument("--user", required=True, help="the user the token acts for")
+    p.add_argument("--file", required=True, metavar="FILE", help="the JSON token file (created, mode 600, if missing)")
+    p.add_argument("--revoke", action="store_true", help="remove every token of the user instead")
     for name, fn, text, port, env in (
             ("ui", cmd_ui, "read-only memory browser in a web page (needs the ui extra)", 8765, UI_TOKEN_ENV),
             ("serve", cmd_serve, "REST API with writes, always behind a token (needs the ui extra)", 8766,
