@@ -262,10 +262,14 @@ class MemoryOperations:
             return None
         return canonical_name((yield db.list_persons(user_id=uid)), name)
 
+    def memory_on(self, uid: str) -> Op[bool]:
+        """Whether the user's memory is on (``set_memory_enabled``): one primary-key read."""
+        return (yield db.user_settings(user_id=uid))["memory_off_since"] is None
+
     def refuse_if_off(self, user_ids: Iterable[str]) -> Op[None]:
         """``MemoryOffError`` when one of these users turned their memory off (a read per user)."""
         for uid in sorted(set(user_ids)):
-            if (yield db.user_settings(user_id=uid))["memory_off_since"] is not None:
+            if not (yield from self.memory_on(uid)):
                 raise MemoryOffError("memory is off for this user: nothing new is stored"
                                      " (set_memory_enabled(True, user_id=...) turns it on)")
 
@@ -474,7 +478,7 @@ class MemoryOperations:
     @operation
     def memory_enabled(self, *, user_id: str) -> Op[bool]:
         """Whether memory is on for the user (the default); see ``set_memory_enabled``."""
-        return (yield db.user_settings(user_id=v.user_id(user_id)))["memory_off_since"] is None
+        return (yield from self.memory_on(v.user_id(user_id)))
 
     @operation
     def set_memory_enabled(self, enabled: bool, *, user_id: str) -> Op[bool]:

@@ -258,7 +258,7 @@ class SessionOperations:
         return False, (yield from self._extract(uid, sid, final, False))
 
     def _memory_on(self, uid: str) -> Op[bool]:
-        if (yield db.user_settings(user_id=uid))["memory_off_since"] is None:
+        if (yield from self._memory.memory_on(uid)):
             return True
         log.info("memory is off for this user: the conversation is not remembered")
         return False
