@@ -63,6 +63,14 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh schema of the test server, dropped afterwards."""
+    url = postgres_server.fresh_schema_url()
+    yield url
+    postgres_server.drop_schema(url)
+
+
+@pytest.fixture
 def db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     if backend_name == "postgres":
         server = request.getfixturevalue("postgres_server")

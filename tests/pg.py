@@ -22,6 +22,14 @@ def with_search_path(url: str, schema: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
+def with_option(url: str, option: str) -> str:
+    """The URL with ``-c option`` added to its ``options`` (a server setting for its connections)."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query["options"] = f"{query.get('options', '')} -c {option}".strip()
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
 @dataclass
 class PostgresServer:
     url: str

@@ -117,13 +117,6 @@ THREADS = 16
 PG_WRITES = 125  # 2,000 writes per test
 
 
-@pytest.fixture
-def pg_url(postgres_server):
-    url = postgres_server.fresh_schema_url()
-    yield url
-    postgres_server.drop_schema(url)
-
-
 @pytest.mark.postgres
 def test_postgres_sixteen_threads_through_the_pool(pg_url):
     errors: list[str] = []

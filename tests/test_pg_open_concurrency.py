@@ -19,13 +19,6 @@ pytestmark = pytest.mark.postgres
 WRITERS, WRITES, OPENERS = 3, 150, 2
 
 
-@pytest.fixture
-def pg_url(postgres_server):
-    url = postgres_server.fresh_schema_url()
-    yield url
-    postgres_server.drop_schema(url)
-
-
 def _with_option(url: str, option: str) -> str:
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))

@@ -19,13 +19,6 @@ TURNS = ["I adopted a grey cat named Miso", "Miso likes the window seat", "we ta
          "the train to Oslo was late", "coffee with Ana on Sunday", "Ana moved to Bergen"]
 
 
-@pytest.fixture
-def pg_url(postgres_server):
-    url = postgres_server.fresh_schema_url()
-    yield url
-    postgres_server.drop_schema(url)
-
-
 def _rows(rng: np.random.Generator) -> list[dict]:
     return [{"user_id": U, "content": text, "embedding": rng.normal(size=16), "person": "Ana" if "Ana" in text else None,
              "source_ref": {"session_id": f"s{n // 2}"}} for n, text in enumerate(TURNS)]

@@ -17,17 +17,10 @@ from navi_memory.errors import StorageError
 from navi_memory.models import utcnow
 
 from .fakes import FakeEmbeddings
-from .pg import drop_database, fresh_database, novector_server_url
+from .pg import drop_database, fresh_database, novector_server_url, with_option
 
 pytestmark = pytest.mark.postgres
 U = "alice"
-
-
-@pytest.fixture
-def pg_url(postgres_server):
-    url = postgres_server.fresh_schema_url()
-    yield url
-    postgres_server.drop_schema(url)
 
 
 @pytest.fixture
@@ -146,6 +139,7 @@ def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url
         store.add(user_id=U, content="one", embedding=np.ones(16))
         backend, filters = store._backend, Filters(user_id=U, now=utcnow())
         backend.exact_below = 0  # the HNSW query alone (no exact rerun for this small user)
+        backend.semantic_candidates(filters, "random-16", np.ones(16), 50)  # reads the table's statistics (Pins)
         sent = []
         real = psycopg.Cursor.execute
         monkeypatch.setattr(psycopg.Cursor, "execute", lambda cur, text, *a, **k: (
@@ -162,10 +156,10 @@ def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url
         backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
         backend.ef_search = 400
         shown = backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
-                                                   local=("hnsw.ef_search", 400))), True)
+                                                   local=(("hnsw.ef_search", 400),))), True)
         assert shown == [{"v": "400"}]
         with pytest.raises(StorageError):  # rolled back: the one connection is still usable below
-            backend._run(lambda: iter_once(q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 400))), True)
+            backend._run(lambda: iter_once(q.Q("SELECT 1 / 0", local=(("hnsw.ef_search", 400),))), True)
         with backend.pool.connection() as conn:
             assert conn.execute("SHOW hnsw.ef_search").fetchone()["hnsw.ef_search"] == "40"  # pgvector's default
     assert [t for t in sent if t.startswith("SET")] == ["SET LOCAL hnsw.ef_search = 300",
@@ -180,9 +174,9 @@ async def test_the_async_runner_sends_ef_search_with_its_query(pg_url):
     try:
         backend = store._backend
         shown = await backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
-                                                         local=("hnsw.ef_search", 123))), True)
+                                                         local=(("hnsw.ef_search", 123),))), True)
         assert shown == [{"v": "123"}]
-        failing = q.Q("SELECT 1 / 0", local=("hnsw.ef_search", 123))
+        failing = q.Q("SELECT 1 / 0", local=(("hnsw.ef_search", 123),))
         with pytest.raises(StorageError):
             await backend._run(lambda: iter_once(failing), True)
         async with backend.pool.connection() as conn:  # rolled back: the connection is usable, idle
@@ -244,15 +238,6 @@ def test_without_pg_trgm_substring_search_still_works(novector_url):
         assert [r.id for r in store.search("atte", user_id=U)] == [item]
 
 
-def _with_option(url: str, option: str) -> str:
-    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query))
-    query["options"] = f"{query.get('options', '')} -c {option}".strip()
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
-
-
 def _hnsw_indexes(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         return [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
@@ -283,7 +268,7 @@ def test_a_small_user_gets_exact_neighbours_when_the_hnsw_scan_filters_its_rows_
     finds few of its rows among the ef_search nearest. enable_sort=off makes the planner take the
     HNSW scan for that user, as it does on large tables."""
     rng = np.random.default_rng(11)
-    url = _with_option(pg_url, "enable_sort=off")
+    url = with_option(pg_url, "enable_sort=off")
     small = rng.normal(size=(30, 16))
     with MemoryStore.open(url, embeddings=False, embedding_model="random-16") as store:
         store.add_many([{"user_id": "big", "content": f"n {n}", "embedding": v} for n, v in enumerate(rng.normal(size=(2000, 16)))])

@@ -34,6 +34,14 @@ class Filters:
     run_id: str | None = None
     metadata: tuple[Condition, ...] = ()  # checked metadata conditions (core.filters); facts never pass
 
+    @property
+    def plain(self) -> bool:
+        """Only the user, active rows and expiry: no condition that could leave an index scan's
+        nearest rows with few of the user's (so few hits where an exact search finds enough)."""
+        return (self.status == "active" and self.theme is None and not self.types and self.since is None
+                and self.person is None and self.namespace_prefix is None and self.agent_id is None
+                and self.run_id is None and not self.metadata)
+
 
 @dataclass(frozen=True, eq=False)  # holds an array: compared and hashed by identity
 class Beside:

@@ -14,7 +14,6 @@ names, and ``focus`` the query vector that mixes in that text's vector (``PERSON
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -51,7 +50,7 @@ def smooth(fused: Mapping[int, Fused], neighbours: Mapping[int, Sequence[int]],
             signals = {name: False for name in ("fts", "semantic", "substring")}
             out[item_id] = Fused(score=gain, raw={}, parts={"context": gain}, signals={**signals, "context": True})
         else:
-            out[item_id] = replace(base, score=base.score + gain, parts={**base.parts, "context": gain},
+            out[item_id] = base._replace(score=base.score + gain, parts={**base.parts, "context": gain},
                                    signals={**base.signals, "context": True})
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ..core import convert
 from ..models import SearchResult
@@ -24,8 +24,7 @@ SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a
 LEXICAL_CREDIT = 0.1
 
 
-@dataclass(frozen=True)
-class Fused:
+class Fused(NamedTuple):  # a tuple: built for every candidate of every search
     score: float
     raw: dict[str, float]
     parts: dict[str, float]

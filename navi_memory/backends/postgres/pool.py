@@ -128,9 +128,9 @@ def _stale_if_dead(conn: Any, ran: bool) -> Iterator[None]:
 def _local_statements(conn: Any, query: Q) -> tuple[list[Any], list[str]]:
     """What goes with a ``Q.local`` statement: BEGIN and SET LOCAL before it, COMMIT after (in a
     call that has a transaction already, SET LOCAL alone: the call's COMMIT ends it)."""
-    assert query.local is not None
     alone = conn.autocommit
-    return [*(["BEGIN"] if alone else []), q.set_local(*query.local)], ["COMMIT"] if alone else []
+    settings = [q.set_local(name, value) for name, value in query.local]
+    return [*(["BEGIN"] if alone else []), *settings], ["COMMIT"] if alone else []
 
 
 def _undo_failed(conn: Any) -> bool:

@@ -27,7 +27,7 @@ from . import schema as schema
 from . import sql as q
 from .keyed import PostgresKeyedQueries
 from .persons import PERSON_TABLES, PostgresPersonQueries
-from .search import PostgresSearchQueries
+from .search import Pins, PostgresSearchQueries
 from .sessions import SESSION_TABLES, PostgresSessionQueries
 from .sql import Q
 from .sql import row_times as _row_times
@@ -64,6 +64,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
             raise ValidationError(f"unknown PostgreSQL backend options {unknown}; known: {list(TUNING)}")
         self.url = url
         self._indexed: set[tuple[str, int]] = set()
+        self.pins = Pins()
         self.defer_vector_index = defer_vector_index  # bulk loads: build_vector_index() after the load
         for name, value in tuning.items():
             if value is not None:

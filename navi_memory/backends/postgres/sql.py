@@ -22,21 +22,22 @@ from .metadata import metadata_sql
 
 class Q(NamedTuple):
     """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions). ``local``: a
-    (setting, value) the statement runs under, SET LOCAL in a transaction of its own that the
-    runner sends with it in one round trip (a session SET would not survive a transaction-mode
-    pooler such as PgBouncer)."""
+    returning the error instead of raising (for optional DDL such as extensions). ``local``: the
+    (setting, value) pairs the statement runs under, SET LOCAL in a transaction of its own that
+    the runner sends with it in one round trip (a session SET would not survive a
+    transaction-mode pooler such as PgBouncer)."""
 
     text: Any
     params: Sequence[Any] | None = None
     many: bool = False
     own_tx: bool = False
-    local: tuple[str, Any] | None = None
+    local: tuple[tuple[str, int | str], ...] = ()
 
 
-def set_local(name: str, value: int) -> sql.Composed:
-    """``SET LOCAL name = value`` (a trusted setting name, an integer value)."""
-    return sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(int(value)))
+def set_local(name: str, value: int | str) -> sql.Composed:
+    """``SET LOCAL name = value`` (a trusted setting name; an integer or a keyword value)."""
+    return sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value if isinstance(value, str)
+                                                                            else int(value)))
 
 
 def adapt_vectors(conn: Any) -> None:
@@ -160,25 +161,54 @@ WIDE_SELECT = RANK_SELECT + sql.SQL(", ") + owner_and_session("i")
 
 
 def semantic_candidates(f: Filters, model: str, dimensions: int, query: Any, k: int,
-                        exact: bool = False, wide: bool = False) -> tuple[sql.Composed, list[Any]]:
+                        exact: bool = False, wide: bool = False,
+                        index_depth: int | None = None) -> tuple[sql.Composed, list[Any]]:
     """Nearest rows by cosine; the model and size are literals so the partial HNSW index applies.
     ``exact``: the distance on the uncast column, which the HNSW index cannot serve, so the rows
     come from the (user_id, model, state) btree and are all compared. ``wide``: with the columns
-    ``hits_beside`` reads (``WIDE_SELECT``) beside ``score``, instead of ``id`` alone."""
+    ``hits_beside`` reads (``WIDE_SELECT``) beside ``score``, instead of ``id`` alone.
+    ``index_depth``: the HNSW plan fixed: the index's nearest ``index_depth`` vectors of the model
+    (all users) in a subquery with a LIMIT, into which the planner cannot push the user's
+    condition, so it cannot choose the user's btree instead, filtered afterwards. The same rows as
+    the HNSW plan of the plain statement, whose scan also stops at ``hnsw.ef_search`` (=
+    ``index_depth``), and one plan whatever the parameters, so a generic plan serves (``Pins``)."""
     cond, params = where(f)
     dims = sql.Literal(dimensions)
+    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("e.user_id = %s")
+    user_params = [] if f.user_id is None else [f.user_id]
+    columns = WIDE_SELECT if wide else sql.SQL("e.item_id AS id")
+    if index_depth is not None:
+        return sql.SQL(
+            "SELECT {columns}, 1 - e.distance AS score FROM (SELECT n.user_id, n.item_id, n.state,"
+            " n.embedding::vector({dims}) <=> %s::vector({dims}) AS distance FROM embeddings n"
+            " WHERE n.model = {model} AND n.dimensions = {dims} ORDER BY distance LIMIT {depth}) e"
+            " JOIN items i ON i.user_id = e.user_id AND i.id = e.item_id"
+            " WHERE {user} AND e.state = 'ready' AND {cond} ORDER BY e.distance LIMIT %s"
+        ).format(columns=columns, dims=dims, model=sql.Literal(model), depth=sql.Literal(int(index_depth)),
+                 user=user, cond=cond), [query, *user_params, *params, k]  # the vector sent once
     distance = sql.SQL("(e.embedding <=> %s::vector)" if exact else
                        "(e.embedding::vector({dims}) <=> %s::vector({dims}))").format(dims=dims)
-    user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("e.user_id = %s")
     text = sql.SQL(
         "SELECT {columns}, 1 - {distance} AS score FROM embeddings e"
         " JOIN items i ON i.user_id = e.user_id AND i.id = e.item_id"
         " WHERE {user} AND e.model = {model} AND e.dimensions = {dims} AND e.state = 'ready' AND {cond}"
         " ORDER BY {distance} LIMIT %s"
-    ).format(columns=WIDE_SELECT if wide else sql.SQL("e.item_id AS id"), distance=distance, user=user,
-             model=sql.Literal(model), dims=dims, cond=cond)
-    user_params = [] if f.user_id is None else [f.user_id]
+    ).format(columns=columns, distance=distance, user=user, model=sql.Literal(model), dims=dims, cond=cond)
     return text, [query, *user_params, *params, query, k]
+
+
+def user_shares(model: str, dimensions: int) -> tuple[sql.SQL, list[Any]]:
+    """Whether the model's HNSW index exists (``indexed``), and the users holding the most
+    vectors with their share of the embeddings table (``users``, ``shares``), from the planner's
+    statistics (``most_common_vals`` of ``embeddings.user_id``; empty before the first ANALYZE)."""
+    return sql.SQL(
+        "WITH st AS (SELECT s.most_common_vals::text::text[] AS users, s.most_common_freqs AS shares"
+        " FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace AND n.nspname = s.schemaname"
+        " WHERE c.oid = 'embeddings'::regclass AND s.attname = 'user_id')"
+        " SELECT to_regclass(%s) IS NOT NULL AS indexed, coalesce((SELECT users FROM st), '{}') AS users,"
+        " coalesce((SELECT shares FROM st), '{}') AS shares"
+    ), [vector_index_text(model, dimensions)]
 
 
 def neighbour_centres(f: Filters, ids: list[int]) -> tuple[sql.Composed, list[Any]]:

@@ -1,0 +1,163 @@
+"""The plan-fixed HNSW statement (``Pins``): which users it serves, that it returns what the plain
+statement returns, and that it runs under one generic plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from navi_memory import MemoryStore
+from navi_memory.backends.base import Filters
+from navi_memory.backends.postgres import search as pg_search
+from navi_memory.backends.postgres import sql as q
+from navi_memory.backends.postgres.search import Pins
+from navi_memory.models import utcnow
+
+from .pg import with_option
+
+pytestmark = pytest.mark.postgres
+MODEL = "random-16"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_user_is_pinned_by_its_expected_share_of_the_index_scan(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(pg_search.time, "monotonic", clock)
+    pins = Pins()
+    assert pins.stale(MODEL, 16) and not pins.serves("big", MODEL, 16, 300, 50)
+    pins.read(MODEL, 16, True, ["big", "mid"], [0.6, 0.4])
+    assert not pins.stale(MODEL, 16)
+    assert pins.serves("big", MODEL, 16, 300, 50)  # 300 x 0.6 = 180 >= 3 x 50
+    assert not pins.serves("mid", MODEL, 16, 300, 50)  # 120 < 150
+    assert pins.serves("mid", MODEL, 16, 400, 50)
+    assert not pins.serves("unlisted", MODEL, 16, 300, 50)
+    assert not pins.serves("big", MODEL, 32, 300, 50)  # another size: its own index, not read yet
+    pins.fell_short("big", MODEL, 16)
+    assert not pins.serves("big", MODEL, 16, 300, 50)
+    clock.now += pg_search.PIN_SECONDS + 1
+    assert pins.stale(MODEL, 16)
+    assert pins.serves("big", MODEL, 16, 300, 50)  # the shortfall is forgotten with the read
+    pins.read(MODEL, 16, False, ["big"], [1.0])
+    assert not pins.serves("big", MODEL, 16, 300, 50)  # no index: the plain statement scans exactly
+
+
+def test_the_users_remembered_as_fallen_short_are_bounded(monkeypatch):
+    pins = Pins()
+    monkeypatch.setattr(pins, "most", 3)
+    for n in range(10):
+        pins.fell_short(f"u{n}", MODEL, 16)
+    assert len(pins._short) <= 3
+
+
+def test_only_plain_filters_are_pinned():
+    now = utcnow()
+    assert Filters(user_id="u", now=now).plain
+    assert Filters(user_id="u", now=now, include_expired=True).plain
+    for changed in ({"theme": "food"}, {"types": ("note",)}, {"since": now}, {"person": "Bob"},
+                    {"status": "archived"}, {"namespace_prefix": "a"}, {"agent_id": "a"}, {"run_id": "r"}):
+        assert not Filters(user_id="u", now=now, **changed).plain, changed
+
+
+@pytest.fixture
+def two_users(pg_url):
+    """A store on one connection holding a large user (most of the index) and a small one, analysed.
+    Sorting is discouraged so that the plain statement takes the HNSW plan for the large user too,
+    as it does on tables of real size (on 3,000 rows an exact sort may look cheaper)."""
+    rng = np.random.default_rng(5)
+    now = utcnow()  # one moment for every search: the same recency, so the same scores
+    store = MemoryStore.open(with_option(pg_url, "enable_sort=off"), embeddings=False, embedding_model=MODEL,
+                             backend_options={"max_size": 1}, clock=lambda: now)
+    store.add_many([{"user_id": "big", "content": f"big {n}", "theme": "food" if n % 2 else "work",
+                     "embedding": v} for n, v in enumerate(rng.normal(size=(3000, 16)))])
+    small = rng.normal(size=(40, 16))
+    ids = store.add_many([{"user_id": "small", "content": f"small {n}", "embedding": v} for n, v in enumerate(small)])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    yield store, rng, small, ids
+    store.close()
+
+
+def _sent(monkeypatch) -> list[str]:
+    sent: list[str] = []
+    real = psycopg.Cursor.execute
+    monkeypatch.setattr(psycopg.Cursor, "execute", lambda cur, text, *a, **k: (
+        sent.append(text.as_string(cur) if hasattr(text, "as_string") else str(text)), real(cur, text, *a, **k))[1])
+    return sent
+
+
+def test_a_large_user_gets_the_same_hits_from_one_generic_plan(two_users, monkeypatch):
+    store, rng, _, _ = two_users
+    backend, filters = store._backend, Filters(user_id="big", now=utcnow())
+    queries = rng.normal(size=(8, 16))
+    plain = []
+    for query in queries:
+        monkeypatch.setattr(pg_search, "PIN_MARGIN", 10**9)  # nobody is pinned
+        plain.append(backend.semantic_candidates(filters, MODEL, query, 20))
+    monkeypatch.setattr(pg_search, "PIN_MARGIN", 3)
+    sent = _sent(monkeypatch)
+    pinned = [backend.semantic_candidates(filters, MODEL, query, 20) for query in queries]
+    assert [[i for i, _ in hits] for hits in pinned] == [[i for i, _ in hits] for hits in plain]
+    assert np.allclose([s for hits in pinned for _, s in hits], [s for hits in plain for _, s in hits])
+    assert all(len(hits) == 20 for hits in pinned)
+    text, params = q.semantic_candidates(filters, MODEL, 16, queries[0], 20)
+    with backend.pool.connection() as conn:  # the plain statement's own plan is HNSW too (see the fixture)
+        assert "embeddings_hnsw_" in "\n".join(r["QUERY PLAN"] for r in conn.execute(sql.SQL("EXPLAIN ") + text, params))
+    assert sent.count("SET LOCAL plan_cache_mode = 'force_generic_plan'") == len(queries)
+    assert sum(") e JOIN items i" in text for text in sent) == len(queries)
+    with backend.pool.connection() as conn:  # psycopg prepares a statement on its fifth run
+        plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                             " WHERE statement LIKE '%%) e JOIN items i%%'").fetchall()
+    assert plans and plans[0]["generic_plans"] >= 3 and plans[0]["custom_plans"] == 0
+
+
+def test_whole_searches_of_a_large_user_are_the_same_pinned_or_not(two_users, monkeypatch):
+    store, rng, _, _ = two_users
+    queries = rng.normal(size=(4, 16))
+    monkeypatch.setattr(pg_search, "PIN_MARGIN", 10**9)
+    plain = [[(r.id, round(r.score, 6)) for r in store.search("big", user_id="big", query_embedding=q)]
+             for q in queries]
+    monkeypatch.setattr(pg_search, "PIN_MARGIN", 3)
+    sent = _sent(monkeypatch)
+    pinned = [[(r.id, round(r.score, 6)) for r in store.search("big", user_id="big", query_embedding=q)]
+              for q in queries]
+    assert pinned == plain
+    assert sum(") e JOIN items i" in text for text in sent) == len(queries)
+
+
+def test_small_users_and_filtered_searches_keep_the_plain_statement(two_users, monkeypatch):
+    store, rng, small, ids = two_users
+    backend, query = store._backend, rng.normal(size=16)
+    sent = _sent(monkeypatch)
+    hits = backend.semantic_candidates(Filters(user_id="small", now=utcnow()), MODEL, query, 10)
+    cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
+    assert [i for i, _ in hits] == [ids[i] for i in np.argsort(-cosine)[:10]]  # exact
+    themed = backend.semantic_candidates(Filters(user_id="big", now=utcnow(), theme="food"), MODEL, query, 10)
+    assert len(themed) == 10
+    assert not any(") e JOIN items i" in text or "plan_cache_mode" in text for text in sent)
+
+
+def test_a_pinned_search_that_falls_short_is_searched_exactly_and_unpins_the_user(two_users, monkeypatch):
+    store, rng, small, ids = two_users
+    backend, query = store._backend, rng.normal(size=16)
+    backend.ef_search = 30  # an index scan this shallow finds few of the small user's 40 vectors
+    filters = Filters(user_id="small", now=utcnow())
+    backend.semantic_candidates(filters, MODEL, query, 10)  # reads the statistics
+    backend.pins.read(MODEL, 16, True, ["small"], [1.0])  # as if the statistics said it held them all
+    sent = _sent(monkeypatch)
+    hits = backend.semantic_candidates(filters, MODEL, query, 10)
+    cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
+    assert [i for i, _ in hits] == [ids[i] for i in np.argsort(-cosine)[:10]]  # the exact rerun
+    assert sum(") e JOIN items i" in text for text in sent) == 1
+    assert not backend.pins.serves("small", MODEL, 16, 30, 10)
+    sent.clear()
+    backend.semantic_candidates(filters, MODEL, query, 10)
+    assert not any(") e JOIN items i" in text for text in sent)
