@@ -151,12 +151,22 @@ def test_token_command_makes_and_revokes_tokens_that_serve_accepts(db, tmp_path)
         assert server.wait(f"http://127.0.0.1:{port}/api/users/alice/items").status_code == 401
         auth = {"Authorization": f"Bearer {alice}"}
         assert httpx.get(f"http://127.0.0.1:{port}/api/users/alice/items", headers=auth).status_code == 200
+        gone = subprocess.run(command("token", "--user", "alice", "--file", str(tokens), "--revoke", db=db),
+                              capture_output=True, text=True, timeout=60)
+        assert gone.returncode == 0 and "removed 1 token(s) of alice" in gone.stdout
+        assert json.loads(tokens.read_text()) == {bob: "bob"}
+        carol = subprocess.run(command("token", "--user", "carol", "--file", str(tokens), "--expires-days", "7",
+                                       db=db), capture_output=True, text=True, timeout=60).stdout.strip()
+        assert json.loads(tokens.read_text())[carol]["user"] == "carol"
+        time.sleep(1.1)  # the server looks at the file at most once a second: no restart
+        assert httpx.get(f"http://127.0.0.1:{port}/api/users/alice/items", headers=auth).status_code == 401
+        assert httpx.get(f"http://127.0.0.1:{port}/api/users/carol/items",
+                         headers={"Authorization": f"Bearer {carol}"}).status_code == 200
     finally:
         server.stop()
-    gone = subprocess.run(command("token", "--user", "alice", "--file", str(tokens), "--revoke", db=db),
-                          capture_output=True, text=True, timeout=60)
-    assert gone.returncode == 0 and "removed 1 token(s) of alice" in gone.stdout
-    assert json.loads(tokens.read_text()) == {bob: "bob"}
+    revoked = subprocess.run(command("token", "--user", "carol", "--file", str(tokens), "--revoke", db=db),
+                             capture_output=True, text=True, timeout=60)
+    assert revoked.returncode == 0 and json.loads(tokens.read_text()) == {bob: "bob"}
     bad = subprocess.run(command("token", "--user", "alice ", "--file", str(tokens), db=db), capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and json.loads(tokens.read_text()) == {bob: "bob"}

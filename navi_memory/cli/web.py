@@ -85,11 +85,12 @@ def cmd_token(args: argparse.Namespace) -> None:
 
     if args.revoke:
         print(f"removed {revoke_tokens(args.file, args.user)} token(s) of {args.user} from {args.file}"
-              " (restart the servers that read it)")
+              " (the servers that read it stop taking them within a second)")
     else:  # the token on stdout alone, for scripts; what to do with it on stderr
-        print(issue_token(args.file, args.user))
-        print(f"a token for {args.user} added to {args.file} (mode 600); the servers that read it"
-              " (serve / ui / mcp --tokens) take it when they start", file=sys.stderr)
+        print(issue_token(args.file, args.user, expires_days=args.expires_days))
+        until = "" if args.expires_days is None else f", acting for {args.expires_days:g} days"
+        print(f"a token for {args.user} added to {args.file} (mode 600{until}); the servers that read it"
+              " (serve / ui / mcp --tokens) take it within a second", file=sys.stderr)
 
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
@@ -98,6 +99,7 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     p.add_argument("--user", required=True, help="the user the token acts for")
     p.add_argument("--file", required=True, metavar="FILE", help="the JSON token file (created, mode 600, if missing)")
     p.add_argument("--revoke", action="store_true", help="remove every token of the user instead")
+    p.add_argument("--expires-days", type=float, metavar="DAYS", help="the token stops acting after this many days")
     for name, fn, text, port, env in (
             ("ui", cmd_ui, "read-only memory browser in a web page (needs the ui extra)", 8765, UI_TOKEN_ENV),
             ("serve", cmd_serve, "REST API with writes, always behind a token (needs the ui extra)", 8766,
