@@ -54,7 +54,7 @@ def _hits(rows: Sequence[dict], score: Callable[[Any], float]) -> Hits:
                 cosines={r["id"]: _similarity(r["cosine"]) for r in rows if r["cosine"] is not None})
 
 
-PIN_SECONDS = 300.0  # how long a read of the planner's statistics (and a user's shortfall) is trusted
+PIN_SECONDS = 60.0  # how long a read of the planner's statistics (and a user's shortfall) is trusted
 PIN_MARGIN = 3  # HNSW must be expected to yield this many times k of the user's vectors
 
 
