@@ -167,6 +167,9 @@ def test_token_command_makes_and_revokes_tokens_that_serve_accepts(db, tmp_path)
     revoked = subprocess.run(command("token", "--user", "carol", "--file", str(tokens), "--revoke", db=db),
                              capture_output=True, text=True, timeout=60)
     assert revoked.returncode == 0 and json.loads(tokens.read_text()) == {bob: "bob"}
+    both = subprocess.run(command("token", "--user", "bob", "--file", str(tokens), "--revoke", "--expires-days", "1",
+                                  db=db), capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "--revoke" in both.stderr and json.loads(tokens.read_text()) == {bob: "bob"}
     bad = subprocess.run(command("token", "--user", "alice ", "--file", str(tokens), db=db), capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and json.loads(tokens.read_text()) == {bob: "bob"}

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ValidationError
 from .common import integer
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
@@ -83,6 +83,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def cmd_token(args: argparse.Namespace) -> None:
     from ..tokens import issue_token, revoke_tokens
 
+    if args.revoke and args.expires_days is not None:
+        raise ValidationError("--expires-days makes a token: it does not go with --revoke")
     if args.revoke:
         print(f"removed {revoke_tokens(args.file, args.user)} token(s) of {args.user} from {args.file}"
               " (the servers that read it stop taking them within a second)")

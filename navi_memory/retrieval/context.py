@@ -51,7 +51,7 @@ def smooth(fused: Mapping[int, Fused], neighbours: Mapping[int, Sequence[int]],
             out[item_id] = Fused(score=gain, raw={}, parts={"context": gain}, signals={**signals, "context": True})
         else:
             out[item_id] = base._replace(score=base.score + gain, parts={**base.parts, "context": gain},
-                                   signals={**base.signals, "context": True})
+                                         signals={**base.signals, "context": True})
     return out
 
 

@@ -62,10 +62,10 @@ class Pins:
     """Which users the plan-fixed HNSW statement (``sql.semantic_candidates`` with ``index_depth``)
     serves. Planned afresh for each search, the plain statement lets the planner pick, by the
     user's share of the table, the HNSW index (large users) or the user's btree and an exact sort
-    (small ones); fixed to HNSW it can keep one generic plan. A user is pinned when the index exists and the nearest
-    ``depth`` vectors of the index (all an HNSW scan yields) are expected to hold ``PIN_MARGIN``
-    x k of theirs: ``depth`` x their share of the table (the planner's statistics: a user too
-    small to be listed is never pinned). A pinned search that falls short of k hits unpins the
+    (small ones); fixed to HNSW it can keep one generic plan. A user is pinned when the index
+    exists and the nearest ``depth`` vectors of the index (all an HNSW scan yields) are expected
+    to hold ``PIN_MARGIN`` x k of theirs: ``depth`` x their share of the table (the planner's
+    statistics: a user too small to be listed is never pinned). A pinned search that falls short of k hits unpins the
     user for ``PIN_SECONDS`` (the usual fallback then searches them exactly if they are small). A
     stale read costs speed only, never results: the two statements return the same rows where
     the HNSW plan is taken. Thread-safe enough: single dict stores, a bounded size."""
@@ -107,7 +107,7 @@ class PostgresSearchQueries:
     ef_search: int
     exact_below: int
     lexical_row_budget: int
-    pins: "Pins"
+    pins: Pins
 
     @operation
     @reads
