@@ -177,10 +177,12 @@ class FactChange(_Record):
 @dataclass
 class NoteAdded(_Record):
     """Outcome of ``add_note``: action ``added`` (a new item) or ``existing`` (the same text was
-    already stored for the user: that item, unchanged, and nothing new)."""
+    already stored for the user: that item, unchanged, and nothing new). ``similar``: ids of the
+    user's items a typo apart from the text (stored apart, only reported)."""
 
     action: str
     item: Item
+    similar: tuple[int, ...] = ()
 
 
 @dataclass

@@ -36,16 +36,17 @@ class AsyncMemoryStoreAPI:
         no control characters; search, list_items and count_items filter by them).
 
         ``dedup`` (default True): when the user already has an active item of the same type,
-        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        agent, run, person and metadata with the same text (see ``add_note``), its id is returned
         and nothing is stored. ``add_note`` also tells which of the two happened."""
         return await self._run(self._ops.memory.add(user_id=user_id, content=content, dedup=dedup, **fields))
 
     async def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> NoteAdded:
         """``add``, returning the item and whether it is new: action ``added``, or ``existing``
         when the same text was already stored (that item is returned unchanged, ``dedup=False``
-        stores a second one). The same text: equal once case, punctuation, articles and spacing
-        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
-        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
+        stores a second one). The same text: equal once case, spacing and punctuation are
+        ignored ("The train is at 8:15." = "the train is at 8:15"); a text that differs in any
+        letter, digit or symbol is stored ("gate A12" is not "gate A13"). ``similar`` holds the ids
+        of stored items a typo apart (``pipeline.dedup.near_note``), reported, never merged."""
         return await self._run(self._ops.memory.add_note(user_id=user_id, content=content, dedup=dedup, **fields))
 
     async def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[int]:

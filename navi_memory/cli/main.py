@@ -54,7 +54,8 @@ def cmd_add(args: argparse.Namespace) -> None:
         print(f"already stored as item {item.id} (theme {item.theme}): nothing added")
     else:
         state = item.embedding.state if item.embedding else "none (lexical only)"
-        print(f"added item {item.id} (theme {item.theme}, embedding {state})")
+        similar = f"; kept apart from the similar item(s) {', '.join(map(str, added.similar))}" if added.similar else ""
+        print(f"added item {item.id} (theme {item.theme}, embedding {state}){similar}")
 
 
 def cmd_get(args: argparse.Namespace) -> None:

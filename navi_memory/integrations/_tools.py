@@ -206,7 +206,11 @@ def note_json(added: Any) -> dict[str, Any]:
         return {"id": added.item.id, "status": "existing",
                 "note": "this text was already stored: the existing item is kept, nothing was added"}
     embedding = added.item.embedding  # pending/error: found by its words until a vector is made
-    return {"id": added.item.id, "status": "added", "embedding": embedding.state if embedding else None}
+    out = {"id": added.item.id, "status": "added", "embedding": embedding.state if embedding else None}
+    if added.similar:
+        out["similar_ids"] = list(added.similar)
+        out["note"] = "stored as a new item; items with almost the same text are kept apart (similar_ids)"
+    return out
 
 
 def fact_change_json(change: Any) -> dict[str, Any]:

@@ -64,24 +64,36 @@ class FactOperations:
             "agent_id": v.scope_id(agent_id, "agent_id"),
             "run_id": v.scope_id(run_id, "run_id"),
         }
+        match = v.flag(match_equivalent, "match_equivalent")
+        yield from self._memory.refuse_if_off([uid])
+        action, row, previous, requested, mirror = yield db.in_one_transaction(
+            make_plan=lambda: self._write_fact(uid, dict(fact), match, now))
+        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
+            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
+        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                          requested_key=requested)
+
+    def _write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
+        """A plan for ``in_one_transaction``: under the user's write lock, find the equivalent fact
+        (``match_equivalent``) and write; concurrent writers of ``city`` and ``home_city`` then
+        end with one fact, as sequential ones do. Returns the backend's (action, row, previous),
+        the key asked for when another was updated, and the fact's searchable item."""
+        yield db.lock_user_writes(user_id=uid)
         requested = None
-        if v.flag(match_equivalent, "match_equivalent"):
+        if match_equivalent:
             mine = [r for r in (yield from self.newest_facts(uid)) if r.get("agent_id") == fact["agent_id"]]
             if not any(r["category"] == fact["category"] and r["key"] == fact["key"] for r in mine):
                 other = dedup.equivalent_fact(fact["category"], fact["key"], fact["value"], mine)
                 if other is not None:
                     requested, fact["category"], fact["key"] = fact["key"], other["category"], other["key"]
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
-                         theme=fact["category"], source=source, confidence=fact["confidence"],
+                         theme=fact["category"], source=fact["source"], confidence=fact["confidence"],
                          person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
                          run_id=fact["run_id"],
                          metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
-        yield from self._memory.refuse_if_off([uid])
-        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model, now=now)
-        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
-            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
-        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
-                          requested_key=requested)
+        action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model,
+                                                     now=now)
+        return action, row, previous, requested, mirror
 
     def edit_from_item(self, uid: str, item: dict, content: str) -> Op:
         """A new content for a fact's searchable item, as the fact's new value: ``key: value``

@@ -33,7 +33,7 @@ from ..sansio import Op, operation
 from ..vectors import check_vector
 from .shared import EMBED_BATCH, Shared
 
-DEDUP_CANDIDATES = 20  # full-text hits checked for a stored note with the same text
+DEDUP_CANDIDATES = 50  # full-text hits checked for a stored note with the same text
 
 log = logging.getLogger("navi_memory")
 
@@ -176,62 +176,69 @@ class MemoryOperations:
         no control characters; search, list_items and count_items filter by them).
 
         ``dedup`` (default True): when the user already has an active item of the same type,
-        agent, run, person and metadata that says the same (see ``add_note``), its id is returned
+        agent, run, person and metadata with the same text (see ``add_note``), its id is returned
         and nothing is stored. ``add_note`` also tells which of the two happened."""
-        item_id, _ = yield from self._add_one(user_id, content, dedup, fields)
+        item_id, _, _ = yield from self._add_one(user_id, content, dedup, fields)
         return item_id
 
     @operation
     def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[NoteAdded]:
         """``add``, returning the item and whether it is new: action ``added``, or ``existing``
         when the same text was already stored (that item is returned unchanged, ``dedup=False``
-        stores a second one). The same text: equal once case, punctuation, articles and spacing
-        are ignored ("The train is at 8:15." = "the train is at 8:15"), or, from 20 characters
-        on, a typo apart with the same numbers and negations (``pipeline.dedup.same_note``)."""
-        item_id, existing = yield from self._add_one(user_id, content, dedup, fields)
+        stores a second one). The same text: equal once case, spacing and punctuation are
+        ignored ("The train is at 8:15." = "the train is at 8:15"); a text that differs in any
+        letter, digit or symbol is stored ("gate A12" is not "gate A13"). ``similar`` holds the ids
+        of stored items a typo apart (``pipeline.dedup.near_note``), reported, never merged."""
+        item_id, existing, similar = yield from self._add_one(user_id, content, dedup, fields)
         if existing is not None:
-            return NoteAdded(action="existing", item=self._item(existing))
-        return NoteAdded(action="added", item=self._item((yield from self._require_item(v.user_id(user_id),
-                                                                                           item_id))))
+            return NoteAdded(action="existing", item=self._item(existing), similar=similar)
+        row = yield from self._require_item(v.user_id(user_id), item_id)
+        return NoteAdded(action="added", item=self._item(row), similar=similar)
 
     def _add_one(self, user_id: Any, content: Any, dedup: Any, fields: Mapping[str, Any]) -> Op:
-        """(id, None) of a new item, or (id, row) of the stored item that says the same."""
+        """(id, None, similar ids) of a new item, or (id, row, similar ids) of the stored item with
+        the same text. The check and the insert hold the user's write lock: writers of the same
+        text at one instant store it once."""
         row = self.new_item(user_id, {**fields, "content": content})
-        if v.flag(dedup, "dedup"):
-            if row.person:
-                row = replace(row, person=(yield from self.person_name(row.user_id, row.person)))
-            same = yield from self._same_note(row)
-            if same is not None:
-                return same["id"], same
-        return (yield from self.add_rows([row]))[0], None
+        if not v.flag(dedup, "dedup"):
+            return (yield from self.add_rows([row]))[0], None, ()
+        yield from self.refuse_if_off([row.user_id])
+        if row.person:
+            row = replace(row, person=(yield from self.person_name(row.user_id, row.person)))
+        item_id, same, similar = yield db.in_one_transaction(make_plan=lambda: self._insert_unless_repeat(row))
+        if same is None:
+            yield from self.embed_inserted([item_id], [row])
+        return item_id, same, similar
 
-    def _same_note(self, row: NewItem) -> Op:
-        """The user's active, unexpired item saying what ``row`` says (same type, scopes, person and
-        metadata), or None.
-        Candidates come from the full-text index: a duplicate holds every word of the new text."""
+    def _insert_unless_repeat(self, row: NewItem) -> Op:
+        """A plan for ``in_one_transaction``: under the user's write lock, the stored item with the
+        same text, else a new one. Candidates come from the full-text index (a repeat holds every
+        word of the new text); those a typo apart are reported as similar."""
+        yield db.lock_user_writes(user_id=row.user_id)
         where = Filters(user_id=row.user_id, now=self._shared.now(), types=(row.type,), agent_id=row.agent_id,
                         run_id=row.run_id)
         terms = query_terms(row.content)
-        if not terms:
-            return None
-        hits = yield db.lexical_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
-        if not hits:
+        hits = (yield db.lexical_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)) if terms else []
+        if terms and not hits:
             hits = yield db.substring_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
-        if not hits:
-            return None
-        rows = {r["id"]: r for r in (yield db.fetch_items(user_id=row.user_id, ids=[i for i, _ in hits]))}
+        rows = {r["id"]: r for r in (yield db.fetch_items(user_id=row.user_id, ids=[i for i, _ in hits]))} \
+            if hits else {}
+
         def identity(r: Mapping[str, Any]) -> tuple:  # json: 1, 1.0 and True are three metadata values
             return (r.get("ext_key"), r.get("fact_id"), r.get("agent_id"), r.get("run_id"), r.get("person"),
                     json.dumps(r.get("metadata") or {}, sort_keys=True))
 
         wanted = identity({"agent_id": row.agent_id, "run_id": row.run_id, "person": row.person,
                            "metadata": row.metadata})
-        for item_id, _ in hits:  # keyed items and facts' copies (ext_key, fact_id) are never notes' doubles
-            found = rows.get(item_id)
-            if found is not None and dedup.same_note(found["content"], row.content) and identity(found) == wanted:
-                log.debug("item %s already says this: not stored again", item_id)
-                return found
-        return None
+        # keyed items and facts' copies (ext_key, fact_id) are never notes' doubles
+        mine = [rows[i] for i, _ in hits if i in rows and identity(rows[i]) == wanted]
+        similar = tuple(r["id"] for r in mine if dedup.near_note(r["content"], row.content))
+        for found in mine:
+            if dedup.same_note(found["content"], row.content):
+                log.debug("item %s already says this: not stored again", found["id"])
+                return found["id"], found, similar
+        (item_id,) = yield db.insert_items(items=[row], model=self._shared.model, now=self._shared.now())
+        return item_id, None, similar
 
     @operation
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> Op[list[int]]:
@@ -284,10 +291,14 @@ class MemoryOperations:
             rows = [replace(r, person=canonical_name(households[r.user_id], r.person)) if r.person else r
                     for r in rows]
         ids = yield db.insert_items(items=rows, model=self._shared.model, now=self._shared.now())
+        yield from self.embed_inserted(ids, rows)
+        return ids
+
+    def embed_inserted(self, ids: Sequence[int], rows: Sequence[NewItem]) -> Op:
+        """Embed the rows just inserted (those without a precomputed vector)."""
         if self._shared.embed_on_write:
             yield from self.embed_new([(i, r.user_id, embedding_text(r.title, r.content, r.context))
-                                        for i, r in zip(ids, rows) if r.vector is None])
-        return ids
+                                       for i, r in zip(ids, rows) if r.vector is None])
 
     @operation
     def get(self, item_id: int, *, user_id: str) -> Op[Item]:

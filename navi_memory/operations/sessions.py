@@ -457,7 +457,9 @@ class SessionOperations:
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
             agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
-            match_equivalent=False))  # dedup.decide has matched equivalent keys already
+            # dedup.decide has matched the equivalent keys on file when it read them; a fact to add
+            # is matched again under the write lock, against what a concurrent writer stored since
+            match_equivalent=decision.action == "add"))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
         facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)

@@ -18,7 +18,9 @@ this session (the model could not be reached then), the model's version of it ta
 category and key, so the fact is updated, not doubled.
 
 The same rules serve the direct writes: ``upsert_fact`` updates an ``equivalent_fact`` rather
-than adding a second one, and adding a note returns the stored one that is the ``same_note``.
+than adding a second one, and adding a note returns the stored one only when it is the same text
+(``same_note``: case, spacing and punctuation aside); a note a typo apart (``near_note``) is stored
+and only reported.
 
 Pure functions except ``judge``, a sans-I/O step.
 """
@@ -102,41 +104,40 @@ def equivalent_fact(category: str, key: str, value: str,
     return None
 
 
-# Words whose presence alone changes what a note says: a near-identical note must have the same ones.
-_GUARDS = {"not", "no", "never", "nor", "none", "nothing", "without", "t", "dont", "doesnt", "didnt", "isnt",
-           "wont", "cant", "except", "but"}
-_ARTICLES = {"a", "an", "the"}
-NOTE_SIMILARITY = 0.95  # character similarity of two normalised notes that only differ by a typo
-TYPO_MAX_CHARS = 1000  # longer notes must match exactly (normalised): the comparison grows with length squared
+NEAR_SIMILARITY = 0.95  # character similarity of two normalised notes that only differ by a typo
+NEAR_MAX_CHARS = 1000  # longer notes are never called near: the comparison grows with length squared
+# Punctuation is dropped unless a digit follows it: "8:15", "-5", "3.5" and "1,000" keep their meaning.
+_PUNCTUATION = re.compile(r"[^\w\s](?!\d)")
+_INVISIBLE = {"Cf", "Cc"}  # zero-width and control characters: not part of what a note says
 
 
 def note_text(text: str) -> str:
-    """A note as compared for duplicates: case and accents of width folded, punctuation and
-    articles dropped, whitespace collapsed ("The train leaves at 8:15!" -> "train leaves at 8 15")."""
-    folded = unicodedata.normalize("NFKC", str(text)).casefold()
-    words = re.findall(r"\w+", folded)
-    return " ".join(w for w in words if w not in _ARTICLES)
+    """A note as compared for repeats: compatibility forms unified (NFKC), lower case, invisible
+    characters and punctuation (not before a digit) dropped, whitespace collapsed
+    ("The train leaves at 8:15!" -> "the train leaves at 8:15"). Every letter, digit and symbol
+    stays: two texts that differ in one of them differ here too."""
+    folded = "".join(c for c in unicodedata.normalize("NFKC", str(text)).lower()
+                     if unicodedata.category(c) not in _INVISIBLE)
+    return " ".join(_PUNCTUATION.sub(" ", folded).split())
 
 
 def same_note(a: str, b: str) -> bool:
-    """Whether two notes say the same thing: equal ``note_text``, or (for notes of 20 to
-    ``TYPO_MAX_CHARS`` characters) a typo apart: character similarity of at least ``NOTE_SIMILARITY`` with the same
-    numbers and negations in the same order ("8:15" vs "8:45", "do" vs "don't", "worker 1 write 2" vs
-    "worker 2 write 1" are never the same)."""
+    """Whether two notes are the same text (equal ``note_text``, not empty): what a direct write
+    collapses. Anything else, a typo apart included, is another note."""
+    x = note_text(a)
+    return bool(x) and x == note_text(b)
+
+
+def near_note(a: str, b: str) -> bool:
+    """Whether two different notes look like one text with a typo (character similarity of at
+    least ``NEAR_SIMILARITY``, 20 to ``NEAR_MAX_CHARS`` characters): reported beside a new note,
+    never merged with it ("Flight LH400" and "Flight LH401" are two notes, and look alike)."""
     x, y = note_text(a), note_text(b)
-    if x == y:
-        return bool(x)
-    if min(len(x), len(y)) < 20 or max(len(x), len(y)) > TYPO_MAX_CHARS:
-        return False
-
-    def guards(words: list[str]) -> list[str]:
-        return [w for w in words if w.isdigit() or w in _GUARDS]  # in order: "1 of 2" is not "2 of 1"
-
-    if guards(x.split()) != guards(y.split()):
+    if x == y or min(len(x), len(y)) < 20 or max(len(x), len(y)) > NEAR_MAX_CHARS:
         return False
     matcher = difflib.SequenceMatcher(None, x, y, autojunk=False)
-    return matcher.real_quick_ratio() >= NOTE_SIMILARITY and matcher.quick_ratio() >= NOTE_SIMILARITY \
-        and matcher.ratio() >= NOTE_SIMILARITY  # the cheap upper bounds first
+    return matcher.real_quick_ratio() >= NEAR_SIMILARITY and matcher.quick_ratio() >= NEAR_SIMILARITY \
+        and matcher.ratio() >= NEAR_SIMILARITY  # the cheap upper bounds first
 
 
 def _against(candidate: ExtractedFact, existing: Mapping[str, Any], why: str) -> Decision:

@@ -87,7 +87,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
         collection = request.url.path.rstrip("/").rsplit("/", 1)[1]
         location = f"{request.scope.get('root_path', '')}/api/users/{path_part(path_user(request))}/{collection}/{item.id}"
         # the same text already stored: 200 with that item ("status": "existing"), nothing created
-        return SafeJSONResponse({"user": path_user(request), "item": item, "status": added.action},
+        return SafeJSONResponse({"user": path_user(request), "item": item, "status": added.action,
+                                 "similar": list(added.similar)},
                                 status_code=201 if added.action == "added" else 200, headers={"location": location})
 
     async def get_item(request: Request) -> Response:

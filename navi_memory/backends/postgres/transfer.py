@@ -119,6 +119,12 @@ class PostgresTransferQueries:
         return call
 
     @operation
+    def lock_user_writes(self, user_id: str) -> Op:
+        """Take the user's write lock until the transaction ends (a plan's check and insert then see
+        no concurrent writer of the same user; other users never wait)."""
+        yield Q("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["navi-memory writes of " + user_id])
+
+    @operation
     def ensure_vector_index(self, model: str, dimensions: int) -> Op:
         """The model's vector index, created if missing (after an import's commit: created inside
         its transaction, the index would wait on the import's own locks)."""

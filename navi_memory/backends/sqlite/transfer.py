@@ -124,6 +124,10 @@ class SQLiteTransfer:
                 done, call = advance(plan, getattr(self, call.method)(**call.kwargs))
             return call
 
+    def lock_user_writes(self, user_id: str) -> None:
+        """Nothing more to take: a plan runs in ``BEGIN IMMEDIATE``, which already makes every other
+        writer (thread or process) wait until it ends."""
+
     def ensure_vector_index(self, model: str, dimensions: int) -> None:
         """Nothing to build: SQLite searches its vectors in memory."""
 
