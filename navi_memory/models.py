@@ -166,12 +166,14 @@ class Fact(_Record):
 class FactChange(_Record):
     """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``.
     ``requested_key``: the key the caller gave, when the value went to an equivalent fact on file
-    under another key (``fact.key``); None otherwise."""
+    under another key (``fact.key``); None otherwise. ``reason``: why the value went where it
+    did (e.g. "home_city is location", "judged the same as employer"); None for a plain write."""
 
     action: str
     fact: Fact
     previous_value: str | None = None
     requested_key: str | None = None
+    reason: str | None = None
 
 
 @dataclass

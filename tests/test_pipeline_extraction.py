@@ -163,6 +163,9 @@ def test_the_same_fact_under_another_key_is_not_added_twice(store):
     assert (report.added, report.updated, report.unchanged) == (0, 0, 1)
     assert facts(store) == {("profile", "name"): "Eugene"}
     assert len(model.calls) == 1 and not report.summary_updated  # nothing changed: no summary call
+    # the report says what the candidate was merged into, and why
+    (change,) = report.changes
+    assert (change.requested_key, change.fact.key) == ("first_name", "name") and "first_name is name" in change.reason
 
 
 def test_an_equivalent_fact_found_by_similarity(store):

@@ -71,7 +71,8 @@ class FactOperations:
         if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
         return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
-                          requested_key=requested)
+                          requested_key=requested,
+                          reason=None if requested is None else f"{requested} is {row['key']}")
 
     def _write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
         """A plan for ``in_one_transaction``: under the user's write lock, find the equivalent fact

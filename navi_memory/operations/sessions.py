@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from typing import Any, Sequence
 
 from ..core import convert
@@ -447,19 +448,28 @@ class SessionOperations:
         return changes
 
     def _apply(self, uid: str, sid: str, candidate: ExtractedFact, decision: dedup.Decision, run_id: str | None) -> Op:
+        """Write one decision; the change says what the candidate was merged into and why
+        (``requested_key``, ``reason``), and merges are logged."""
         target = decision.target
+        asked = None if target is None or target["key"] == candidate.key else candidate.key
         if decision.action == "keep" and target is not None:
-            return FactChange(action="unchanged", fact=convert.fact(dict(target)))
-        category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
-                                                                                          candidate.key)
-        value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
-        return (yield from self._facts.upsert_fact(
-            user_id=uid, category=category, key=key, value=value, source=candidate.source,
-            confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
-            agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
-            # dedup.decide has matched the equivalent keys on file when it read them; a fact to add
-            # is matched again under the write lock, against what a concurrent writer stored since
-            match_equivalent=decision.action == "add"))
+            change = FactChange(action="unchanged", fact=convert.fact(dict(target)))
+        else:
+            category, key = (target["category"], target["key"]) if target is not None else (candidate.category,
+                                                                                              candidate.key)
+            value = target["value"] if decision.action == "unchanged" and target is not None else candidate.value
+            change = yield from self._facts.upsert_fact(
+                user_id=uid, category=category, key=key, value=value, source=candidate.source,
+                confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
+                agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
+                # dedup.decide has matched the equivalent keys on file when it read them; a fact to add
+                # is matched again under the write lock, against what a concurrent writer stored since
+                match_equivalent=decision.action == "add")
+        if target is not None:
+            log.info("extracted %s/%s=%r merged into %s/%s (%s): %s", candidate.category, candidate.key,
+                     candidate.value, change.fact.category, change.fact.key, change.action, decision.reason)
+        return replace(change, requested_key=change.requested_key or asked,
+                       reason=change.reason or (None if target is None else decision.reason))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
         facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)
