@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from ..core.timeutil import in_zone
 from ..core.timeutil import zone as zone  # the time zone of a name; kept importable from here
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -80,8 +81,8 @@ class QueryTime:
         if not self.every_year:
             return self.start <= moment < self.end
         # the period of the moment's year, or of the year before (December runs on into January)
-        year = moment.astimezone(self.start.tzinfo).year
-        starts = (self.start.replace(year=y) for y in (year, year - 1) if y > 1)
+        year = in_zone(moment, self.start.tzinfo).year  # a moment at the calendar's edge: no OverflowError
+        starts = (self.start.replace(year=y) for y in (year, year - 1) if 1 < y < 9999)
         return any(start <= moment < start + (self.end - self.start) for start in starts)
 
 
