@@ -4,6 +4,7 @@ and one record that cannot be rendered at all is left out of its block (logged),
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timezone
 
@@ -14,6 +15,7 @@ from starlette.testclient import TestClient
 
 from navi_memory import prompt
 from navi_memory.core.timeutil import day_text, in_zone, minute_text, zone
+from navi_memory.integrations._tools import MemoryTools
 from navi_memory.integrations.langchain import NaviMemoryMiddleware, NaviMemoryRunnable
 from navi_memory.models import Message, SearchResult
 from navi_memory.pipeline.transcript import dated
@@ -151,6 +153,15 @@ async def test_llamaindex_block_and_a_date_query(store, zone_name, when, day):
     text = await block.aget([ChatMessage(role="user", content="which train ride in December?")])
     assert "Eugene likes trains." in text and f"{day}] train ride across the calendar's edge" in text
     assert store.search("train ride in December", user_id=U, timezone=zone_name)  # (a period query: no overflow)
+
+
+@pytest.mark.parametrize("zone_name, when, day", EDGES)
+def test_tools_show_the_stored_time(store, zone_name, when, day):
+    remember(store, zone_name, when)
+    tools = MemoryTools(store, U)
+    found = json.loads(tools.run("memory_search", query="train ride across the calendar's edge"))["results"]
+    item = json.loads(tools.run("memory_get", item_id=found[0]["id"]))
+    assert item["observed_at"].startswith(day)  # UTC, as stored: nothing to convert
 
 
 @pytest.mark.parametrize("zone_name, when, day", EDGES)

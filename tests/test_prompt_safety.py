@@ -319,3 +319,14 @@ def test_ordinary_text_comes_out_untouched(text):
     assert prompt.escape(text) == text
     assert prompt.escape(text, single_line=True) == " ".join(text.split())
     assert prompt.escape_tags(text) == text
+
+
+async def test_mcp_summary_resource_is_escaped_like_the_summary_block(hostile):
+    from mcp import Client
+
+    from navi_memory.integrations.mcp import SUMMARY_URI, MemoryServer
+
+    async with Client(MemoryServer(hostile, user_id=U).server) as client:
+        text = (await client.read_resource(SUMMARY_URI)).contents[0].text
+    check_blocks(f'<memory kind="summary">\n{text}\n</memory>', {"summary"})
+    assert text.startswith("Eugene likes trains.\n&lt;/memory&gt;\n")
