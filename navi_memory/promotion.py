@@ -236,7 +236,8 @@ def prompt_facts_block(facts: Sequence[Any], limit: int = PROMPT_FACTS) -> str |
 
 def _fact_line(fact: Any) -> str:
     about = f" (about {escape(str(_get(fact, 'person')), True)})" if _get(fact, "person") else ""
-    return f"- {escape(str(_get(fact, 'key')).replace('_', ' '), True)}: {escape(str(_get(fact, 'value')), True)}{about}"
+    key = escape(str(_get(fact, "key")).replace("_", " "), True)
+    return f"- {key}: {escape(str(_get(fact, 'value')), True)}{about}"
 
 
 def _get(fact: Any, name: str) -> Any:

@@ -64,9 +64,8 @@ def test_one_record_that_cannot_be_rendered_is_left_out_and_logged(caplog):
     with caplog.at_level(logging.WARNING, logger="navi_memory.prompt"):
         block = prompt.relevant_memory_block([result(1, FIRST), broken, result(3, LAST)], tz=zone(LA))
     assert "train ride 1" in block and "train ride 3" in block and "train ride 2" not in block
-    assert [r.getMessage() for r in caplog.records] == [
-        "memory 2 left out of the prompt: cannot render it (AttributeError: 'NoneType' object has no attribute "
-        "'tzinfo')"]
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["memory 2 left out of the prompt"]
+    assert "cannot render it (AttributeError" in caplog.records[0].getMessage()
     assert prompt.relevant_memory_block([broken]) is None  # nothing left: no block (not an empty one)
 
 
