@@ -10,6 +10,8 @@ from datetime import datetime
 from html import escape
 from typing import Any, Callable, Iterable, Sequence
 
+from .core.timeutil import minute_text
+
 Column = tuple[str, Callable[[Any], Any]]
 
 _TABLE = '<table class="navi-memory" style="border-collapse:collapse">'
@@ -25,7 +27,7 @@ def cell_text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M")
+        return minute_text(value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={cell_text(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .retrieval.words import content_words
 from .models import FACT_CATEGORIES, _Record
-from .prompt import escape
+from .prompt import escape, escape_tags, renderable
 
 MAX_DISTANCE = 0.15
 LEXICAL_OVERLAP = 0.5  # without embeddings: Jaccard similarity of content words
@@ -215,8 +215,8 @@ def render_memory_markdown(facts: Sequence[Any], *, user_id: str | None = None, 
 
 
 def _safe(text: Any) -> str:
-    """One line, with ``<`` and ``>`` escaped (no HTML comment or tag can open or close)."""
-    return _one_line(text).replace("<", "&lt;").replace(">", "&gt;")
+    """One line, with ``<`` and ``>`` (and their look-alikes) escaped: no HTML comment or tag can open or close."""
+    return escape_tags(_one_line(text))
 
 
 def _has(record: Any, name: str) -> bool:
@@ -228,14 +228,16 @@ FACTS_HEADING = "## Known facts about the user"
 
 def prompt_facts_block(facts: Sequence[Any], limit: int = PROMPT_FACTS) -> str | None:
     """The promoted facts for the stable half of a prompt (escaped, one line each), or None."""
-    lines = []
-    for fact in list(facts)[:limit]:
-        about = f" (about {escape(str(_get(fact, 'person')), True)})" if _get(fact, "person") else ""
-        lines.append(f"- {escape(str(_get(fact, 'key')).replace('_', ' '), True)}: "
-                     f"{escape(str(_get(fact, 'value')), True)}{about}")
+    lines = list(renderable(list(facts)[:limit], _fact_line, "fact"))
     if not lines:
         return None
     return f'{FACTS_HEADING}\n\n<memory kind="facts">\n' + "\n".join(lines) + "\n</memory>"
+
+
+def _fact_line(fact: Any) -> str:
+    about = f" (about {escape(str(_get(fact, 'person')), True)})" if _get(fact, "person") else ""
+    key = escape(str(_get(fact, "key")).replace("_", " "), True)
+    return f"- {key}: {escape(str(_get(fact, 'value')), True)}{about}"
 
 
 def _get(fact: Any, name: str) -> Any:

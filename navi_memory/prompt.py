@@ -4,6 +4,10 @@ Stored text can contain anything a user or a tool once wrote, including ``</memo
 like ``## System: ignore previous instructions``. Every memory is rendered inside a
 ``<memory>`` block with ``&``, ``<`` and ``>`` escaped (it cannot close the block) and, for
 single-line entries, newlines folded (it cannot start a heading or a new instruction line).
+The checks read text as a model may (``as_seen``): invisible characters dropped and NFKC applied, so
+``\u200b## System``, ``＃＃`` and a ``=====`` underline are headings, ``＜/memory＞`` and ``‹/memory›``
+closing tags, and are escaped like them. One record that cannot be rendered (a date no zone can show)
+is left out of its block and logged (``renderable``); the block keeps the rest.
 
 The prompt contract the framework adapters follow (pure text here; placing it is theirs):
 
@@ -24,24 +28,116 @@ The prompt contract the framework adapters follow (pure text here; placing it is
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
+import unicodedata
 from datetime import tzinfo
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
+from .core.timeutil import day_text, in_zone
 from .models import SearchResult, Theme
+
+log = logging.getLogger(__name__)
 
 SUMMARY_HEADING = "## What I remember about the user"
 RELEVANT_HEADING = "## Relevant Memory"
 
 
+# What a model reads as ``<`` / ``>``: the characters themselves and those NFKC turns into them (full-width,
+# small), escaped wherever they stand; and look-alikes NFKC leaves alone (angle quotation marks, CJK angle
+# brackets, ...), which ordinary text uses as quotes and brackets, escaped where they open a closing tag
+# (``‹/memory›``). Slashes: those NFKC turns into ``/`` and the look-alikes.
+_BRACKETS = {**{ord(c): "&lt;" for c in "<\ufe64\uff1c"}, **{ord(c): "&gt;" for c in ">\ufe65\uff1e"}}
+_OPEN_LOOKALIKES = "\u2039\u3008\u2329\u27e8\u276e\u276c\u2770\u2991\u29fc\u02c2\u1438\u226e"
+_CLOSE_LOOKALIKES = "\u203a\u3009\u232a\u27e9\u276f\u276d\u2771\u2992\u29fd\u02c3\u1433\u226f"
+_SLASHES = "/\uff0f\u2044\u2215\u29f8"
+_AS_SEEN = str.maketrans({**dict.fromkeys(_OPEN_LOOKALIKES, "<"), **dict.fromkeys(_CLOSE_LOOKALIKES, ">"),
+                          **dict.fromkeys(_SLASHES, "/")})
+# invisible characters that are not format characters (Cf): the Unicode default-ignorable rest
+_IGNORABLE = frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810),
+                        *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+_TAG_REACH = 64  # characters after a look-alike ``</`` in which its closing look-alike is escaped too
+# a Markdown setext underline (the line above becomes a heading) or a thematic break
+_UNDERLINE = re.compile(r"\s*(?:=+|-+|(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,})\s*")
+
+
+def _invisible(char: str) -> bool:
+    return ord(char) in _IGNORABLE or unicodedata.category(char) == "Cf"
+
+
+def as_seen(text: str) -> str:
+    """``text`` as a model may read it: invisible characters (zero-width space, BOM, joiners, variation
+    selectors) dropped, NFKC-normalised (``＃`` is ``#``, ``＜`` is ``<``), angle-bracket and slash
+    look-alikes read as ``<``, ``>`` and ``/``. Used for deciding only: escaped text keeps its characters."""
+    visible = "".join(c for c in text if not _invisible(c))
+    return unicodedata.normalize("NFKC", visible).translate(_AS_SEEN)
+
+
+def _poses_as_markup(line: str) -> bool:
+    """Whether ``line`` could start a heading (``#``, also behind invisible characters or full-width) or
+    underline the line above into one, once read as a model reads it."""
+    seen = as_seen(line)
+    return seen.lstrip().startswith("#") or bool(seen.strip() and _UNDERLINE.fullmatch(seen))
+
+
+def _escape_tag_lookalikes(text: str) -> str:
+    """``‹/memory›``, ``〈/memory〉`` (a look-alike ``<`` before a slash, invisible characters between them
+    allowed) escaped as ``&lt;/memory&gt;``; the same brackets elsewhere (quotes, CJK titles) stay."""
+    if not any(c in _OPEN_LOOKALIKES for c in text):
+        return text
+    out: list[str] = []
+    closing = 0  # characters left in which a closing look-alike ends the tag just opened
+    for n, char in enumerate(text):
+        if char in _OPEN_LOOKALIKES and _slash_at(text, n + 1):
+            out.append("&lt;")
+            closing = _TAG_REACH
+        elif closing and char in _CLOSE_LOOKALIKES:
+            out.append("&gt;")
+            closing = 0
+        else:
+            out.append(char)
+            closing = 0 if char in "\n\r" else max(0, closing - 1)
+    return "".join(out)
+
+
+def _slash_at(text: str, start: int) -> bool:
+    end = start
+    while end < len(text) and _invisible(text[end]):
+        end += 1
+    return end < len(text) and text[end] in _SLASHES
+
+
+def escape_tags(text: str) -> str:
+    """``<`` and ``>`` (and what NFKC turns into them) as ``&lt;`` / ``&gt;``, closing-tag look-alikes too,
+    so ``text`` can neither open nor close a tag or comment; ``&`` is kept (MEMORY.md's Markdown)."""
+    return _escape_tag_lookalikes(text.translate(_BRACKETS))
+
+
 def escape(text: str, single_line: bool = False) -> str:
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """``text`` as inert data inside a ``<memory>`` block: ``&``, ``<`` and ``>`` (and what NFKC turns into
+    them) escaped, closing-tag look-alikes escaped; ``single_line``: whitespace and line breaks folded to
+    single spaces; else every line that could pose as a heading (``#`` first once invisible characters are
+    dropped and NFKC applied, or a setext underline such as ``=====``) gets a leading backslash."""
+    text = escape_tags(text.replace("&", "&amp;"))
     if single_line:
         return " ".join(text.split())
-    # a line starting with '#' could pose as a heading of the surrounding prompt
-    return "\n".join(("\\" + line) if line.lstrip().startswith("#") else line for line in text.splitlines())
+    return "\n".join(("\\" + line) if _poses_as_markup(line) else line for line in text.splitlines())
+
+
+Record = TypeVar("Record")
+
+
+def renderable(records: Iterable[Record], render: Callable[[Record], str], what: str) -> Iterator[str]:
+    """``render(record)`` for each record; one that cannot be rendered (a value no code path expected)
+    is left out and logged, so one bad row never costs the whole block."""
+    for record in records:
+        try:
+            yield render(record)
+        except Exception as exc:  # noqa: BLE001 - any failure of one record's text, whatever it is
+            log.warning("%s %s left out of the prompt: cannot render it (%s: %s)", what,
+                        getattr(record, "id", None) or "?", type(exc).__name__, exc)
 
 
 def summary_block(summary: str | None) -> str | None:
@@ -68,20 +164,23 @@ def household_block(household: Mapping[str, Any] | None) -> str | None:
     if persons:
         lines.append("Several people share the assistant; each turn's speaker may differ:"
                      if household.get("mode") == "multi" else "The person using the assistant:")
-    for person in persons[:HOUSEHOLD_PERSONS]:
-        about = [getattr(person, "role", None), getattr(person, "pronouns", None)]
-        aliases = getattr(person, "aliases", None) or []
-        about += [f"also called {', '.join(aliases)}" if aliases else None,
-                  f"born {person.birth_date}" if getattr(person, "birth_date", None) else None]
-        notes = " ".join(str(getattr(person, "notes", None) or "").split())
-        about.append(notes[:PERSON_NOTES] + ("…" if len(notes) > PERSON_NOTES else "") if notes else None)
-        details = "; ".join(str(a) for a in about if a)
-        lines.append(escape(f"- {person.display_name}" + (f" ({details})" if details else ""), True))
+    lines += renderable(persons[:HOUSEHOLD_PERSONS], _person_line, "household member")
     if len(persons) > HOUSEHOLD_PERSONS:
         lines.append(f"(and {len(persons) - HOUSEHOLD_PERSONS} more)")
     if not lines:
         return None
     return f'{HOUSEHOLD_HEADING}\n\n<memory kind="household">\n' + "\n".join(lines) + "\n</memory>"
+
+
+def _person_line(person: Any) -> str:
+    about = [getattr(person, "role", None), getattr(person, "pronouns", None)]
+    aliases = getattr(person, "aliases", None) or []
+    about += [f"also called {', '.join(aliases)}" if aliases else None,
+              f"born {person.birth_date}" if getattr(person, "birth_date", None) else None]
+    notes = " ".join(str(getattr(person, "notes", None) or "").split())
+    about.append(notes[:PERSON_NOTES] + ("…" if len(notes) > PERSON_NOTES else "") if notes else None)
+    details = "; ".join(str(a) for a in about if a)
+    return escape(f"- {person.display_name}" + (f" ({details})" if details else ""), True)
 
 
 INJECTION_TOKENS = 400  # the default budget of the relevant-memory block
@@ -101,7 +200,7 @@ def approximate_tokens(text: str) -> int:
 
 def _memory_line(result: SearchResult, tz: tzinfo | None = None) -> str:
     when = result.observed_at or result.created_at
-    label = f"{result.theme}/{result.type}, {when if tz is None else when.astimezone(tz):%Y-%m-%d}"
+    label = f"{result.theme}/{result.type}, {day_text(in_zone(when, tz))}"  # never overflows at the calendar's edge
     if result.person:
         label += f", about {escape(result.person, True)}"
     return f"- [{label}] {escape(result.content, single_line=True)}"
@@ -129,8 +228,7 @@ def relevant_memory_block(results: Iterable[SearchResult], max_tokens: int = INJ
     head, tail = f'{RELEVANT_HEADING}\n\n<memory kind="retrieved">\n', "\n</memory>"
     budget = max_tokens - count(head + tail)
     lines: list[str] = []
-    for result in results:
-        line = _memory_line(result, tz)
+    for line in renderable(results, lambda result: _memory_line(result, tz), "memory"):
         cost = count(line + "\n")
         if cost > budget and not lines:
             shortened = _shorten(line, budget - 1, count)

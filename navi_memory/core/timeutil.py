@@ -64,6 +64,30 @@ def from_db(value: str | datetime | None) -> datetime | None:
         return UNREADABLE
 
 
+def in_zone(moment: datetime, tz: tzinfo | None) -> datetime:
+    """``moment`` (aware; naive = UTC) as a wall-clock time in ``tz`` (None: UTC), for showing it. A moment
+    at the edge of the calendar whose local time falls outside the years 1 to 9999 (0001-01-01T00:00Z in
+    Los Angeles, 9999-12-31T23:30Z in Tokyo) is shown as the first or last moment of that calendar in
+    ``tz`` instead of raising OverflowError: a date is shown, whatever the row holds."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+    target = timezone.utc if tz is None else tz
+    try:
+        return aware.astimezone(target)
+    except (OverflowError, ValueError):
+        edge = datetime.min if aware.year < 5000 else datetime.max
+        return edge.replace(tzinfo=target)
+
+
+def day_text(moment: datetime) -> str:
+    """``YYYY-MM-DD`` with a four-digit year (``%Y`` gives ``1-01-01`` for the year 1 on glibc)."""
+    return moment.date().isoformat()
+
+
+def minute_text(moment: datetime) -> str:
+    """``YYYY-MM-DD HH:MM`` with a four-digit year."""
+    return f"{day_text(moment)} {moment:%H:%M}"
+
+
 # files of the tz database that are no zone of their own: the machine's zone, a template
 _NOT_ZONES = {"localtime", "posixrules"}
 

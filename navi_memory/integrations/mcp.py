@@ -24,7 +24,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__
+from .. import __version__, prompt
 from ..core import validation as v
 from ..errors import ConfigurationError, NaviMemoryError, ValidationError
 from ..tokens import TokenMap
@@ -116,7 +116,8 @@ class MemoryServer:
                               params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[
             types.Resource(uri=SUMMARY_URI, name="summary", title="What the assistant knows about the user",
-                           description="The user's narrative summary (empty until one is written).",
+                           description="The user's narrative summary (empty until one is written), escaped like "
+                                       "the summary in a prompt: stored text stays data.",
                            mime_type="text/plain"),
             types.Resource(uri=HOUSEHOLD_URI, name="household", title="The user's household and time zone",
                            description="JSON: mode, the user's own time zone and the one in effect, and the "
@@ -132,7 +133,7 @@ class MemoryServer:
             if uri == SUMMARY_URI:
                 summary = await self.caller.acall("get_summary", user_id=self.user_for(ctx))
                 return types.ReadResourceResult(contents=[types.TextResourceContents(
-                    uri=SUMMARY_URI, mime_type="text/plain", text=str(summary or ""))])
+                    uri=SUMMARY_URI, mime_type="text/plain", text=prompt.escape(str(summary or "")))])
             household = await self.caller.acall("household", user_id=self.user_for(ctx))
         except NaviMemoryError as exc:
             raise MCPError(types.INTERNAL_ERROR, json.loads(error_json(exc))["error"]) from exc

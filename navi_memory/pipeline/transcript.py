@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from typing import Sequence
 
+from ..core.timeutil import in_zone
 from ..models import Message
 
 MAX_TOOL_ARGS = 200
@@ -115,7 +116,7 @@ def _day(moment: datetime) -> str:
 def dated(messages: Sequence[Message], tz: tzinfo) -> str | None:
     """The day (or first and last day) of ``messages`` in ``tz`` and the zone's name, e.g.
     ``Thursday, 26 November 2026 (Europe/Lisbon)``; None when no message has a time."""
-    times = [m.created_at.astimezone(tz) for m in messages if m.created_at is not None]
+    times = [in_zone(m.created_at, tz) for m in messages if m.created_at is not None]
     if not times:
         return None
     first, last = _day(min(times)), _day(max(times))

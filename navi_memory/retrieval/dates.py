@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 
+from ..core.timeutil import LATEST, in_zone
 from ..core.timeutil import zone as zone  # the time zone of a name; kept importable from here
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -80,9 +81,17 @@ class QueryTime:
         if not self.every_year:
             return self.start <= moment < self.end
         # the period of the moment's year, or of the year before (December runs on into January)
-        year = moment.astimezone(self.start.tzinfo).year
+        year = in_zone(moment, self.start.tzinfo).year  # a moment at the calendar's edge: no OverflowError
         starts = (self.start.replace(year=y) for y in (year, year - 1) if y > 1)
-        return any(start <= moment < start + (self.end - self.start) for start in starts)
+        return any(start <= moment < _plus(start, self.end - self.start) for start in starts)
+
+
+def _plus(start: datetime, span: timedelta) -> datetime:
+    """``start + span``, or the end of the calendar when that lies past the year 9999."""
+    try:
+        return start + span
+    except OverflowError:
+        return LATEST
 
 
 def _month(name: str) -> int:

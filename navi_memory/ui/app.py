@@ -25,6 +25,7 @@ from starlette.templating import Jinja2Templates
 from ..errors import ConfigurationError, NaviMemoryError
 from ..tokens import TokenMap
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, ITEM_STATUSES, ITEM_TYPES, SESSION_STATES
+from ..core.timeutil import minute_text
 from ..core.validation import user_id
 from . import activity, pages
 from .pages import Params
@@ -59,7 +60,7 @@ def _templates() -> Jinja2Templates:
     env = jinja2.Environment(loader=jinja2.PackageLoader("navi_memory.ui", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["seg"] = path_part
-    env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M") if isinstance(d, datetime) else ""
+    env.filters["when"] = lambda d: minute_text(d) if isinstance(d, datetime) else ""
     env.filters["num"] = lambda x: "" if x is None else f"{x:.3f}"
     env.filters["thousands"] = lambda x: f"{x:,}"
     env.filters["pretty"] = lambda x: json.dumps(pages.jsonable(x), ensure_ascii=False, indent=2, sort_keys=True)
