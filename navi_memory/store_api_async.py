@@ -53,25 +53,39 @@ class AsyncMemoryStoreAPI:
         """Store many items in one transaction (each a mapping with user_id, content, ...); returns ids."""
         return await self._run(self._ops.memory.add_many(items))
 
-    async def get(self, item_id: int, *, user_id: str) -> Item:
-        """One item with its embedding state; ``NotFoundError`` for unknown or another user's id."""
-        return await self._run(self._ops.memory.get(item_id, user_id=user_id))
+    async def get(self, item_id: int, *, user_id: str, agent_id: str | None = None,
+                  run_id: str | None = None) -> Item:
+        """One item with its embedding state; ``NotFoundError`` for unknown or another user's id.
+        ``agent_id`` / ``run_id``: the call acts in that agent's / run's scope (as in ``search``):
+        an item written with another agent or run, or without one, is ``NotFoundError`` too."""
+        return await self._run(self._ops.memory.get(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id))
 
-    async def update(self, item_id: int, *, user_id: str, **changes: Any) -> Item:
-        """Change fields of an item; a new content or title is re-embedded."""
-        return await self._run(self._ops.memory.update(item_id, user_id=user_id, **changes))
+    async def update(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+                     **changes: Any) -> Item:
+        """Change fields of an item; a new content or title is re-embedded. ``agent_id`` /
+        ``run_id``: the call's scope, as in ``get`` (an item's own scopes never change)."""
+        return await self._run(self._ops.memory.update(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id,
+                                                       **changes))
 
-    async def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Item:
-        """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay."""
-        return await self._run(self._ops.memory.pin(item_id, user_id=user_id, pinned=pinned))
+    async def pin(self, item_id: int, *, user_id: str, pinned: bool = True, agent_id: str | None = None,
+                  run_id: str | None = None) -> Item:
+        """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay.
+        ``agent_id`` / ``run_id``: the call's scope, as in ``get``."""
+        return await self._run(self._ops.memory.pin(item_id, user_id=user_id, pinned=pinned, agent_id=agent_id,
+                                                    run_id=run_id))
 
-    async def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Item:
-        """Archive (or restore) an item: archived items leave default searches but are kept."""
-        return await self._run(self._ops.memory.archive(item_id, user_id=user_id, archived=archived))
+    async def archive(self, item_id: int, *, user_id: str, archived: bool = True, agent_id: str | None = None,
+                      run_id: str | None = None) -> Item:
+        """Archive (or restore) an item: archived items leave default searches but are kept.
+        ``agent_id`` / ``run_id``: the call's scope, as in ``get``."""
+        return await self._run(self._ops.memory.archive(item_id, user_id=user_id, archived=archived,
+                                                        agent_id=agent_id, run_id=run_id))
 
-    async def delete(self, item_id: int, *, user_id: str) -> None:
-        """Delete an item and its embedding for good."""
-        return await self._run(self._ops.memory.delete(item_id, user_id=user_id))
+    async def delete(self, item_id: int, *, user_id: str, agent_id: str | None = None,
+                     run_id: str | None = None) -> None:
+        """Delete an item and its embedding for good. ``agent_id`` / ``run_id``: the call's scope,
+        as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
+        return await self._run(self._ops.memory.delete(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id))
 
     async def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                          types: Sequence[str] | None = None, status: str = 'active', limit: int = 50,
@@ -252,18 +266,19 @@ class AsyncMemoryStoreAPI:
                                                            agent_id=agent_id, run_id=run_id,
                                                            match_equivalent=match_equivalent))
 
-    async def get_fact(self, key: str, *, user_id: str, category: str | None = None,
-                       agent_id: str | None = None) -> Fact:
+    async def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
+                       run_id: str | None = None) -> Fact:
         """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
-        return await self._run(self._ops.facts.get_fact(key, user_id=user_id, category=category, agent_id=agent_id))
+        its history. ``run_id``: only a fact last written in that run (as ``get_all_facts``)."""
+        return await self._run(self._ops.facts.get_fact(key, user_id=user_id, category=category, agent_id=agent_id,
+                                                        run_id=run_id))
 
-    async def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
-                          agent_id: str | None = None) -> int:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
+    async def delete_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
+                          run_id: str | None = None) -> int:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's,
+        only those last written in one run), history included; ``NotFoundError`` when none is."""
         return await self._run(self._ops.facts.delete_fact(key, user_id=user_id, category=category,
-                                                           agent_id=agent_id))
+                                                           agent_id=agent_id, run_id=run_id))
 
     async def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                             offset: int = 0, search: str | None = None, sort_by: str = 'category',

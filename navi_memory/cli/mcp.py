@@ -31,7 +31,8 @@ def cmd_mcp(args: argparse.Namespace) -> None:
               flush=True)
     asyncio.run(serve(args.db, embeddings=args.embeddings, transport=args.transport, user_id=args.user,
                       token_file=args.tokens or os.environ.get(TOKENS_ENV) or None, host=args.host,
-                      port=args.port, log_level="debug" if args.verbose else "warning"))
+                      port=args.port, log_level="debug" if args.verbose else "warning", agent_id=args.agent_id,
+                      run_id=args.run_id))
 
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
@@ -44,3 +45,6 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
                                                     f"(default ${TOKENS_ENV})")
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=integer("port"), default=8767, help="HTTP: port (default 8767)")
+    p.add_argument("--agent-id", help="the agent the tools act for: notes and facts are saved with it, and search,"
+                                      " get, archive and forget reach only what it wrote (default: no scope)")
+    p.add_argument("--run-id", help="the run the tools act in, likewise (default: no scope)")

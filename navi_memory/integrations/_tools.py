@@ -256,8 +256,9 @@ class MemoryTools:
     plain SDK tool loop; the LangChain, LlamaIndex and MCP tools use the same schemas.
 
     Scopes: ``agent_id`` / ``run_id`` (bound here or given per call, a call's must match a bound
-    one) tag the notes and facts a tool writes; when set, search only finds what was written with
-    them and forget deletes only that agent's fact. The model never sees or fills them."""
+    one) tag the notes and facts a tool writes; when set, every tool keeps to them: search only
+    finds what was written with them, get and archive reach only such an item (another is an
+    unknown id) and forget deletes only such a fact. The model never sees or fills them."""
 
     def __init__(self, store: Any, user_id: Any = UNBOUND, *, async_store: Any = None,
                  household: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
@@ -303,15 +304,14 @@ class MemoryTools:
                                         **scope},
                     fact_change_json)
         if name == "memory_get":
-            return ("get", (args["item_id"],), {"user_id": uid},
+            return ("get", (args["item_id"],), {"user_id": uid, **scope},
                     lambda it: {**{k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS},
                                 "embedding": it.embedding.state if it.embedding else None})
         if name == "memory_archive":
-            return ("archive", (args["item_id"],), {"user_id": uid},
+            return ("archive", (args["item_id"],), {"user_id": uid, **scope},
                     lambda it: {"id": it.id, "status": it.status})
         if name == "memory_forget":
-            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"],
-                                                    "agent_id": scope.get("agent_id")},
+            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"], **scope},
                     lambda n: {"deleted": n, "key": args["key"]})
         if name == "memory_list_themes":
             return ("list_themes", (), {"user_id": uid},

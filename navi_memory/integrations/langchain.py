@@ -201,8 +201,8 @@ class NaviMemoryToolkit(BaseToolkit):
     context_schema=...)`` with ``context=Ctx(user_id=...)``, or ``config={"configurable":
     {"user_id": ...}}``), or for ``user_id`` bound here. A run without a user, or naming another
     user than the bound one, raises ``ValidationError``. ``agent_id`` / ``run_id`` (the run's, found
-    like the user, else bound here) tag the notes and facts written and keep searches to them.
-    Each tool returns JSON text; the model's
+    like the user, else bound here) tag the notes and facts written and keep every tool to them
+    (search, get, archive, forget: another agent's item is an unknown id). Each tool returns JSON text; the model's
     mistakes come back as ``{"error": ...}`` instead of raising into the agent loop.
     """
 

@@ -265,8 +265,8 @@ class NaviMemoryToolSpec(BaseToolSpec):
     a blocking and an async form. The user id is not an argument of any tool. In a multi-person
     household (``household="multi"``, by default the user's mode in the store) search, add note
     and save fact take a ``person`` and ``memory_find_person`` is added. ``agent_id`` / ``run_id``
-    (``acting_for(user, agent_id=...)``, else bound here) tag what the tools write and keep their
-    searches to that scope."""
+    (``acting_for(user, agent_id=...)``, else bound here) tag what the tools write and keep every
+    tool to that scope (search, get, archive, forget: another agent's item is an unknown id)."""
 
     spec_functions = [(name, f"a{name}") for name in TOOLS]
 

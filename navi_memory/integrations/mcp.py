@@ -9,6 +9,9 @@ The user is never a tool argument. Over stdio it is the one the server was start
 (``--user``); over streamable HTTP it is the one the request's bearer token maps to in the token
 file, and a request without a known token is refused (401) before MCP sees it. The SDK binds each
 HTTP session to the token that opened it, so one user's session id is useless with another's token.
+A server started for an agent or a run (``agent_id`` / ``run_id``, ``--agent-id`` / ``--run-id``)
+keeps every tool to that scope, as ``MemoryTools`` does: its writes carry it, and search, get,
+archive and forget reach only what was written in it.
 """
 
 from __future__ import annotations
@@ -65,12 +68,15 @@ def request_user(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 class MemoryServer:
     """The MCP server over one store. ``user_id``: the user of a stdio server; an HTTP server
-    leaves it unset and takes each request's user from its token."""
+    leaves it unset and takes each request's user from its token. ``agent_id`` / ``run_id``: the
+    scope every tool call acts in (none: everything of the user)."""
 
     def __init__(self, store: Any = None, *, async_store: Any = None, user_id: str | None = None,
-                 household: str | None = None, name: str = "navi-memory") -> None:
+                 household: str | None = None, name: str = "navi-memory", agent_id: str | None = None,
+                 run_id: str | None = None) -> None:
         self.caller = StoreCaller(store, async_store)
         self.user_id = v.user_id(user_id) if user_id is not None else None
+        self.scope = {"agent_id": v.scope_id(agent_id, "agent_id"), "run_id": v.scope_id(run_id, "run_id")}
         self.household = household
         self.server: Server[Any] = Server(
             name, version=__version__, instructions=INSTRUCTIONS,
@@ -90,7 +96,8 @@ class MemoryServer:
         """The tool set of the request's user (read per request: the household mode can change)."""
         user = self.user_for(ctx)
         household = self.household or await self.caller.acall("household_mode", user_id=user)
-        return MemoryTools(self.caller.sync_store, user, async_store=self.caller.async_store, household=household)
+        return MemoryTools(self.caller.sync_store, user, async_store=self.caller.async_store, household=household,
+                           **self.scope)
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -166,7 +173,7 @@ DESTRUCTIVE = {"memory_forget"}
 
 async def serve(url: str | None, *, embeddings: Any = None, transport: str = "stdio", user_id: str | None = None,
                 token_file: str | None = None, host: str = "127.0.0.1", port: int = 8767,
-                log_level: str = "warning") -> None:
+                log_level: str = "warning", agent_id: str | None = None, run_id: str | None = None) -> None:
     """Open an ``AsyncMemoryStore`` at ``url`` and serve it until the client (stdio) or a signal (HTTP) ends it."""
     from ..store import AsyncMemoryStore
 
@@ -184,7 +191,7 @@ async def serve(url: str | None, *, embeddings: Any = None, transport: str = "st
         raise ConfigurationError(f"transport must be 'stdio' or 'http', not {transport!r}")
     store = await AsyncMemoryStore.open(url, embeddings, chat_model=False)
     try:
-        server = MemoryServer(async_store=store, user_id=user_id)
+        server = MemoryServer(async_store=store, user_id=user_id, agent_id=agent_id, run_id=run_id)
         if tokens is None:
             await server.run_stdio()
             return

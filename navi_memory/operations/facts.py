@@ -125,14 +125,15 @@ class FactOperations:
 
     @operation
     def get_fact(self, key: str, *, user_id: str, category: str | None = None,
-                 agent_id: str | None = None) -> Op[Fact]:
+                 agent_id: str | None = None, run_id: str | None = None) -> Op[Fact]:
         """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history."""
+        its history. ``run_id``: only a fact last written in that run (as ``get_all_facts``)."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        agent = v.scope_id(agent_id, "agent_id")
+        agent, run = v.scope_id(agent_id, "agent_id"), v.scope_id(run_id, "run_id")
         rows = yield from self.newest_facts(uid, category=cat, include_expired=True)
-        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))]
+        rows = [r for r in rows if r["key"] == key and agent in (None, r.get("agent_id"))
+                and run in (None, r.get("run_id"))]
         if not rows:
             raise NotFoundError(f"no fact {key!r} for this user")
         history = yield db.fact_history(user_id=uid, fact_ids=[rows[0]["id"]])
@@ -140,12 +141,13 @@ class FactOperations:
 
     @operation
     def delete_fact(self, key: str, *, user_id: str, category: str | None = None,
-                    agent_id: str | None = None) -> Op[int]:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's),
-        history included."""
+                    agent_id: str | None = None, run_id: str | None = None) -> Op[int]:
+        """Delete the fact(s) with this key (optionally only in one category, only one agent's,
+        only those last written in one run), history included; ``NotFoundError`` when none is."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"))
+        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"),
+                                      run_id=v.scope_id(run_id, "run_id"))
         if not count:
             raise NotFoundError(f"no fact {key!r} for this user")
         return count

@@ -68,6 +68,12 @@ def read_filters(now: datetime, user_id: Any, all_users: bool, status: str = "ac
     )
 
 
+def item_scope(agent_id: Any, run_id: Any) -> dict[str, str]:
+    """The checked scopes a call by id acts in, only those set (none: every item of the user)."""
+    scope = {"agent_id": v.scope_id(agent_id, "agent_id"), "run_id": v.scope_id(run_id, "run_id")}
+    return {name: value for name, value in scope.items() if value is not None}
+
+
 class MemoryOperations:
     """Items, search, the summary and embeddings: the memory itself. Other concerns write
     through ``new_item`` / ``add_rows`` and embed through ``embed_rows``."""
@@ -160,8 +166,8 @@ class MemoryOperations:
     def _item(self, row: dict) -> Item:
         return convert.item(row)
 
-    def _require_item(self, user_id: str, item_id: int) -> Op:
-        row = yield db.get_item(user_id=user_id, item_id=item_id)
+    def _require_item(self, user_id: str, item_id: int, scope: Mapping[str, str | None] | None = None) -> Op:
+        row = yield db.get_item(user_id=user_id, item_id=item_id, **(scope or {}))
         if row is None:
             raise NotFoundError(f"no item {item_id} for this user")
         return row
@@ -301,15 +307,20 @@ class MemoryOperations:
                                        for i, r in zip(ids, rows) if r.vector is None])
 
     @operation
-    def get(self, item_id: int, *, user_id: str) -> Op[Item]:
-        """One item with its embedding state; ``NotFoundError`` for unknown or another user's id."""
-        row = yield from self._require_item(v.user_id(user_id), v.item_id(item_id))
+    def get(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> Op[Item]:
+        """One item with its embedding state; ``NotFoundError`` for unknown or another user's id.
+        ``agent_id`` / ``run_id``: the call acts in that agent's / run's scope (as in ``search``):
+        an item written with another agent or run, or without one, is ``NotFoundError`` too."""
+        row = yield from self._require_item(v.user_id(user_id), v.item_id(item_id), item_scope(agent_id, run_id))
         return self._item(row)
 
     @operation
-    def update(self, item_id: int, *, user_id: str, **changes: Any) -> Op[Item]:
-        """Change fields of an item; a new content or title is re-embedded."""
+    def update(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
+               **changes: Any) -> Op[Item]:
+        """Change fields of an item; a new content or title is re-embedded. ``agent_id`` /
+        ``run_id``: the call's scope, as in ``get`` (an item's own scopes never change)."""
         uid, iid = v.user_id(user_id), v.item_id(item_id)
+        scope = item_scope(agent_id, run_id)
         allowed = {"content", "title", "type", "theme", "tags", "status", "pinned", "person", "confidence",
                    "observed_at", "expires_at", "metadata", "source", "source_ref", "context"}
         unknown = set(changes) - allowed
@@ -335,15 +346,17 @@ class MemoryOperations:
         }
         for key, value in changes.items():
             clean[key] = checks[key](value)
+        if scope:  # before anything is written, a fact's value included (``_follow_fact``)
+            yield from self._require_item(uid, iid, scope)
         if clean.get("person"):
             clean["person"] = yield from self.person_name(uid, clean["person"])
         if {"content", "theme", "type"} & set(clean):
             yield from self._follow_fact(uid, iid, clean)
         if clean:
             row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model,
-                                       now=self._shared.now())
+                                       now=self._shared.now(), **scope)
         else:
-            row = yield db.get_item(user_id=uid, item_id=iid)
+            row = yield db.get_item(user_id=uid, item_id=iid, **scope)
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
         if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
@@ -369,21 +382,26 @@ class MemoryOperations:
             yield from self.edit_fact(uid, current, clean.pop("content"))
 
     @operation
-    def pin(self, item_id: int, *, user_id: str, pinned: bool = True) -> Op[Item]:
-        """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay."""
-        return (yield from self.update(item_id, user_id=user_id, pinned=pinned))
+    def pin(self, item_id: int, *, user_id: str, pinned: bool = True, agent_id: str | None = None,
+            run_id: str | None = None) -> Op[Item]:
+        """Pin (or unpin) an item: pinned items get +0.20 in ranking and no recency decay.
+        ``agent_id`` / ``run_id``: the call's scope, as in ``get``."""
+        return (yield from self.update(item_id, user_id=user_id, pinned=pinned, agent_id=agent_id, run_id=run_id))
 
     @operation
-    def archive(self, item_id: int, *, user_id: str, archived: bool = True) -> Op[Item]:
-        """Archive (or restore) an item: archived items leave default searches but are kept."""
+    def archive(self, item_id: int, *, user_id: str, archived: bool = True, agent_id: str | None = None,
+                run_id: str | None = None) -> Op[Item]:
+        """Archive (or restore) an item: archived items leave default searches but are kept.
+        ``agent_id`` / ``run_id``: the call's scope, as in ``get``."""
         status = "archived" if archived else "active"
-        return (yield from self.update(item_id, user_id=user_id, status=status))
+        return (yield from self.update(item_id, user_id=user_id, status=status, agent_id=agent_id, run_id=run_id))
 
     @operation
-    def delete(self, item_id: int, *, user_id: str) -> Op[None]:
-        """Delete an item and its embedding for good."""
+    def delete(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> Op[None]:
+        """Delete an item and its embedding for good. ``agent_id`` / ``run_id``: the call's scope,
+        as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
         iid = v.item_id(item_id)
-        if not (yield db.delete_item(user_id=v.user_id(user_id), item_id=iid)):
+        if not (yield db.delete_item(user_id=v.user_id(user_id), item_id=iid, **item_scope(agent_id, run_id))):
             raise NotFoundError(f"no item {iid} for this user")
 
     @operation

@@ -3,7 +3,9 @@ the household (mode and persons), the user's time zone, and conversations (``con
 turns recorded and extracted, the memory for a turn's prompt).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
-read or change (another user's item id is a 404, as in the store). Always behind bearer tokens,
+read or change (another user's item id is a 404, as in the store). ``?agent_id=`` / ``?run_id=`` on
+an item's routes and on deleting a fact keep the request to that agent's / run's rows, as they keep
+a search (another agent's item is a 404 too). Always behind bearer tokens,
 taken from the ``Authorization`` header only (no cookie, so no cross-site request can carry it):
 the administrator's ``token`` reaches every user and ``GET /api/users``; a per-user token of
 ``tokens`` (a ``TokenMap``) only its own user's routes (403 elsewhere). One of the two is required.
@@ -34,6 +36,7 @@ from .web import MethodRoute, SafeJSONResponse, call, json_error, path_part, pat
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
                "source_message_id", "person", "expires_at", "expires_days", "match_equivalent"}
 FACT_SOURCE = "user_explicit"  # a write through the API is a deliberate one
+SCOPE_FIELDS = {"agent_id", "run_id"}  # of the query string on a request by id; never changed by a PATCH
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above any valid item (32 KiB content, a vector of a few thousand floats)
 
 
@@ -46,6 +49,10 @@ async def _read(request: Request) -> bytes:
             raise HTTPException(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _scope(request: Request) -> dict[str, str | None]:
+    return pages.call_scope(Params(request.query_params))
 
 
 async def _body(request: Request, reserved: set[str]) -> dict[str, Any]:
@@ -92,17 +99,23 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
                                 status_code=201 if added.action == "added" else 200, headers={"location": location})
 
     async def get_item(request: Request) -> Response:
-        return SafeJSONResponse(await call(pages.item_page, store, path_user(request), request.path_params["item_id"]))
+        return SafeJSONResponse(await call(pages.item_page, store, path_user(request), request.path_params["item_id"],
+                                           _scope(request)))
 
     async def update_item(request: Request) -> Response:
         changes = await _body(request, {"user_id", "item_id", "id", "self"})
         if not changes:
             raise ValidationError("nothing to update: the body has no fields")
-        item = await call(store.update, request.path_params["item_id"], user_id=path_user(request), **changes)
+        fixed = sorted(SCOPE_FIELDS & set(changes))
+        if fixed:
+            raise ValidationError(f"an item's {' and '.join(fixed)} cannot be changed (?agent_id= / ?run_id= name"
+                                  " the scope the request acts in)")
+        item = await call(store.update, request.path_params["item_id"], user_id=path_user(request),
+                          **_scope(request), **changes)
         return SafeJSONResponse({"user": path_user(request), "item": item})
 
     async def delete_item(request: Request) -> Response:
-        await call(store.delete, request.path_params["item_id"], user_id=path_user(request))
+        await call(store.delete, request.path_params["item_id"], user_id=path_user(request), **_scope(request))
         return Response(status_code=204)
 
     async def list_facts(request: Request) -> Response:
@@ -123,7 +136,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
         key = params.text("key")
         if key is None:
             raise ValidationError("give the fact to delete: ?key=...[&category=...]")
-        count = await call(store.delete_fact, key, user_id=path_user(request), category=params.text("category"))
+        count = await call(store.delete_fact, key, user_id=path_user(request), category=params.text("category"),
+                           **pages.call_scope(params))
         return SafeJSONResponse({"deleted": count})
 
     def _zone(zone: str | None) -> dict[str, Any]:

@@ -100,6 +100,12 @@ def _scopes(filters: dict[str, Any]) -> dict[str, Any]:
     return {name: filters[name] for name in SCOPES}
 
 
+def call_scope(params: Params) -> dict[str, str | None]:
+    """The agent and run scopes a request by id acts in (``?agent_id=``, ``?run_id=``; unset: any):
+    an item or fact outside them is unknown (404), as in the store."""
+    return {name: params.text(name) for name in ("agent_id", "run_id")}
+
+
 def _store_status(filters: dict[str, Any]) -> str:
     """An explicit status wins; otherwise "include archived" widens active to any."""
     return filters["status"] or ("any" if filters["archived"] else "active")
@@ -117,18 +123,20 @@ def items_page(store: Any, user: str, params: Params) -> dict[str, Any]:
             "page": Paging(limit, offset, len(items), total=total).to_dict()}
 
 
-def item_page(store: Any, user: str, item_id: int) -> dict[str, Any]:
-    return {"user": user, "item": store.get(item_id, user_id=user)}
+def item_page(store: Any, user: str, item_id: int, scope: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    return {"user": user, "item": store.get(item_id, user_id=user, **(scope or {}))}
 
 
 def facts_page(store: Any, user: str, params: Params) -> dict[str, Any]:
     filters = {"category": params.choice("category", FACT_CATEGORIES), "q": params.text("q"),
                "sort": params.choice("sort", FACT_SORT_FIELDS, "category"),
-               "order": params.choice("order", ("asc", "desc"), "asc"), "expired": params.flag("expired")}
+               "order": params.choice("order", ("asc", "desc"), "asc"), "expired": params.flag("expired"),
+               **call_scope(params)}
     limit, offset = Paging.read(params)
     rows = store.get_all_facts(user_id=user, limit=limit + 1, offset=offset, search=filters["q"],
                                sort_by=filters["sort"], sort_order=filters["order"], category=filters["category"],
-                               include_history=True, include_expired=filters["expired"])
+                               include_history=True, include_expired=filters["expired"],
+                               agent_id=filters["agent_id"], run_id=filters["run_id"])
     facts = rows[:limit]
     return {"user": user, "filters": filters, "facts": facts,
             "page": Paging(limit, offset, len(facts), has_next=len(rows) > limit).to_dict()}

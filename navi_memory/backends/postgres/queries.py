@@ -240,13 +240,18 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     @reads
-    def get_item(self, user_id: str, item_id: int) -> Op:
-        return (yield from self._item_by_id(user_id, item_id))
+    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
+        scope, scoped = q.in_scope(agent_id, run_id)
+        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = %s") + scope,
+                       [user_id, item_id, *scoped])
+        return _row_times(rows[0]) if rows else None
 
     @operation
-    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> Op:
+    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
+                    agent_id: str | None = None, run_id: str | None = None) -> Op:
         text = sql.SQL("SELECT {} AS text FROM items i WHERE i.user_id = %s AND i.id = %s").format(q.EMBED_TEXT)
-        old = yield Q(text + sql.SQL(" FOR UPDATE"), [user_id, item_id])
+        scope, scoped = q.in_scope(agent_id, run_id)  # the row locked below stays in the scope until commit
+        old = yield Q(text + scope + sql.SQL(" FOR UPDATE"), [user_id, item_id, *scoped])
         if not old:
             return None
         if "theme" in changes:
@@ -263,8 +268,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return (yield from self._item_by_id(user_id, item_id))
 
     @operation
-    def delete_item(self, user_id: str, item_id: int) -> Op:
-        return (yield Q("DELETE FROM items WHERE user_id = %s AND id = %s", [user_id, item_id])) > 0
+    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
+        scope, scoped = q.in_scope(agent_id, run_id)
+        return (yield Q(sql.SQL("DELETE FROM items i WHERE i.user_id = %s AND i.id = %s") + scope,
+                        [user_id, item_id, *scoped])) > 0
 
     @operation
     @reads
@@ -387,9 +394,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         return _row_times(rows[0]) if rows else None
 
     @operation
-    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None) -> Op:
+    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
+                     run_id: str | None = None) -> Op:
         parts, params = [sql.SQL("user_id = %s AND key = %s")], [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id)):
+        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id)):
             if value is not None:
                 parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
                 params.append(value)

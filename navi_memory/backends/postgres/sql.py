@@ -16,7 +16,7 @@ from ...retrieval.query import like_pattern
 from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
 from ...core.timeutil import to_utc
-from ..base import Beside, Filters
+from ..base import Beside, Filters, scope_columns
 from .metadata import metadata_sql
 
 
@@ -104,6 +104,13 @@ def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
     parts += extra
     params += extra_params
     return sql.SQL(" AND ").join(parts), params
+
+
+def in_scope(agent_id: str | None, run_id: str | None) -> tuple[sql.Composable, list[str]]:
+    """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
+    pairs = scope_columns(agent_id, run_id)
+    return (sql.SQL("").join(sql.SQL(" AND i.{} = %s").format(sql.Identifier(column)) for column, _ in pairs),
+            [value for _, value in pairs])
 
 
 def vector_index_text(model: str, dimensions: int) -> str:

@@ -24,7 +24,7 @@ from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
-from ..base import ORDER_COLUMNS, Filters, NewItem
+from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
 from .search import SQLiteSearch, filter_sql
@@ -34,6 +34,12 @@ from .vectors import VectorCache
 from .keyed import SQLiteKeyed
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
 from .rows import fact_from_row as _fact_from_row, item_from_row, to_json as _json
+
+def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]:
+    """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
+    pairs = scope_columns(agent_id, run_id)
+    return "".join(f" AND i.{column} = ?" for column, _ in pairs), [value for _, value in pairs]
+
 
 def _translate_errors(cls: type) -> type:
     """Wrap every public method so sqlite3 errors leave as StorageError (original chained)."""
@@ -244,16 +250,21 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         with self._transaction(write=True) as conn:
             return self._insert_rows(conn, items, model, to_db(now))
 
-    def get_item(self, user_id: str, item_id: int) -> dict | None:
+    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None,
+                 run_id: str | None = None) -> dict | None:
+        scope, scoped = _in_scope(agent_id, run_id)
         with self._transaction(write=False) as conn:
-            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ? AND i.user_id = ?", (item_id, user_id)).fetchone()
+            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ? AND i.user_id = ?{scope}",
+                               (item_id, user_id, *scoped)).fetchone()
         return None if row is None else item_from_row(row)
 
-    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime) -> dict | None:
+    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
+                    agent_id: str | None = None, run_id: str | None = None) -> dict | None:
         stamp = to_db(now)
+        scope, scoped = _in_scope(agent_id, run_id)
         with self._transaction(write=True) as conn:
-            old = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ? AND i.user_id = ?",
-                               (item_id, user_id)).fetchone()
+            old = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ? AND i.user_id = ?{scope}",
+                               (item_id, user_id, *scoped)).fetchone()
             if old is None:
                 return None
             if "theme" in changes:
@@ -276,9 +287,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
         return item_from_row(row)
 
-    def delete_item(self, user_id: str, item_id: int) -> bool:
+    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> bool:
+        scope, scoped = _in_scope(agent_id, run_id)
         with self._transaction(write=True) as conn:
-            return conn.execute("DELETE FROM items WHERE id = ? AND user_id = ?", (item_id, user_id)).rowcount > 0
+            return conn.execute(f"DELETE FROM items AS i WHERE i.id = ? AND i.user_id = ?{scope}",
+                                (item_id, user_id, *scoped)).rowcount > 0
 
     def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[dict]:
         where, params = filter_sql(filters)
@@ -399,11 +412,12 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                                (user_id, agent_id, category, key)).fetchone()
         return None if row is None else _fact_from_row(row)
 
-    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None) -> int:
+    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
+                     run_id: str | None = None) -> int:
         sql, params = "FROM facts WHERE user_id = ? AND key = ?", [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id)):
+        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id)):
             if value is not None:
-                sql += f" AND {column} = ?"  # one of two known column names
+                sql += f" AND {column} = ?"  # one of three known column names
                 params.append(value)
         with self._transaction(write=True) as conn:
             item_ids = [r[0] for r in conn.execute(f"SELECT item_id {sql}", params) if r[0] is not None]
