@@ -384,7 +384,8 @@ class TransferOperations:
             report.embedded += stored
             report.embed_failed += failed
         if report.embedded + report.embed_failed > before:
-            log.info("import: embedded %d rows an earlier import left pending", report.embedded + report.embed_failed - before)
+            log.info("import: embedded %d rows an earlier import left pending",
+                     report.embedded + report.embed_failed - before)
 
     def _write_plan(self, source: Lines, user_map: Mapping[str, str], batch_size: int, skip_unknown: bool) -> Op:
         """The writing pass, as backend calls only (run by ``in_one_transaction``): returns the
