@@ -231,6 +231,11 @@ API_BAD = [  # method, path (after /api/users/alice unless it starts with /), qu
     pytest.param("PUT", "/household", None, {"timezone": "localtime"}, 422, "unknown time zone",
                  id="household-machine-zone"),
     pytest.param("PUT", "/timezone", None, {"timezone": "x" * 5000}, 422, "unknown time zone", id="timezone-long"),
+    pytest.param("PUT", "/timezone", None, {"timezone": "Europe/" + "x" * 5000}, 422, "unknown time zone",
+                 id="timezone-long-in-a-folder"),  # tzdata reads it as a file name: was OSError, a 500
+    pytest.param("PUT", "/timezone", None, {"timezone": "Europe"}, 422, "unknown time zone", id="timezone-a-folder"),
+    pytest.param("PUT", "/household", None, {"timezone": "y" * 5000}, 422, "unknown time zone",
+                 id="household-timezone-long"),
     pytest.param("PUT", "/timezone", None, {"timezone": ["UTC"]}, 422, "timezone", id="timezone-list"),
     pytest.param("PUT", "/timezone", None, {"timezone": "Europe/Lisbon\x00"}, 422, "unknown time zone",
                  id="timezone-NUL"),
@@ -371,4 +376,31 @@ def test_browser_ui_json_answers_bad_parameters_with_400(store, dump):
                                           (f"/api/users/{U}/items/{ids['bob_item']}", None, 404, "no item"),
                                           ("/api/users/%00/facts", None, 400, "NUL")]:
         assert message in _json_reply(ui.get(path, params=params), status), path
+    assert dump() == before
+
+
+LONG_ZONES = ["x" * 5000, "Europe/" + "x" * 300, "America/" + "x" * 5000, "Europe", "Europe/"]
+
+
+@pytest.mark.parametrize("name", LONG_ZONES, ids=["5000", "folder-300", "folder-5000", "a-folder", "folder-slash"])
+def test_a_zone_name_no_file_can_have_is_a_validation_error_everywhere(store, cli_db, dump, capsys, name):
+    """With the ``tzdata`` package installed (as users have it), ZoneInfo reads a zone name as a
+    path: a 5,000-character name raised OSError (a traceback, a REST 500), a folder IsADirectoryError."""
+    import importlib.util
+
+    from navi_memory import ConfigurationError, Settings, ValidationError
+
+    assert importlib.util.find_spec("tzdata") is not None  # the case users have (the dev extra installs it)
+    run, _ = cli_db
+    before = dump()
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        store.set_user_timezone(name, user_id=U)
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        store.search("coffee", user_id=U, timezone=name)
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        store.put_household(user_id=U, timezone=name)
+    with pytest.raises(ConfigurationError, match="NAVI_MEMORY_TIMEZONE"):
+        Settings.from_env({"NAVI_MEMORY_URL": "sqlite:////tmp/x.db", "NAVI_MEMORY_TIMEZONE": name})
+    code, _, err = run(capsys, "timezone", "--user", U, name)
+    assert code == 2 and "unknown time zone" in err and len(err) < 400
     assert dump() == before

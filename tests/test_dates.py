@@ -155,7 +155,8 @@ def test_days_are_those_of_the_time_zone_of_now():
 def test_time_zones_by_name():
     assert zone("UTC") is timezone.utc and zone(" utc ") is timezone.utc
     assert str(zone("Europe/Lisbon")) == "Europe/Lisbon"
-    for bad in ("Mars/Olympus", "", "../etc/passwd", None, 5, "localtime", "posixrules", "Europe/Lisbon\x00"):
+    for bad in ("Mars/Olympus", "", "../etc/passwd", None, 5, "localtime", "posixrules", "Europe/Lisbon\x00",
+                "Europe", "Europe/" + "x" * 300, "x" * 300):  # with tzdata: a folder, a file name too long
         with pytest.raises(ValueError):
             zone(bad)
     with pytest.raises(ValueError) as long_name:  # a long name is not echoed whole

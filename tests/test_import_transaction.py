@@ -98,3 +98,73 @@ def test_imported_items_are_embedded_after_the_commit(source, db_url):
         assert len(items) == 200 and {i.embedding.state for i in items} == {"ready"}
         # (which notes a fake embedder's approximate index returns is not the point: that it answers is)
         assert any(hit.signals["semantic"] for hit in store.search("note 42", user_id="u1", limit=10))
+
+
+KILLED_IMPORT = """
+import sys, time
+from navi_memory import MemoryStore
+from tests.fakes import FakeEmbeddings
+
+embedder = FakeEmbeddings()  # the model the test's store has (the class names it)
+first = embedder.embed_documents
+
+def stalls(texts):
+    if embedder.document_calls:  # the second batch: the test kills the import here
+        print("embedding", flush=True)
+        time.sleep(120)
+    return first(texts)
+
+embedder.embed_documents = stalls
+with MemoryStore.open(sys.argv[1], embeddings=embedder) as store:
+    store.import_file(sys.argv[2], batch_size=50)
+"""
+
+
+def test_an_import_killed_while_embedding_is_resumed_by_the_next(source, db_url, tmp_path):
+    """A real process killed after the commit, while embedding (the second of seven batches): its
+    rows stay pending; importing the file again adds nothing and embeds them (it said "embedded 0")."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "u1.jsonl"
+    path.write_text("".join(json.dumps({**r, "embedding": None} if r.get("type") == "item" else r) + "\n"
+                            for r in source))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_IMPORT, db_url, str(path)], stdout=subprocess.PIPE,
+                            env=env, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "embedding\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    with MemoryStore.open(db_url, embeddings=FakeEmbeddings()) as store:
+        states = [i.embedding.state for i in store.list_items(user_id="u1", limit=500)]
+        assert len(states) == 200 and states.count("ready") == 32 and states.count("pending") == 168
+        report = store.import_file(path, batch_size=50)
+        assert not report.added.get("item") and report.skipped["item"] == 200
+        assert report.embedded == 168 and report.embed_failed == 0
+        assert {i.embedding.state for i in store.list_items(user_id="u1", limit=500)} == {"ready"}
+
+
+def test_rows_an_embedder_failed_mid_import_are_embedded_by_the_next_import(source, db_url):
+    without_vectors = [{**r, "embedding": None} if r.get("type") == "item" else r for r in source]
+    embedder = FakeEmbeddings()
+    with MemoryStore.open(db_url, embeddings=embedder) as store:
+        real = embedder.embed_documents
+
+        def failing_after_two(texts):
+            if embedder.document_calls >= 2:
+                embedder.fail = True
+            return real(texts)
+
+        embedder.embed_documents = failing_after_two  # type: ignore[method-assign]
+        first = store.import_records(without_vectors, batch_size=50)
+        assert first.added["item"] == 200 and first.embedded == 64 and first.embed_failed == 136
+        embedder.fail = False
+        embedder.embed_documents = real  # type: ignore[method-assign]
+        again = store.import_records(without_vectors, batch_size=50)
+        assert again.embedded == 136 and again.embed_failed == 0
+        assert {i.embedding.state for i in store.list_items(user_id="u1", limit=500)} == {"ready"}

@@ -161,3 +161,57 @@ def test_a_pinned_search_that_falls_short_is_searched_exactly_and_unpins_the_use
     sent.clear()
     backend.semantic_candidates(filters, MODEL, query, 10)
     assert not any(") e JOIN items i" in text for text in sent)
+
+
+def _exact(backend, filters, query, k):
+    """The user's k nearest, compared one by one (the reference)."""
+    sql_text, params = q.semantic_candidates(filters, MODEL, 16, query, k, exact=True)
+    with backend.pool.connection() as conn:
+        return [r["id"] for r in conn.execute(sql_text, params)]
+
+
+def test_a_stale_share_costs_speed_never_rows(pg_url):
+    """A pinned user's share of the table drops 20x (other users arrive) and ANALYZE runs; a store
+    that read the statistics before (or any store, until its read is a minute old) still pins the
+    user. The index's nearest ``ef_search`` vectors then hold few of theirs: the pinned search
+    falls short. It returned those rows as they were when the user has at least ``exact_below``
+    vectors (5 hits where exact search has 10); now it is asked again as the planner sees it."""
+    rng = np.random.default_rng(11)
+    now = utcnow()
+    store = MemoryStore.open(pg_url, embeddings=False, embedding_model=MODEL, backend_options={"max_size": 1},
+                             clock=lambda: now)
+    store.add_many([{"user_id": "big", "content": f"big {n}", "embedding": v}
+                    for n, v in enumerate(rng.normal(size=(300, 16)))])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    backend, filters = store._backend, Filters(user_id="big", now=now)
+    backend.semantic_candidates(filters, MODEL, rng.normal(size=16), 40)
+    assert backend.pins.serves("big", MODEL, 16, 300, 40)  # the user holds the whole index
+    before = backend.pins._tables[(MODEL, 16)]
+    store.add_many([{"user_id": f"other{n % 19}", "content": f"other {n}", "embedding": v}
+                    for n, v in enumerate(rng.normal(size=(19 * 300, 16)))])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    store.close()
+    store = MemoryStore.open(pg_url, embeddings=False, embedding_model=MODEL, backend_options={"max_size": 1},
+                             clock=lambda: now)
+    try:
+        backend = store._backend
+        backend.exact_below = 100  # as for a user of 20,000 vectors or more: no exact rerun by size
+        shortfalls = 0
+        def stale() -> None:  # the statistics as read before the ANALYZE, no shortfall remembered
+            backend.pins._tables[(MODEL, 16)] = before
+            backend.pins._short.clear()
+            assert backend.pins.serves("big", MODEL, 16, 300, 40)
+
+        for query in rng.normal(size=(20, 16)):
+            stale()
+            hits = [i for i, _ in backend.semantic_candidates(filters, MODEL, query, 40)]
+            shortfalls += not backend.pins.serves("big", MODEL, 16, 300, 40)
+            assert hits == _exact(backend, filters, query, 40)
+            stale()
+            found = store.search("weather", user_id="big", query_embedding=query, limit=10)
+            assert len(found) == 10 and {r.id for r in found} <= set(hits)  # was 5 hits in a real run
+        assert shortfalls == 20  # 300 of the 6,000 vectors: the index's nearest 300 never hold 40 of theirs
+    finally:
+        store.close()

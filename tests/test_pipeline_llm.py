@@ -150,3 +150,59 @@ def test_one_attempt_means_no_retry():
     with pytest.raises(Exception, match="TimeoutError: slow"):
         client.invoke("extract", [("human", "hi")])
     assert len(model.calls) == 1
+
+
+def _sleeps(monkeypatch) -> list[float]:
+    """The waits of the chat retry, recorded instead of slept (sync and async)."""
+    waits: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("navi_memory.pipeline.llm.time.sleep", waits.append)
+    monkeypatch.setattr("navi_memory.pipeline.llm.asyncio.sleep", asleep)
+    return waits
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_retry_wait_of_zero_means_no_sleep(monkeypatch, asynchronous):
+    """NAVI_MEMORY_CHAT_RETRY_WAIT=0 retries at once (LangChain's with_retry dropped the setting and
+    slept about a second per retry, whatever it said)."""
+    import asyncio
+
+    waits = _sleeps(monkeypatch)
+    settings = Settings.from_env({"NAVI_MEMORY_URL": "sqlite:////tmp/x.db", "NAVI_MEMORY_CHAT_RETRY_WAIT": "0"})
+    model = ScriptedChat(script=[TimeoutError("slow"), RateLimitError("slow down"), "hello"])
+    client = resolve_chat_model(model, settings)
+    assert client is not None
+    if asynchronous:
+        text = asyncio.run(client.ainvoke("summary", [("human", "hi")])).text
+    else:
+        text = client.invoke("summary", [("human", "hi")]).text
+    assert text == "hello" and len(model.calls) == 3 and waits == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_retry_waits_what_the_settings_say(monkeypatch, asynchronous):
+    import asyncio
+
+    waits = _sleeps(monkeypatch)
+    settings = Settings.from_env({"NAVI_MEMORY_URL": "sqlite:////tmp/x.db", "NAVI_MEMORY_CHAT_RETRY_WAIT": "0.25",
+                                  "NAVI_MEMORY_CHAT_ATTEMPTS": "4"})
+    model = ScriptedChat(script=[TimeoutError("slow")] * 4)
+    client = resolve_chat_model(model, settings)
+    assert client is not None
+    with pytest.raises(Exception, match="TimeoutError: slow"):
+        if asynchronous:
+            asyncio.run(client.ainvoke("summary", [("human", "hi")]))
+        else:
+            client.invoke("summary", [("human", "hi")])
+    assert len(model.calls) == 4 and len(waits) == 3  # no wait after the last attempt
+    for attempt, wait in enumerate(waits, 1):
+        assert 0.25 * 2 ** (attempt - 1) <= wait <= 0.25 * 2 ** (attempt - 1) + 0.25
+
+
+def test_the_retry_wait_is_capped():
+    policy = RetryPolicy(attempts=100, initial_wait=2.0, max_wait=30.0)
+    assert [policy.wait_before(n) for n in (5, 50, 5000)] == [30.0, 30.0, 30.0]
+    assert RetryPolicy(initial_wait=0.0).wait_before(7) == 0.0

@@ -93,3 +93,58 @@ def test_a_failed_export_keeps_the_existing_backup(db_url, tmp_path, capsys):
     missing = tmp_path / "no" / "such" / "dir" / "out.jsonl"
     assert main(["--db", db_url, "--embeddings", "none", "export", "--user", "u1", "-o", str(missing)]) == 2
     assert "does not exist" in capsys.readouterr().err and not missing.parent.exists()
+
+
+KILLED_EXPORT = """
+import sys, time
+from navi_memory.cli.io import _write_whole
+
+def write(out):
+    out.write("half a backup\\n")
+    out.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+
+_write_whole(sys.argv[1], write)
+"""
+
+
+def test_a_killed_exports_partial_file_is_private_and_cleaned(tmp_path, capsys):
+    """`export -o` killed mid-write leaves its temporary file readable by its owner only, and the next
+    export to the same target removes it; a live export's temporary file is left alone."""
+    import os
+    import signal
+    import stat
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'memory.db'}"
+    with MemoryStore.open(db, embeddings=False) as store:
+        store.add(user_id="u1", content="my locker code is 4412")
+    backup = tmp_path / "backup.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, str(backup)], stdout=subprocess.PIPE, env=env,
+                              text=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        [left] = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+        assert left.name.startswith(f".backup.jsonl.{writer.pid}.") and left.read_text() == "half a backup\n"
+        assert stat.S_IMODE(left.stat().st_mode) == 0o600 and not backup.exists()
+        running = tmp_path / f".backup.jsonl.{live.pid}.feedcafe.partial"
+        running.write_text("another export, still writing\n")
+        other = tmp_path / f".other.jsonl.{writer.pid}.feedcafe.partial"  # another target's: not this export's
+        other.write_text("x\n")
+        assert main(["--db", db, "--embeddings", "none", "export", "--user", "u1", "-o", str(backup)]) == 0
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")) == sorted(
+            [running.name, other.name])
+        assert "4412" in backup.read_text() and stat.S_IMODE(backup.stat().st_mode) == 0o600
+        backup.chmod(0o640)  # an existing backup keeps the mode its owner gave it
+        assert main(["--db", db, "--embeddings", "none", "export", "--user", "u1", "-o", str(backup)]) == 0
+        assert stat.S_IMODE(backup.stat().st_mode) == 0o640
+    finally:
+        for proc in (writer, live):
+            proc.kill()
+            proc.wait(timeout=30)

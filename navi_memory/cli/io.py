@@ -4,8 +4,11 @@ database). The format is described in docs/export-format.md."""
 from __future__ import annotations
 
 import argparse
+import glob
 import os
+import secrets
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -55,22 +58,48 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def _write_whole(path: str, write: Callable[[Any], Any]) -> Any:
     """``write(file)`` into a temporary file beside ``path``, renamed over it only when complete:
-    a failed export never empties or truncates an existing backup."""
+    a failed export never empties or truncates an existing backup. The temporary file is readable
+    by its owner only (it holds a user's memory); one a killed export left is removed by the next
+    export to the same target (``_remove_stale_partials``)."""
     target = Path(path).expanduser()
     if not target.parent.is_dir():
         raise ValidationError(f"cannot write {target}: the folder {target.parent} does not exist")
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    _remove_stale_partials(target)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     try:
-        with open(partial, "w", encoding="utf-8") as out:
+        mode = stat.S_IMODE(target.stat().st_mode) if target.is_file() else 0o600
+        with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
             result = write(out)
             out.flush()
             os.fsync(out.fileno())
+        os.chmod(partial, mode)  # an existing backup keeps the mode its owner gave it
         os.replace(partial, target)
     except OSError as exc:
         raise ValidationError(f"cannot write {target}: {exc.strerror or exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
     return result
+
+
+def _remove_stale_partials(target: Path) -> None:
+    """Delete the temporary files of exports to ``target`` whose process is gone (killed before
+    its ``finally`` ran); those of live processes, this one's included, are left alone."""
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*.partial"):
+        pid = leftover.name[len(target.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill would end the process there: keep the file
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process (PermissionError), or no way to tell: keep its file
+        return True
+    return True
 
 
 def _report(report: Any, as_json: bool, extra: dict[str, Any] | None = None) -> None:

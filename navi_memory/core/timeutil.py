@@ -90,6 +90,7 @@ def minute_text(moment: datetime) -> str:
 
 # files of the tz database that are no zone of their own: the machine's zone, a template
 _NOT_ZONES = {"localtime", "posixrules"}
+MAX_ZONE_NAME = 128  # the longest IANA name has 32 characters; a longer one is no file name to look up
 
 
 def zone(name: str) -> tzinfo:
@@ -99,9 +100,11 @@ def zone(name: str) -> tzinfo:
     if name.strip().upper() == "UTC":
         return timezone.utc
     unknown = ValueError(f"unknown time zone {name[:64]!r} (an IANA name such as 'Europe/Lisbon' or 'UTC')")
-    if name.strip().lower() in _NOT_ZONES:
+    if name.strip().lower() in _NOT_ZONES or len(name.strip()) > MAX_ZONE_NAME:
         raise unknown
     try:
         return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError) as exc:  # no such zone, or no tz database (pip install tzdata)
+    # no such zone, or no tz database (pip install tzdata); OSError: the name is a folder of the
+    # database ("Europe") or too long a file name for the machine (tzdata reads it as a path)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise unknown from exc

@@ -557,23 +557,35 @@ class MemoryOperations:
         batch_size = v.limit(batch_size, 10_000, "batch_size")
         total = (yield db.embedding_stats(model=self._shared.model))
         todo = total["items"] - total["ready"] - total["skipped"]
-        report, after = BackfillReport(), 0
-        while True:
-            rows = yield db.pending_embeddings(model=self._shared.model, user_id=uid, limit=batch_size, after_id=after)
-            if not rows:
-                break
-            after = rows[-1][0]
-            self._shared.embedder.reset_backoff()  # an explicit backfill always tries the provider
-            stored, failed = yield from self.embed_rows(rows)
-            report.embedded += stored
-            report.failed += failed
-            if progress:
-                progress(report.embedded + report.failed, todo)
-            if failed and not stored:
-                break  # the provider is down: stop rather than mark every row as error
+        report = BackfillReport()
+        report.embedded, report.failed = yield from self.embed_pending(
+            uid, batch_size, None if progress is None else lambda done: progress(done, todo))
         stats = yield db.embedding_stats(model=self._shared.model)
         report.remaining = stats["items"] - stats["ready"] - stats["skipped"]
         return report
+
+    def embed_pending(self, user_id: str | None, batch_size: int = EMBED_BATCH,
+                      progress: Callable[[int], None] | None = None) -> Op:
+        """Embed the rows of ``user_id`` (None: everyone's) without a ready vector of the active model
+        (pending, error, another model), a batch at a time; ``progress(done)`` after each. Stops
+        when the provider fails a whole batch rather than mark every row as error. Returns
+        (embedded, failed). Used by ``backfill`` and by imports, which so resume what a killed or
+        failed import left pending."""
+        embedder, model = self._shared.embedder, self._shared.require_model()
+        assert embedder is not None
+        embedded = failed = after = 0
+        while True:
+            rows = yield db.pending_embeddings(model=model, user_id=user_id, limit=batch_size, after_id=after)
+            if not rows:
+                return embedded, failed
+            after = rows[-1][0]
+            embedder.reset_backoff()  # an explicit backfill or import always tries the provider
+            stored, lost = yield from self.embed_rows(rows)
+            embedded, failed = embedded + stored, failed + lost
+            if progress:
+                progress(embedded + failed)
+            if lost and not stored:
+                return embedded, failed
 
     @operation
     def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,

@@ -333,7 +333,10 @@ class TransferOperations:
         user_map = {v.user_id(k): v.user_id(val) for k, val in (options.user_map or {}).items()}
         links = FileLinks()
         vector_sizes: set[int] = set()  # of the store's own model, indexed once the rows are in
+        users: set[str] = set()  # whose rows a killed or failed earlier import may have left pending
         for record in self._checked(source, user_map, options.skip_unknown, None, links):
+            if isinstance(record.get("user_id"), str):
+                users.add(record["user_id"])
             for item in _items_of(record):
                 emb = item.get("embedding")
                 if emb and emb["vector"] is not None and emb["model"] == self._shared.model:
@@ -351,17 +354,38 @@ class TransferOperations:
         if options.id_map is not None:
             for uid, source_id, new_id in added:
                 options.id_map(uid, source_id, new_id)
-        if options.embed and self._shared.embed_on_write and to_embed and self._shared.embedder is not None \
+        if options.embed and self._shared.embed_on_write and self._shared.embedder is not None \
                 and self._shared.model is not None:
-            self._shared.embedder.reset_backoff()  # an explicit import always tries the provider
-            for start in range(0, len(to_embed), EMBED_BATCH):
-                stored, failed = yield from self._memory.embed_rows(to_embed[start:start + EMBED_BATCH])
-                report.embedded += stored
-                report.embed_failed += failed
-                if options.progress is not None:
-                    options.progress(report.embedded + report.embed_failed, len(to_embed))
+            yield from self._embed_imported(report, to_embed, sorted(users), options.progress)
         log.info("import: %d records, added %s, skipped %s", report.records, report.added, report.skipped)
         return report
+
+    def _embed_imported(self, report: TransferReport, to_embed: list[tuple[int, str, str]], users: list[str],
+                        progress: Callable[[int, int], None] | None) -> Op:
+        """Embed the rows this import added, then resume the rows of its users still without a
+        ready vector (a killed import commits its rows and dies embedding them: importing the file
+        again adds nothing, and said "embedded 0" while they stayed pending)."""
+        assert self._shared.embedder is not None
+        self._shared.embedder.reset_backoff()  # an explicit import always tries the provider
+        for start in range(0, len(to_embed), EMBED_BATCH):
+            stored, failed = yield from self._memory.embed_rows(to_embed[start:start + EMBED_BATCH])
+            report.embedded += stored
+            report.embed_failed += failed
+            if progress is not None:
+                progress(report.embedded + report.embed_failed, len(to_embed))
+        if report.embed_failed:
+            return  # the provider fails: its rows (state error) wait for the next import or backfill
+        before = report.embedded + report.embed_failed
+        for uid in users:
+            def resumed(done: int, base: int = report.embedded + report.embed_failed) -> None:
+                if progress is not None:
+                    progress(base + done, max(len(to_embed), base + done))
+            stored, failed = yield from self._memory.embed_pending(uid, EMBED_BATCH, resumed)
+            report.embedded += stored
+            report.embed_failed += failed
+        if report.embedded + report.embed_failed > before:
+            log.info("import: embedded %d rows an earlier import left pending",
+                     report.embedded + report.embed_failed - before)
 
     def _write_plan(self, source: Lines, user_map: Mapping[str, str], batch_size: int, skip_unknown: bool) -> Op:
         """The writing pass, as backend calls only (run by ``in_one_transaction``): returns the

@@ -2,7 +2,7 @@
 
 ``ChatClient`` wraps the model: it asks for structured output where the model supports it
 (``with_structured_output``), falls back to plain text otherwise, retries rate limits and transient
-failures with jittered exponential backoff (LangChain's ``with_retry``), optionally paces calls
+failures with jittered exponential backoff (``RetryPolicy.wait_before``), optionally paces calls
 (``InMemoryRateLimiter``), drops a reasoning model's ``<think>`` block from the text, measures
 tokens (the provider's ``usage_metadata``, else an estimate of 4 characters a token) and turns
 every provider failure into ``ExtractionError``. LangChain is imported only when a model is built
@@ -19,8 +19,10 @@ import importlib.util
 import json
 import logging
 import math
+import random
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -82,14 +84,17 @@ class RetryPolicy:
         if rps is not None and not (math.isfinite(rps) and rps > 0):
             raise ConfigurationError("the chat rate limit must be a positive number of calls per second")
 
+    def wait_before(self, attempt: int) -> float:
+        """Seconds to wait before attempt ``attempt + 1``: the first wait doubled per attempt plus a
+        jitter of up to one first wait, at most ``max_wait``; 0 when the first wait is 0."""
+        if self.initial_wait == 0:
+            return 0.0
+        return min(self.max_wait, self.initial_wait * 2 ** min(attempt - 1, 64) + random.uniform(0, self.initial_wait))
+
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetryPolicy":
         return cls(settings.chat_attempts, settings.chat_retry_wait, max(30.0, settings.chat_retry_wait),
                    settings.chat_rate_limit)
-
-
-class TransientChatError(Exception):
-    """A provider failure ``is_transient`` says is worth another attempt (the retry's trigger)."""
 
 
 @dataclass
@@ -159,8 +164,9 @@ class ChatClient:
             return self._runnables[key]
 
     def _guarded(self, runnable: Any) -> Any:
-        """``runnable`` paced by the rate limiter and retried on transient failures (with_retry
-        retries only ``TransientChatError``, which carries the provider's error as its cause)."""
+        """``runnable`` paced by the rate limiter and retried on transient failures. The retry is our
+        own loop: LangChain's ``with_retry`` passes only the keys it knows to tenacity and dropped the
+        first wait (``multiplier``), so every retry slept a second whatever the settings said."""
         from langchain_core.runnables import RunnableLambda
 
         if self.retry.requests_per_second and self._limiter is None:
@@ -168,35 +174,42 @@ class ChatClient:
 
             self._limiter = InMemoryRateLimiter(requests_per_second=self.retry.requests_per_second,
                                                 check_every_n_seconds=0.05, max_bucket_size=1)
-        limiter = self._limiter
+        limiter, policy, name = self._limiter, self.retry, self.name
+
+        def retried(attempt: int, exc: Exception) -> float:
+            """The wait before the next attempt, or ``exc`` raised when there is none."""
+            if attempt >= policy.attempts or not is_transient(exc):
+                raise exc
+            wait = policy.wait_before(attempt)
+            log.info("chat model %s: %s (attempt %d of %d); retrying in %.2f s", name, type(exc).__name__,
+                     attempt, policy.attempts, wait)
+            return wait
 
         def call(messages: Any) -> Any:
-            if limiter is not None:
-                limiter.acquire()
-            try:
-                return runnable.invoke(messages)
-            except Exception as exc:
-                if is_transient(exc):
-                    raise TransientChatError(str(exc)) from exc
-                raise
+            for attempt in range(1, policy.attempts + 1):
+                if limiter is not None:
+                    limiter.acquire()
+                try:
+                    return runnable.invoke(messages)
+                except Exception as exc:
+                    wait = retried(attempt, exc)
+                if wait > 0:
+                    time.sleep(wait)
+            raise AssertionError("unreachable: the last attempt returns or raises")
 
         async def acall(messages: Any) -> Any:
-            if limiter is not None:
-                await limiter.aacquire()
-            try:
-                return await runnable.ainvoke(messages)
-            except Exception as exc:
-                if is_transient(exc):
-                    raise TransientChatError(str(exc)) from exc
-                raise
+            for attempt in range(1, policy.attempts + 1):
+                if limiter is not None:
+                    await limiter.aacquire()
+                try:
+                    return await runnable.ainvoke(messages)
+                except Exception as exc:
+                    wait = retried(attempt, exc)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            raise AssertionError("unreachable: the last attempt returns or raises")
 
-        guarded = RunnableLambda(call, afunc=acall, name=f"navi-memory chat ({self.name})")
-        if self.retry.attempts == 1:
-            return guarded
-        return guarded.with_retry(retry_if_exception_type=(TransientChatError,), stop_after_attempt=self.retry.attempts,
-                                  wait_exponential_jitter=True,
-                                  exponential_jitter_params={_first_wait_name(): self.retry.initial_wait,
-                                                             "max": self.retry.max_wait})
+        return RunnableLambda(call, afunc=acall, name=f"navi-memory chat ({self.name})")
 
     def _reply(self, messages: list[tuple[str, str]], out: Any, structured: bool) -> LLMReply:
         raw, parsed = (out.get("raw"), out.get("parsed")) if structured and isinstance(out, dict) else (out, None)
@@ -214,8 +227,6 @@ class ChatClient:
         return LLMReply(text, parsed, sent // CHARS_PER_TOKEN + 1, len(text) // CHARS_PER_TOKEN + 1, True, self.name)
 
     def _failed(self, purpose: str, exc: BaseException) -> ExtractionError:
-        if isinstance(exc, TransientChatError) and exc.__cause__ is not None:
-            exc = exc.__cause__  # the provider's own error, after the last attempt
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return ExtractionError(f"chat model {self.name} failed ({purpose}): {type(exc).__name__}: {message}")
 
@@ -248,16 +259,6 @@ def _ollama_chat(settings: Settings, model: str) -> Any:
     if settings.chat_api_key:
         client_kwargs["headers"] = {"Authorization": f"Bearer {settings.chat_api_key}"}
     return ChatOllama(model=model, base_url=settings.chat_host, temperature=0, client_kwargs=client_kwargs)
-
-
-def _first_wait_name() -> str:
-    """tenacity 9.1 renamed the first wait of its jittered backoff (``initial`` warns there); 8.x
-    knows only ``initial``. tenacity comes with langchain-core, the only user of this."""
-    import inspect
-
-    from tenacity import wait_exponential_jitter
-
-    return "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters else "initial"
 
 
 def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:

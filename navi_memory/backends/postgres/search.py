@@ -65,10 +65,10 @@ class Pins:
     (small ones); fixed to HNSW it can keep one generic plan. A user is pinned when the index
     exists and the nearest ``depth`` vectors of the index (all an HNSW scan yields) are expected
     to hold ``PIN_MARGIN`` x k of theirs: ``depth`` x their share of the table (the planner's
-    statistics: a user too small to be listed is never pinned). A pinned search that falls short of k hits unpins the
-    user for ``PIN_SECONDS`` (the usual fallback then searches them exactly if they are small). A
-    stale read costs speed only, never results: the two statements return the same rows where
-    the HNSW plan is taken. Thread-safe enough: single dict stores, a bounded size."""
+    statistics: a user too small to be listed is never pinned). A pinned search that falls short of k hits is
+    searched again exactly, whatever the user's size, and unpins the user for ``PIN_SECONDS``: a
+    stale read costs speed only, never results (the two statements return the same rows where
+    the HNSW plan is taken). Thread-safe enough: single dict stores, a bounded size."""
 
     most = 10_000  # users remembered as fallen short, per process
 
@@ -199,17 +199,26 @@ class PostgresSearchQueries:
         rows = yield Q(*_statement(lambda wide: q.semantic_candidates(
             filters, model, dims, vector, k, wide=wide, index_depth=depth if pinned else None), filters, beside),
             local=local)
-        if pinned and _hit_count(rows) < k:  # the index holds too few of the user's vectors near this query
+        def exact() -> Q:
+            return Q(*_statement(lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True,
+                                                                    wide=wide), filters, beside))
+
+        short = _hit_count(rows) < k and filters.user_id is not None
+        if pinned and short:
+            # The index's nearest vectors held too few of the user's (the share read was stale, or
+            # theirs lie elsewhere): pinning was this backend's guess, so it must cost speed only.
+            # The user's rows are compared exactly, whatever their number (the pinned rows alone
+            # were returned for a user of exact_below vectors or more: 16 of 40 where exact search
+            # has 40), and the user is unpinned for PIN_SECONDS.
             self.pins.fell_short(cast(str, filters.user_id), model, dims)
-        if _hit_count(rows) < k and filters.user_id is not None and self.exact_below > 0:
+            rows = yield exact()
+        elif short and self.exact_below > 0:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
             # few or none survive. Such a user is small enough to compare all of its vectors.
-            count = yield Q(*q.count_vectors(filters.user_id, model, dims, self.exact_below))
+            count = yield Q(*q.count_vectors(cast(str, filters.user_id), model, dims, self.exact_below))
             if count[0]["n"] < self.exact_below:
-                rows = yield Q(*_statement(
-                    lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True, wide=wide),
-                    filters, beside))
+                rows = yield exact()
         if not _hit_count(rows) and filters.user_id is not None:
             other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
                             " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
