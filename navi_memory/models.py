@@ -129,7 +129,8 @@ class Item(_Record):
 
 @dataclass
 class FactVersion(_Record):
-    """A value a fact used to have, valid in [valid_from, valid_to)."""
+    """A value a fact used to have, valid in [valid_from, valid_to): from when it was said to
+    when the next value was said."""
 
     value: str
     source: str
@@ -137,6 +138,8 @@ class FactVersion(_Record):
     source_context: str | None
     valid_from: datetime
     valid_to: datetime
+    source_session_id: str | None = None
+    source_message_id: str | None = None
 
 
 @dataclass
@@ -160,11 +163,13 @@ class Fact(_Record):
     history: list[FactVersion] = field(default_factory=list)
     agent_id: str | None = None  # None: a fact shared by every agent of the user
     run_id: str | None = None
+    observed_at: datetime | None = None  # when the current value was said (its statement's time)
 
 
 @dataclass
 class FactChange(_Record):
-    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``.
+    """Outcome of ``upsert_fact``: action is ``added``, ``updated``, ``unchanged`` or ``history``
+    (the value was said before the current one: recorded in the history, the current value kept).
     ``requested_key``: the key the caller gave, when the value went to an equivalent fact on file
     under another key (``fact.key``); None otherwise."""
 

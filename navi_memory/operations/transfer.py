@@ -256,8 +256,9 @@ class TransferOperations:
         out = []
         for row in rows:
             record = _plain("fact", row, ("id", "item_id"))
-            record["history"] = [{k: _iso(h[k]) for k in ("value", "source", "confidence", "source_context",
-                                                          "valid_from", "valid_to")} for h in history[row["id"]]]
+            record["history"] = [{k: _iso(h.get(k)) for k in ("value", "source", "confidence", "source_context",
+                                                              "valid_from", "valid_to", "source_session_id",
+                                                              "source_message_id")} for h in history[row["id"]]]
             item = items.get(row["item_id"])
             record["item"] = None if item is None else _item_record(item, with_vectors, nested=True)
             out.append(record)
@@ -437,7 +438,7 @@ class TransferOperations:
         return {"user_id": fact["user_id"], "item_type": "fact", "theme": fact["category"], "title": None,
                 "content": fact_item_content(fact["key"], fact["value"]), "context": None, "tags": [],
                 "status": "active", "pinned": False, "source": fact["source"], "source_ref": None,
-                "person": fact["person"], "confidence": fact["confidence"], "observed_at": None,
+                "person": fact["person"], "confidence": fact["confidence"], "observed_at": fact["observed_at"],
                 "expires_at": fact["expires_at"], "created_at": fact["created_at"], "updated_at": fact["updated_at"],
                 "metadata": {"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}},
                 "embedding": None, "agent_id": fact.get("agent_id"), "run_id": fact.get("run_id")}

@@ -9,6 +9,7 @@ rendered. Pure functions.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, tzinfo
 from typing import Sequence
 
@@ -100,6 +101,27 @@ def turns(messages: Sequence[Message], final: bool) -> tuple[list[list[Message]]
 
 def turn_text(turn: Sequence[Message], names: dict[str, str], max_chars: int = MAX_CHUNK) -> str:
     return cap("\n".join(line for m in turn for line in message_lines(m, names)), max_chars)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def statement_of(context: str | None, messages: Sequence[Message]) -> Message | None:
+    """The message a fact was said in, given the fact's ``source_context`` (a quote or paraphrase
+    of it): the user or tool message sharing the most of its words, at least half of them (ties:
+    the later message); else the last user message, the latest the statement can have been made."""
+    said = [m for m in messages if m.role in ("user", "tool") and m.content.strip()]
+    wanted = _words(context or "")
+    best, best_share = None, 0.5
+    for message in said:
+        share = len(wanted & _words(message.content)) / len(wanted) if wanted else 0.0
+        if share >= best_share:
+            best, best_share = message, share
+    if best is not None:
+        return best
+    users = [m for m in said if m.role == "user"]
+    return users[-1] if users else None
 
 
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")

@@ -1,0 +1,123 @@
+"""Facts follow when things were said, not when they were processed (issue 32, item 3): a fact's
+value carries its statement's time, an older statement never replaces a newer current value (it
+enters the history at its own time), and the history shows statement times. On both backends,
+through the pipeline (rules, and a scripted chat model) and through ``upsert_fact(observed_at=)``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from navi_memory.core import timeline
+
+from .test_pipeline_extraction import chat, reply
+
+U = "tomas"
+UTC = timezone.utc
+TODAY = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+LIVED = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)  # "I live in Berlin"
+MOVED = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)  # "I moved to Munich"
+
+
+def said(store, sid, when, *lines, triggers=False):
+    """A conversation dated ``when`` (a minute per message), lines alternating user / assistant."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": line,
+                 "created_at": when + timedelta(minutes=i)} for i, line in enumerate(lines)]
+    return store.add_messages(sid, messages, user_id=U, triggers=triggers, background=False)
+
+
+def timeline_of(fact):
+    return [(h.value, h.valid_from, h.valid_to) for h in fact.history]
+
+
+def assert_munich_with_berlin_before(store):
+    location = store.get_fact("location", user_id=U)
+    assert (location.value, location.observed_at) == ("Munich", MOVED)
+    assert timeline_of(location) == [("Berlin", LIVED, MOVED)]
+    mirror = store.get(location.item_id, user_id=U)
+    assert mirror.content.endswith("Munich") and mirror.observed_at == MOVED
+
+
+@pytest.fixture
+def today(clock):
+    clock.set(TODAY)
+    return clock
+
+
+def test_an_older_session_extracted_later_goes_into_the_history_rules(store, today):
+    moved = said(store, "move", MOVED, "Remember that I moved to Munich.", "Noted!", triggers=True)
+    assert moved.report is not None and moved.report.added == 1  # extracted at once ("remember that")
+    said(store, "intro", LIVED, "Hi! My name is Tomas and I live in Berlin.", "Hello Tomas!")
+    report = store.extract_session("intro", user_id=U)
+    assert [c.action for c in report.changes if c.fact.key == "location"] == ["history"]
+    assert_munich_with_berlin_before(store)
+    berlin = store.get_fact("location", user_id=U).history[0]
+    assert (berlin.source_session_id, berlin.source_message_id) == ("intro", "1")  # the statement it came from
+    assert store.get_fact("name", user_id=U).observed_at == LIVED
+
+
+def test_an_older_session_extracted_later_goes_into_the_history_chat_model(store, today):
+    chat(store, reply(("profile", "location", "Munich", "user_explicit")), "Tomas lives in Munich.",
+         {"facts": [{"category": "profile", "key": "location", "value": "Berlin", "source": "user_explicit",
+                     "source_context": "I live in Berlin"},
+                    {"category": "profile", "key": "name", "value": "Tomas", "source": "user_explicit"}],
+          "notes": []},
+         "Tomas lives in Munich.")
+    said(store, "move", MOVED, "Remember that I moved to Munich.", "Noted!", triggers=True)
+    said(store, "intro", LIVED, "Hi! My name is Tomas and I live in Berlin.", "Hello Tomas!")
+    store.extract_session("intro", user_id=U)
+    assert_munich_with_berlin_before(store)
+
+
+def test_the_newer_statement_still_wins_in_processing_order(store, today):
+    said(store, "intro", LIVED, "Hi! My name is Tomas and I live in Berlin.", "Hello Tomas!")
+    store.extract_session("intro", user_id=U)
+    said(store, "move", MOVED, "Remember that I moved to Munich.", "Noted!", triggers=True)
+    assert_munich_with_berlin_before(store)
+
+
+def test_upsert_fact_observed_at_orders_values_by_when_they_were_said(store, today):
+    def put(value, when=None):
+        return store.upsert_fact(user_id=U, category="profile", key="location", value=value, observed_at=when)
+
+    assert put("Munich", MOVED).action == "added"
+    older = put("Berlin", LIVED)
+    assert (older.action, older.fact.value, older.previous_value) == ("history", "Munich", None)
+    assert put("Berlin", LIVED + timedelta(days=3)).action == "unchanged"  # Berlin was the value then
+    hamburg = datetime(2026, 10, 15, tzinfo=UTC)
+    assert put("Hamburg", hamburg).action == "history"  # between the two: cuts Berlin short
+    assert timeline_of(store.get_fact("location", user_id=U)) == [("Berlin", LIVED, hamburg),
+                                                                  ("Hamburg", hamburg, MOVED)]
+    earlier_munich = datetime(2026, 10, 20, tzinfo=UTC)
+    assert put("Munich", earlier_munich).action == "unchanged"  # Munich was said earlier than known
+    location = store.get_fact("location", user_id=U)
+    assert location.observed_at == earlier_munich
+    assert timeline_of(location) == [("Berlin", LIVED, hamburg), ("Hamburg", hamburg, earlier_munich)]
+    now = put("Oslo")  # default: now
+    assert (now.action, now.previous_value, now.fact.observed_at) == ("updated", "Munich", TODAY)
+    assert timeline_of(store.get_fact("location", user_id=U))[-1] == ("Munich", earlier_munich, TODAY)
+    later = put("Paris", TODAY + timedelta(days=30))  # the future counts as now
+    assert (later.action, later.fact.observed_at) == ("updated", TODAY)
+
+
+def test_observed_at_is_validated(store, today):
+    from navi_memory.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="observed_at"):
+        store.upsert_fact(user_id=U, category="profile", key="location", value="Oslo", observed_at="yesterday")
+    assert store.get_all_facts(user_id=U) == []
+
+
+def test_place_is_pure_and_keeps_the_timeline_ordered():
+    t = [datetime(2026, m, 1, tzinfo=UTC) for m in range(1, 8)]
+    current = {"value": "E", "observed_at": t[5]}
+    history = [{"id": 1, "value": "A", "valid_from": t[0], "valid_to": t[2]},
+               {"id": 2, "value": "C", "valid_from": t[2], "valid_to": t[5]}]
+    assert timeline.place(current, history, {"value": "F"}, t[6]).insert[0].valid_to == t[6]
+    before_all = timeline.place(current, history, {"value": "Z"}, t[0] - timedelta(days=1))
+    assert (before_all.action, before_all.insert[0].valid_to, before_all.edits) == ("history", t[0], {})
+    inside = timeline.place(current, history, {"value": "B"}, t[1])
+    assert (inside.insert[0].valid_from, inside.insert[0].valid_to, inside.edits) == (t[1], t[2], {1: {"valid_to": t[1]}})
+    moves_next = timeline.place(current, history, {"value": "C"}, t[1])
+    assert (moves_next.action, moves_next.edits) == ("history", {1: {"valid_to": t[1]}, 2: {"valid_from": t[1]}})
