@@ -231,6 +231,9 @@ class SearchResult(_Record):
     namespace: tuple[str, ...] | None = None  # keyed items (put_keyed)
     key: str | None = None
     user_id: str | None = None  # whose memory it is (tells results apart in an ``all_users`` search)
+    # a conversation turn that said a value a newer fact replaced: that fact now (``key: value``);
+    # prompt blocks show the turn as past (``retrieval.superseded``)
+    superseded_by: str | None = None
 
     @property
     def content_snippet(self) -> str:

@@ -121,3 +121,57 @@ def test_place_is_pure_and_keeps_the_timeline_ordered():
     assert (inside.insert[0].valid_from, inside.insert[0].valid_to, inside.edits) == (t[1], t[2], {1: {"valid_to": t[1]}})
     moves_next = timeline.place(current, history, {"value": "C"}, t[1])
     assert (moves_next.action, moves_next.edits) == ("history", {1: {"valid_to": t[1]}, 2: {"valid_from": t[1]}})
+
+
+# -- retrieval: a turn a newer fact superseded ranks below it and is marked as past -----------------
+
+@pytest.mark.parametrize("order", ["in order", "older session later"])
+def test_a_superseded_turn_ranks_below_the_current_fact_and_is_marked_past(store, today, order):
+    from navi_memory import prompt
+
+    def intro():
+        said(store, "intro", LIVED, "Hi! My name is Tomas and I live in Berlin.", "Hello Tomas!")
+        store.extract_session("intro", user_id=U)
+
+    def move():
+        said(store, "move", MOVED, "Remember that I moved to Munich.", "Noted!", triggers=True)
+        store.extract_session("move", user_id=U)  # the session ends: its last turn is stored too
+
+    steps = [intro, move] if order == "in order" else [move, intro]
+    for step in steps:
+        step()
+    results = store.search("where do I live Berlin Munich", user_id=U, limit=10)
+    by_content = {r.content: r for r in results}
+    fact = next(r for r in results if r.kind == "fact" and r.fact and r.fact["key"] == "location")
+    turn = next(r for r in results if "I live in Berlin" in r.content)
+    assert turn.superseded_by == "location: Munich" and turn.scores["superseded"] < 0
+    assert results.index(turn) > results.index(fact) and turn.score < fact.score
+    moved = next(r for c, r in by_content.items() if "moved to Munich" in c and r.kind == "item")
+    assert moved.superseded_by is None  # the turn that said the current value is current
+    block = prompt.relevant_memory_block(results)
+    [line] = [ln for ln in block.splitlines() if "I live in Berlin" in ln]
+    assert "earlier: superseded by location: Munich" in line
+    [fact_line] = [ln for ln in block.splitlines() if ln.endswith("location: Munich")]
+    assert "superseded" not in fact_line
+
+
+def test_demote_is_pure_and_keeps_other_results_in_order():
+    from navi_memory.models import SearchResult
+    from navi_memory.retrieval import superseded
+
+    def result(i, score, kind="item"):
+        return SearchResult(id=i, content=f"r{i}", snippet="", theme="t", type="note", created_at=TODAY, score=score,
+                            signals={}, scores={}, kind=kind)
+
+    turn_row = {"id": 1, "user_id": U, "fact_id": None, "source_ref": {"session_id": "s", "first_seq": 1, "last_seq": 2}}
+    past = [{"session_id": "s", "message_id": "2", "value": "Berlin", "current_value": "Munich", "key": "location",
+             "item_id": 3}]
+    assert superseded.turn_sessions([turn_row, {"id": 3, "user_id": U, "fact_id": 7, "source_ref": None}]) == {U: {"s"}}
+    said = superseded.replaced_by(turn_row, past)
+    assert said is past[0]
+    assert superseded.replaced_by({**turn_row, "source_ref": {"session_id": "s", "first_seq": 3, "last_seq": 4}},
+                                  past) is None  # another message of the session
+    assert superseded.replaced_by(turn_row, [{**past[0], "current_value": "berlin"}]) is None  # said again since
+    out = superseded.demote([result(1, 0.9), result(2, 0.7), result(3, 0.6, "fact")], {1: said})
+    assert [r.id for r in out] == [2, 3, 1] and out[2].superseded_by == "location: Munich"
+    assert out[2].score < out[1].score and out[2].scores["superseded"] < 0

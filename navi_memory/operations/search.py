@@ -17,7 +17,7 @@ from ..core import convert
 from ..core import validation as v
 from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
-from ..retrieval import context, stage
+from ..retrieval import context, stage, superseded
 from ..retrieval import search as ranking
 from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
@@ -171,11 +171,25 @@ class SearchOperations:
             columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
         ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
         rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
+        replaced = yield from self._superseded_turns(rows)
         results = ranking.results(fused, ranked, rows)
         if second is None:
-            return SearchResults(results)
+            return SearchResults(superseded.demote(results, replaced))
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
-        return SearchResults(ranking.apply_model_scores(results, scores, second.weight)[:limit])
+        return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
+                                               replaced))
+
+    def _superseded_turns(self, rows: Sequence[Mapping[str, Any]]) -> Op[dict[int, Mapping[str, Any]]]:
+        """Of the result rows, the conversation turns that said a value a newer fact has replaced
+        (the re-ranking signal ``superseded``): row id -> the history row of that value."""
+        out: dict[int, Mapping[str, Any]] = {}
+        for uid, sessions in superseded.turn_sessions(rows).items():
+            past = yield db.past_statements(user_id=uid, session_ids=sorted(sessions))
+            for row in rows if past else []:
+                said = superseded.replaced_by(row, past) if row.get("user_id") == uid else None
+                if said is not None:
+                    out[row["id"]] = said
+        return out
 
     def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text

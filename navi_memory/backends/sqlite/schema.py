@@ -111,6 +111,8 @@ STATEMENT_TIMES = [
     "UPDATE facts SET observed_at = updated_at WHERE observed_at IS NULL",
     "ALTER TABLE fact_history ADD COLUMN source_session_id TEXT",
     "ALTER TABLE fact_history ADD COLUMN source_message_id TEXT",
+    "CREATE INDEX IF NOT EXISTS fact_history_user_session ON fact_history (user_id, source_session_id)"
+    " WHERE source_session_id IS NOT NULL",
 ]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
