@@ -175,3 +175,29 @@ def test_demote_is_pure_and_keeps_other_results_in_order():
     out = superseded.demote([result(1, 0.9), result(2, 0.7), result(3, 0.6, "fact")], {1: said})
     assert [r.id for r in out] == [2, 3, 1] and out[2].superseded_by == "location: Munich"
     assert out[2].score < out[1].score and out[2].scores["superseded"] < 0
+
+
+# -- import: the same rule for a fact already on file ----------------------------------------------
+
+def test_import_places_statements_of_a_fact_on_file_by_when_they_were_said(store, today, new_db_url, fake_embeddings):
+    from navi_memory import MemoryStore
+
+    from .test_transfer import export
+
+    store.upsert_fact(user_id=U, category="profile", key="location", value="Munich", observed_at=MOVED)
+    with MemoryStore.open(new_db_url(), embeddings=fake_embeddings, clock=today) as other:
+        other.upsert_fact(user_id=U, category="profile", key="location", value="Berlin", observed_at=LIVED)
+        older = export(other, user_id=U)
+        later = TODAY - timedelta(days=2)
+        other.upsert_fact(user_id=U, category="profile", key="location", value="Hamburg", observed_at=later)
+        newer = export(other, user_id=U)
+    [record] = [r for r in older if r.get("type") == "fact"]
+    assert record["observed_at"].startswith("2026-10-01")
+    report = store.import_records(older)
+    assert (report.skipped.get("fact"), report.merged) == (1, 1)
+    assert_munich_with_berlin_before(store)  # the older value went into the history, not over Munich
+    assert store.import_records(older).merged == 0  # again: nothing new
+    assert store.import_records(newer).merged == 1  # Hamburg, said after Munich: the value now
+    location = store.get_fact("location", user_id=U)
+    assert (location.value, location.observed_at) == ("Hamburg", later)
+    assert timeline_of(location) == [("Berlin", LIVED, MOVED), ("Munich", MOVED, later)]
