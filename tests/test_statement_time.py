@@ -153,6 +153,16 @@ def test_a_superseded_turn_ranks_below_the_current_fact_and_is_marked_past(store
     assert "earlier: superseded by location: Munich" in line
     [fact_line] = [ln for ln in block.splitlines() if ln.endswith("location: Munich")]
     assert "superseded" not in fact_line
+    if order == "in order":  # the UI's search page and the REST API show it too
+        from starlette.testclient import TestClient
+
+        from navi_memory.ui.app import create_app
+
+        client = TestClient(create_app(store), base_url="http://127.0.0.1")
+        query = {"q": "where do I live Berlin Munich", "all": "1"}
+        assert "(earlier: superseded by location: Munich)" in client.get(f"/users/{U}/search", params=query).text
+        found = client.get(f"/api/users/{U}/search", params=query).json()["results"]
+        assert [r["superseded_by"] for r in found if "I live in Berlin" in r["content"]] == ["location: Munich"]
 
 
 def test_demote_is_pure_and_keeps_other_results_in_order():
