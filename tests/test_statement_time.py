@@ -211,3 +211,16 @@ def test_import_places_statements_of_a_fact_on_file_by_when_they_were_said(store
     location = store.get_fact("location", user_id=U)
     assert (location.value, location.observed_at) == ("Hamburg", later)
     assert timeline_of(location) == [("Berlin", LIVED, MOVED), ("Munich", MOVED, later)]
+
+
+def test_statement_of_finds_the_message_a_model_fact_quotes():
+    from navi_memory.models import Message
+    from navi_memory.pipeline import transcript
+
+    messages = [Message(role="user", content="Hi! My name is Tomas and I live in Berlin.", seq=1, created_at=LIVED),
+                Message(role="assistant", content="Hello Tomas, Berlin is lovely.", seq=2, created_at=LIVED),
+                Message(role="user", content="I also write Rust at work.", seq=3, created_at=MOVED)]
+    assert transcript.statement_of("I live in Berlin", messages).seq == 1
+    assert transcript.statement_of("writes Rust at work", messages).seq == 3
+    assert transcript.statement_of("likes tea", messages) is None
+    assert transcript.statement_of(None, messages) is None

@@ -76,9 +76,14 @@ def _rule_candidates(found: Sequence[rules.RuleFact]) -> list[ExtractedFact]:
 
 
 def _said_in(fact: ExtractedFact, messages: Sequence[Message]) -> ExtractedFact:
-    """``fact`` (from the chat model) with the time and number of the message it was said in."""
+    """``fact`` (from the chat model) with the time and number of the message it was said in;
+    when its context names none, the time of the last user message (the latest it can have been
+    said) and no number."""
     message = transcript.statement_of(fact.source_context, messages)
-    return fact if message is None else replace(fact, said_at=message.created_at, message_seq=message.seq)
+    if message is not None:
+        return replace(fact, said_at=message.created_at, message_seq=message.seq)
+    last = [m.created_at for m in messages if m.role == "user" and m.created_at is not None]
+    return replace(fact, said_at=last[-1]) if last else fact
 
 
 def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedFact]:

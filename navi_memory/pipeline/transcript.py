@@ -110,18 +110,15 @@ def _words(text: str) -> set[str]:
 def statement_of(context: str | None, messages: Sequence[Message]) -> Message | None:
     """The message a fact was said in, given the fact's ``source_context`` (a quote or paraphrase
     of it): the user or tool message sharing the most of its words, at least half of them (ties:
-    the later message); else the last user message, the latest the statement can have been made."""
-    said = [m for m in messages if m.role in ("user", "tool") and m.content.strip()]
+    the later message); None when no message does."""
     wanted = _words(context or "")
     best, best_share = None, 0.5
-    for message in said:
-        share = len(wanted & _words(message.content)) / len(wanted) if wanted else 0.0
-        if share >= best_share:
-            best, best_share = message, share
-    if best is not None:
-        return best
-    users = [m for m in said if m.role == "user"]
-    return users[-1] if users else None
+    for message in messages if wanted else ():
+        if message.role in ("user", "tool"):
+            share = len(wanted & _words(message.content)) / len(wanted)
+            if share >= best_share:
+                best, best_share = message, share
+    return best
 
 
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
