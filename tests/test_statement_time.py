@@ -176,7 +176,8 @@ def test_demote_is_pure_and_keeps_other_results_in_order():
     turn_row = {"id": 1, "user_id": U, "fact_id": None, "source_ref": {"session_id": "s", "first_seq": 1, "last_seq": 2}}
     past = [{"session_id": "s", "message_id": "2", "value": "Berlin", "current_value": "Munich", "key": "location",
              "item_id": 3}]
-    assert superseded.turn_sessions([turn_row, {"id": 3, "user_id": U, "fact_id": 7, "source_ref": None}]) == {U: {"s"}}
+    fact_row = {"id": 3, "user_id": U, "fact_id": 7, "source_ref": {"session_id": "s", "first_seq": 2, "last_seq": 2}}
+    assert superseded.replaced_turns([turn_row, fact_row], past) == {1: past[0]}  # a fact's item is no turn
     said = superseded.replaced_by(turn_row, past)
     assert said is past[0]
     assert superseded.replaced_by({**turn_row, "source_ref": {"session_id": "s", "first_seq": 3, "last_seq": 4}},

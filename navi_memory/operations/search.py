@@ -170,26 +170,19 @@ class SearchOperations:
         if brought := [i for i in fused if i not in asked]:
             columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
         ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
-        rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
-        replaced = yield from self._superseded_turns(rows)
+        # the page, and beside it (no extra round trip) the values newer ones replaced, to mark the
+        # turns that said them (the re-ranking signal ``superseded``; a one-user search only)
+        rows, past = (yield from together(
+            db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked]) if ranked else None,
+            db.past_statements(user_id=f.user_id) if ranked and f.user_id is not None else None))
+        rows = rows or []
+        replaced = superseded.replaced_turns(rows, past or [])
         results = ranking.results(fused, ranked, rows)
         if second is None:
             return SearchResults(superseded.demote(results, replaced))
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
         return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
                                                replaced))
-
-    def _superseded_turns(self, rows: Sequence[Mapping[str, Any]]) -> Op[dict[int, Mapping[str, Any]]]:
-        """Of the result rows, the conversation turns that said a value a newer fact has replaced
-        (the re-ranking signal ``superseded``): row id -> the history row of that value."""
-        out: dict[int, Mapping[str, Any]] = {}
-        for uid, sessions in superseded.turn_sessions(rows).items():
-            past = yield db.past_statements(user_id=uid, session_ids=sorted(sessions))
-            for row in rows if past else []:
-                said = superseded.replaced_by(row, past) if row.get("user_id") == uid else None
-                if said is not None:
-                    out[row["id"]] = said
-        return out
 
     def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text

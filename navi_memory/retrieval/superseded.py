@@ -30,16 +30,6 @@ def _same(a: Any, b: Any) -> bool:
     return " ".join(str(a).casefold().split()) == " ".join(str(b).casefold().split())
 
 
-def turn_sessions(rows: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
-    """user id -> the sessions of the conversation turns among the item ``rows`` (what to look up)."""
-    out: dict[str, set[str]] = {}
-    for row in rows:
-        session = (row.get("source_ref") or {}).get("session_id")
-        if session and row.get("user_id") and row.get("fact_id") is None:
-            out.setdefault(str(row["user_id"]), set()).add(str(session))
-    return out
-
-
 def replaced_by(row: Mapping[str, Any], past: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The history row (with its fact's ``key``, ``current_value`` and ``item_id``) of a value the
     turn ``row`` said that a newer one replaced, or None. A value said again since (history A, B,
@@ -54,6 +44,17 @@ def replaced_by(row: Mapping[str, Any], past: Sequence[Mapping[str, Any]]) -> Ma
                 and not _same(said["value"], said["current_value"]):
             return said
     return None
+
+
+def replaced_turns(rows: Sequence[Mapping[str, Any]], past: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """Of the item ``rows``, the turns that said a value a newer one replaced: row id -> the
+    history row of that value (``replaced_by``)."""
+    out: dict[int, Mapping[str, Any]] = {}
+    for row in rows if past else ():
+        said = replaced_by(row, past)
+        if said is not None:
+            out[row["id"]] = said
+    return out
 
 
 def demote(results: Sequence[SearchResult], replaced: Mapping[int, Mapping[str, Any]]) -> list[SearchResult]:
