@@ -129,7 +129,8 @@ class Item(_Record):
 
 @dataclass
 class FactVersion(_Record):
-    """A value a fact used to have, valid in [valid_from, valid_to)."""
+    """A value a fact used to have, valid in [valid_from, valid_to): from when it was said to
+    when the next value was said."""
 
     value: str
     source: str
@@ -137,6 +138,8 @@ class FactVersion(_Record):
     source_context: str | None
     valid_from: datetime
     valid_to: datetime
+    source_session_id: str | None = None
+    source_message_id: str | None = None
 
 
 @dataclass
@@ -160,11 +163,13 @@ class Fact(_Record):
     history: list[FactVersion] = field(default_factory=list)
     agent_id: str | None = None  # None: a fact shared by every agent of the user
     run_id: str | None = None
+    observed_at: datetime | None = None  # when the current value was said (its statement's time)
 
 
 @dataclass
 class FactChange(_Record):
-    """Outcome of ``upsert_fact``: action is ``added``, ``updated`` or ``unchanged``.
+    """Outcome of ``upsert_fact``: action is ``added``, ``updated``, ``unchanged`` or ``history``
+    (the value was said before the current one: recorded in the history, the current value kept).
     ``requested_key``: the key the caller gave, when the value went to an equivalent fact on file
     under another key (``fact.key``); None otherwise. ``reason``: why the value went where it
     did (e.g. "home_city is location", "judged the same as employer"); None for a plain write."""
@@ -230,6 +235,9 @@ class SearchResult(_Record):
     namespace: tuple[str, ...] | None = None  # keyed items (put_keyed)
     key: str | None = None
     user_id: str | None = None  # whose memory it is (tells results apart in an ``all_users`` search)
+    # a conversation turn that said a value a newer fact replaced: that fact now (``key: value``);
+    # prompt blocks show the turn as past (``retrieval.superseded``)
+    superseded_by: str | None = None
 
     @property
     def content_snippet(self) -> str:

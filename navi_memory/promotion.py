@@ -148,7 +148,8 @@ def _pick(rows: list[dict[str, Any]], near: list[list[int]], min_size: int) -> l
 
 
 def fact_fields(cluster: Cluster) -> dict[str, Any]:
-    """category, key, value, person and source_context of the fact a cluster becomes."""
+    """category, key, value, person, source_context and observed_at of the fact a cluster becomes
+    (observed_at: when its newest member was said, or else stored: the time of the statement)."""
     centre = cluster.centre
     theme = centre.get("theme") or ""
     category = theme if theme in FACT_CATEGORIES else "preferences" if centre.get("type") == "preference" \
@@ -157,7 +158,9 @@ def fact_fields(cluster: Cluster) -> dict[str, Any]:
     ids = ", ".join(str(m["id"]) for m in cluster.members)
     return {"category": category, "key": fact_key(centre.get("title"), centre["content"]),
             "value": centre["content"], "person": persons.pop() if len(persons) == 1 else None,
-            "source_context": f"promoted from {len(cluster.members)} similar items ({ids})"}
+            "source_context": f"promoted from {len(cluster.members)} similar items ({ids})",
+            "observed_at": max((m.get("observed_at") or m.get("created_at") for m in cluster.members
+                                if m.get("observed_at") or m.get("created_at")), default=None)}
 
 
 def fact_key(title: str | None, content: str) -> str:

@@ -203,6 +203,8 @@ def _memory_line(result: SearchResult, tz: tzinfo | None = None) -> str:
     label = f"{result.theme}/{result.type}, {day_text(in_zone(when, tz))}"  # never overflows at the calendar's edge
     if result.person:
         label += f", about {escape(result.person, True)}"
+    if result.superseded_by:  # a newer fact replaced what this turn said: shown as past
+        label += f", earlier: superseded by {escape(result.superseded_by, True)}"
     return f"- [{label}] {escape(result.content, single_line=True)}"
 
 

@@ -233,10 +233,16 @@ class MemoryStoreAPI:
                     confidence: int | None = None, source_context: str | None = None,
                     source_session_id: str | None = None, source_message_id: str | None = None,
                     person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                    agent_id: str | None = None, run_id: str | None = None,
-                    match_equivalent: bool = True) -> FactChange:
+                    agent_id: str | None = None, run_id: str | None = None, match_equivalent: bool = True,
+                    observed_at: Any = None) -> FactChange:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+        one to history. Returns a ``FactChange`` whose action is added, updated, unchanged or
+        history.
+
+        ``observed_at``: when the value was said (default now; a later time counts as now). The
+        newest statement wins, not the last one written: a value said before the current one
+        never replaces it; it goes into the history at its own time (action ``history``), and the
+        history's ``valid_from``/``valid_to`` are the times its values were said.
 
         ``match_equivalent`` (default True): when no fact has this key yet but one of the same
         agent names the same attribute under another key, that fact is updated instead of a
@@ -256,7 +262,7 @@ class MemoryStoreAPI:
                                                      source_message_id=source_message_id, person=person,
                                                      expires_at=expires_at, expires_days=expires_days,
                                                      agent_id=agent_id, run_id=run_id,
-                                                     match_equivalent=match_equivalent))
+                                                     match_equivalent=match_equivalent, observed_at=observed_at))
 
     def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
                  run_id: str | None = None) -> Fact:

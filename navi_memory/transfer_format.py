@@ -293,7 +293,9 @@ def _history(value: Any, name: str) -> list[dict[str, Any]]:
                     "confidence": _field(entry, "confidence", _confidence, required=True),
                     "source_context": _field(entry, "source_context", _text),
                     "valid_from": _field(entry, "valid_from", _time, required=True),
-                    "valid_to": _field(entry, "valid_to", _time, required=True)})
+                    "valid_to": _field(entry, "valid_to", _time, required=True),
+                    "source_session_id": _field(entry, "source_session_id", _key),
+                    "source_message_id": _field(entry, "source_message_id", _key)})
     return out
 
 
@@ -312,7 +314,8 @@ def check_fact(record: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = _field(record, name, _text)
     for name in ("source_session_id", "source_message_id", "person"):
         out[name] = _field(record, name, _key)
-    _times(record, out, ("created_at", "updated_at"), ("expires_at", "last_verified_at"))
+    _times(record, out, ("created_at", "updated_at"), ("expires_at", "last_verified_at", "observed_at"))
+    out["observed_at"] = out["observed_at"] or out["updated_at"]  # absent in older files: when it was written
     out["history"] = _field(record, "history", _history) or []
     _scopes(record, out)
     # absent: derive the searchable item as upsert_fact would; null: the fact has none; object: as stored

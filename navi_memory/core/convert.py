@@ -43,7 +43,8 @@ def namespace_labels(stored: str | None) -> tuple[str, ...] | None:
 def fact(row: dict[str, Any], history: dict[int, list[dict]] | None = None) -> Fact:
     versions = [
         FactVersion(value=h["value"], source=h["source"], confidence=h["confidence"],
-                    source_context=h.get("source_context"), valid_from=h["valid_from"], valid_to=h["valid_to"])
+                    source_context=h.get("source_context"), valid_from=h["valid_from"], valid_to=h["valid_to"],
+                    source_session_id=h.get("source_session_id"), source_message_id=h.get("source_message_id"))
         for h in (history or {}).get(row["id"], [])
     ]
     fields = {k: row.get(k) for k in Fact._field_names() if k != "history"}

@@ -198,6 +198,8 @@ def result_json(r: SearchResult) -> dict[str, Any]:
         out["fact"] = {k: r.fact.get(k) for k in ("category", "key", "value")}
     if r.person:
         out["person"] = r.person
+    if r.superseded_by:  # what this said is past: a newer fact replaced it
+        out["superseded_by"] = r.superseded_by
     return out
 
 

@@ -62,7 +62,7 @@ def result_to_document(result: SearchResult) -> Document:
         "type": result.type, "kind": result.kind,
         "created_at": result.created_at.isoformat() if result.created_at else None,
     }
-    for name in ("title", "person"):
+    for name in ("title", "person", "superseded_by"):  # superseded_by: what it says is past
         if getattr(result, name):
             metadata[name] = getattr(result, name)
     if result.observed_at is not None:

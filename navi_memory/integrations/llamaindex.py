@@ -57,6 +57,8 @@ def result_to_node(result: SearchResult) -> NodeWithScore:
         metadata["fact"] = dict(result.fact)
     if result.person:
         metadata["person"] = result.person
+    if result.superseded_by:  # what it says is past: a newer fact replaced it
+        metadata["superseded_by"] = result.superseded_by
     node = TextNode(id_=str(result.id), text=result.content, metadata=metadata,
                     excluded_llm_metadata_keys=list(HIDDEN_FROM_MODEL),
                     excluded_embed_metadata_keys=list(HIDDEN_FROM_MODEL))

@@ -46,5 +46,5 @@ class StoreOperations:
         self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors
         self.sessions = SessionOperations(self.shared, self.memory, self.facts)
         self.persons = PersonOperations(self.shared, self.memory, self.facts)
-        self.transfer = TransferOperations(self.shared, self.memory)
+        self.transfer = TransferOperations(self.shared, self.memory, self.facts)
         self.keyed = KeyedOperations(self.shared, self.memory)

@@ -31,9 +31,15 @@ class FactOperations:
                     source_session_id: str | None = None, source_message_id: str | None = None,
                     person: str | None = None, expires_at: Any = None, expires_days: Any = None,
                     agent_id: str | None = None, run_id: str | None = None,
-                    match_equivalent: bool = True) -> Op[FactChange]:
+                    match_equivalent: bool = True, observed_at: Any = None) -> Op[FactChange]:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated or unchanged.
+        one to history. Returns a ``FactChange`` whose action is added, updated, unchanged or
+        history.
+
+        ``observed_at``: when the value was said (default now; a later time counts as now). The
+        newest statement wins, not the last one written: a value said before the current one
+        never replaces it; it goes into the history at its own time (action ``history``), and the
+        history's ``valid_from``/``valid_to`` are the times its values were said.
 
         ``match_equivalent`` (default True): when no fact has this key yet but one of the same
         agent names the same attribute under another key, that fact is updated instead of a
@@ -63,12 +69,13 @@ class FactOperations:
             "expires_at": v.expiry(expires_at, expires_days, now),
             "agent_id": v.scope_id(agent_id, "agent_id"),
             "run_id": v.scope_id(run_id, "run_id"),
+            "observed_at": min(v.when(observed_at, "observed_at") or now, now),
         }
         match = v.flag(match_equivalent, "match_equivalent")
         yield from self._memory.refuse_if_off([uid])
         action, row, previous, requested, mirror = yield db.in_one_transaction(
             make_plan=lambda: self._write_fact(uid, dict(fact), match, now))
-        if self._shared.embed_on_write and action != "unchanged" and row.get("item_id"):
+        if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
         return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
                           requested_key=requested,
@@ -90,7 +97,7 @@ class FactOperations:
         mirror = NewItem(user_id=uid, type="fact", content=fact_item_content(fact["key"], fact["value"]),
                          theme=fact["category"], source=fact["source"], confidence=fact["confidence"],
                          person=fact["person"], expires_at=fact["expires_at"], agent_id=fact["agent_id"],
-                         run_id=fact["run_id"],
+                         run_id=fact["run_id"], observed_at=fact["observed_at"],
                          metadata={"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}})
         action, row, previous = yield db.upsert_fact(user_id=uid, fact=fact, item=mirror, model=self._shared.model,
                                                      now=now)

@@ -294,7 +294,7 @@ class PersonOperations:
                     user_id=uid, category=fields["category"], key=fields["key"],
                     value=fit_utf8(fields["value"], self._shared.max_content_bytes), source="auto_discovery",
                     confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
-                    person=fields["person"])
+                    person=fields["person"], observed_at=fields["observed_at"])
                 fact_id = change.fact.id
                 report.facts_added += change.action == "added"
                 report.facts_updated += change.action == "updated"

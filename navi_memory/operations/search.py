@@ -17,7 +17,7 @@ from ..core import convert
 from ..core import validation as v
 from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
-from ..retrieval import context, stage
+from ..retrieval import context, stage, superseded
 from ..retrieval import search as ranking
 from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
@@ -170,12 +170,19 @@ class SearchOperations:
         if brought := [i for i in fused if i not in asked]:
             columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
         ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
-        rows = (yield db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked])) if ranked else []
+        # the page, and beside it (no extra round trip) the values newer ones replaced, to mark the
+        # turns that said them (the re-ranking signal ``superseded``; a one-user search only)
+        rows, past = (yield from together(
+            db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked]) if ranked else None,
+            db.past_statements(user_id=f.user_id) if ranked and f.user_id is not None else None))
+        rows = rows or []
+        replaced = superseded.replaced_turns(rows, past or [])
         results = ranking.results(fused, ranked, rows)
         if second is None:
-            return SearchResults(results)
+            return SearchResults(superseded.demote(results, replaced))
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
-        return SearchResults(ranking.apply_model_scores(results, scores, second.weight)[:limit])
+        return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
+                                               replaced))
 
     def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text

@@ -66,8 +66,24 @@ TURN_BEFORE_MESSAGES = 8
 
 
 def _rule_candidates(found: Sequence[rules.RuleFact]) -> list[ExtractedFact]:
-    return [extract.normalize_fact({"category": f.category, "key": f.key, "value": f.value, "source": f.source,
-                                    "source_context": f.source_context}) for f in found]  # type: ignore[misc]
+    out = []
+    for f in found:
+        fact = extract.normalize_fact({"category": f.category, "key": f.key, "value": f.value, "source": f.source,
+                                       "source_context": f.source_context})
+        if fact is not None:
+            out.append(replace(fact, said_at=f.said_at, message_seq=f.seq))
+    return out
+
+
+def _said_in(fact: ExtractedFact, messages: Sequence[Message]) -> ExtractedFact:
+    """``fact`` (from the chat model) with the time and number of the message it was said in;
+    when its context names none, the time of the last user message (the latest it can have been
+    said) and no number."""
+    message = transcript.statement_of(fact.source_context, messages)
+    if message is not None:
+        return replace(fact, said_at=message.created_at, message_seq=message.seq)
+    last = [m.created_at for m in messages if m.role == "user" and m.created_at is not None]
+    return replace(fact, said_at=last[-1]) if last else fact
 
 
 def merge_candidates(*groups: Sequence[ExtractedFact | None]) -> list[ExtractedFact]:
@@ -353,7 +369,8 @@ class SessionOperations:
                         on_file = yield from self._facts.newest_facts(uid)
                         # the model has read the same statements: of the rule facts only identity stays
                         candidates[:] = merge_candidates([c for c in candidates if c and c.category == "profile"],
-                                                         [dedup.adopt(f, on_file, sid) for f in found.facts])
+                                                         [dedup.adopt(_said_in(f, new), on_file, sid)
+                                                          for f in found.facts])
                         notes = found.notes
             else:
                 report.prefiltered = True
@@ -461,7 +478,9 @@ class SessionOperations:
             change = yield from self._facts.upsert_fact(
                 user_id=uid, category=category, key=key, value=value, source=candidate.source,
                 confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
-                agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
+                source_message_id=None if candidate.message_seq is None else str(candidate.message_seq),
+                observed_at=candidate.said_at, agent_id=None if target is None else target.get("agent_id"),
+                run_id=run_id,
                 # dedup.decide has matched the equivalent keys on file when it read them; a fact to add
                 # is matched again under the write lock, against what a concurrent writer stored since
                 match_equivalent=decision.action == "add")

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .. import transfer_format as fmt
+from ..core import timeline
 from ..core import validation as v
 from ..calls import db
 from ..core.contract import embedding_text, fact_item_content
 from ..core.timeutil import EARLIEST
 from ..errors import NotFoundError, ValidationError
-from ..models import _Record
+from ..models import FACT_SOURCES, _Record
+from .facts import FactOperations
 from .memory import MemoryOperations
 from .shared import EMBED_BATCH, Shared
 from ..core.persons import person
@@ -60,6 +62,9 @@ class TransferReport(_Record):
     embed_failed: int = 0
     unknown: int = 0
     records: int = 0
+    # statements of facts already on file (their values and history) that took their place in the
+    # stored fact by when they were said: a newer one became its value, an older one its history
+    merged: int = 0
 
 
 def read_jsonl(path: str | Path) -> Lines:
@@ -153,9 +158,10 @@ class _ItemsBefore:
 class TransferOperations:
     """Export/import (mixed into the store classes like ``SessionOperations``)."""
 
-    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+    def __init__(self, shared: Shared, memory: MemoryOperations, facts: FactOperations) -> None:
         self._shared = shared
         self._memory = memory
+        self._facts = facts
 
     # -- export ----------------------------------------------------------------------------------
 
@@ -256,8 +262,9 @@ class TransferOperations:
         out = []
         for row in rows:
             record = _plain("fact", row, ("id", "item_id"))
-            record["history"] = [{k: _iso(h[k]) for k in ("value", "source", "confidence", "source_context",
-                                                          "valid_from", "valid_to")} for h in history[row["id"]]]
+            record["history"] = [{k: _iso(h.get(k)) for k in ("value", "source", "confidence", "source_context",
+                                                              "valid_from", "valid_to", "source_session_id",
+                                                              "source_message_id")} for h in history[row["id"]]]
             item = items.get(row["item_id"])
             record["item"] = None if item is None else _item_record(item, with_vectors, nested=True)
             out.append(record)
@@ -348,7 +355,8 @@ class TransferOperations:
         written = yield db.in_one_transaction(
             make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
         )
-        report, to_embed, added = written
+        report, to_embed, added, on_file = written
+        report.merged = yield from self._merge_facts(on_file)
         for size in sorted(vector_sizes):  # only of the store's own model, so there is one
             yield db.ensure_vector_index(model=self._shared.require_model(), dimensions=size)
         if options.id_map is not None:
@@ -430,7 +438,30 @@ class TransferOperations:
                 batch = []
         if batch:
             yield from self._write(batch, written, ids)
-        return report, written.to_embed, written.added
+        return report, written.to_embed, written.added, written.on_file
+
+    def _merge_facts(self, records: list[dict]) -> Op[int]:
+        """The statements of imported facts already on file, each placed in the stored fact by
+        when it was said (``upsert_fact`` with ``observed_at``), as any write would: a newer value
+        replaces the stored one, an older one enters its history. Statements the stored timeline
+        holds already change nothing, so importing a file again writes nothing."""
+        merged = 0
+        for r in records:
+            uid, agent = r["user_id"], r.get("agent_id")
+            for statement, at in [*((h, h["valid_from"]) for h in r["history"]), (r, r["observed_at"])]:
+                stored = yield db.get_fact(user_id=uid, category=r["category"], key=r["key"], agent_id=agent)
+                history = (yield db.fact_history(user_id=uid, fact_ids=[stored["id"]]))[stored["id"]] if stored else []
+                if stored is not None and timeline.place(stored, history, statement, at).action == "unchanged":
+                    continue
+                yield from self._facts.upsert_fact(
+                    user_id=uid, category=r["category"], key=r["key"], value=statement["value"],
+                    source=statement["source"] if statement["source"] in FACT_SOURCES else r["source"],
+                    confidence=statement["confidence"], source_context=statement.get("source_context"),
+                    source_session_id=statement.get("source_session_id"),
+                    source_message_id=statement.get("source_message_id"), person=r["person"], agent_id=agent,
+                    match_equivalent=False, observed_at=at)
+                merged += 1
+        return merged
 
     def _check_households(self, households: dict[str, Household]) -> Op:
         """The file's persons against the households stored (read only): ValidationError names
@@ -461,7 +492,7 @@ class TransferOperations:
         return {"user_id": fact["user_id"], "item_type": "fact", "theme": fact["category"], "title": None,
                 "content": fact_item_content(fact["key"], fact["value"]), "context": None, "tags": [],
                 "status": "active", "pinned": False, "source": fact["source"], "source_ref": None,
-                "person": fact["person"], "confidence": fact["confidence"], "observed_at": None,
+                "person": fact["person"], "confidence": fact["confidence"], "observed_at": fact["observed_at"],
                 "expires_at": fact["expires_at"], "created_at": fact["created_at"], "updated_at": fact["updated_at"],
                 "metadata": {"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}},
                 "embedding": None, "agent_id": fact.get("agent_id"), "run_id": fact.get("run_id")}
@@ -491,6 +522,8 @@ class TransferOperations:
             report.records += 1
             counts = report.added if outcome is not False else report.skipped
             counts[kind] = counts.get(kind, 0) + 1
+            if outcome is False and kind == "fact":
+                written.on_file.append(record)
             for item in _items_of(record):
                 if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
                     ids[(record["user_id"], item["source_id"])] = (
@@ -518,3 +551,4 @@ class _Written:
     report: TransferReport
     to_embed: list[tuple[int, str, str]] = field(default_factory=list)
     added: list[tuple[str, int, int]] = field(default_factory=list)
+    on_file: list[dict] = field(default_factory=list)  # fact records whose fact was there already

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from ..errors import ExtractionError
@@ -50,6 +51,8 @@ class ExtractedFact:
     source: str = "conversation"
     confidence: int = DEFAULT_CONFIDENCE
     source_context: str | None = None
+    said_at: datetime | None = None  # when it was said: its message's time (None: now)
+    message_seq: int | None = None  # that message's number in the session
 
 
 @dataclass

@@ -9,7 +9,8 @@ live in Paris" or "do you remember where I live?" record nothing. Every rule fac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Callable, Iterable, Sequence
 
 from ..models import Message
@@ -51,6 +52,8 @@ class RuleFact:
     value: str
     source_context: str
     source: str = "user_explicit"
+    said_at: datetime | None = None  # the time of the message it was said in
+    seq: int | None = None  # that message's number in its session
 
 
 def slug(text: str, words: int = 4) -> str:
@@ -250,7 +253,7 @@ def extract(messages: Iterable[Message]) -> list[RuleFact]:
         if message.role == "user":
             for fact in extract_text(message.content):
                 out.pop((fact.category, fact.key), None)
-                out[(fact.category, fact.key)] = fact
+                out[(fact.category, fact.key)] = replace(fact, said_at=message.created_at, seq=message.seq)
     return list(out.values())
 
 

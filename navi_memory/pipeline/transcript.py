@@ -9,6 +9,7 @@ rendered. Pure functions.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, tzinfo
 from typing import Sequence
 
@@ -101,6 +102,24 @@ def turns(messages: Sequence[Message], final: bool) -> tuple[list[list[Message]]
 
 def turn_text(turn: Sequence[Message], names: dict[str, str], max_chars: int = MAX_CHUNK) -> str:
     return cap("\n".join(line for m in turn for line in message_lines(m, names)), max_chars)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def statement_of(context: str | None, messages: Sequence[Message]) -> Message | None:
+    """The message a fact was said in, given the fact's ``source_context`` (a quote or paraphrase
+    of it): the user or tool message sharing the most of its words, at least half of them (ties:
+    the later message); None when no message does."""
+    wanted = _words(context or "")
+    best, best_share = None, 0.5
+    for message in messages if wanted else ():
+        if message.role in ("user", "tool"):
+            share = len(wanted & _words(message.content)) / len(wanted)
+            if share >= best_share:
+                best, best_share = message, share
+    return best
 
 
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")

@@ -34,7 +34,7 @@ from .security import Guard, check_token
 from .web import MethodRoute, SafeJSONResponse, call, json_error, path_part, path_user, user_route
 
 FACT_FIELDS = {"category", "key", "value", "source", "confidence", "source_context", "source_session_id",
-               "source_message_id", "person", "expires_at", "expires_days", "match_equivalent"}
+               "source_message_id", "person", "expires_at", "expires_days", "match_equivalent", "observed_at"}
 FACT_SOURCE = "user_explicit"  # a write through the API is a deliberate one
 SCOPE_FIELDS = {"agent_id", "run_id"}  # of the query string on a request by id; never changed by a PATCH
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above any valid item (32 KiB content, a vector of a few thousand floats)

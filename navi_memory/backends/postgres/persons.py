@@ -105,7 +105,7 @@ class PostgresPersonQueries:
         """The user's newest active, unexpired items with a ready ``model`` vector (fact mirrors and
         summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
         rows = yield Q(
-            "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at,"
+            "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at, i.observed_at,"
             " e.embedding::real[] AS vector, p.item_id IS NOT NULL AS promoted, f.id AS fact_id FROM items i"
             " JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id AND e.state = 'ready' AND e.model = %s"
             " LEFT JOIN promotions p ON p.user_id = i.user_id AND p.item_id = i.id"

@@ -21,6 +21,7 @@ from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation, reads
+from ...core import timeline
 from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
 from . import schema as schema
@@ -324,6 +325,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
+        said = fact.get("observed_at") or now  # when the statement was made
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
         rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND category = %s"
                        " AND key = %s FOR UPDATE", [user_id, fact.get("agent_id"), fact["category"], fact["key"]])
@@ -332,39 +334,48 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
             rows = yield Q(
                 "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                 " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at, updated_at,"
-                " item_id, agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " RETURNING id",
+                " item_id, agent_id, run_id, observed_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 [user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
                  fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
                  fact.get("person"), fact.get("expires_at"), now, now, now, item_id, fact.get("agent_id"),
-                 fact.get("run_id")])
+                 fact.get("run_id"), said])
             fact_id = rows[0]["id"]
             yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact_id, user_id, item_id])
             action, previous = "added", None
         else:
-            old = rows[0]
-            fact_id, previous = old["id"], old["value"]
-            if old["value"] == fact["value"]:
-                action = "unchanged"
-                yield Q("UPDATE facts SET last_verified_at = %s, expires_at = coalesce(%s, expires_at),"
-                        " confidence = greatest(confidence, %s), run_id = coalesce(%s, run_id)"
-                        " WHERE user_id = %s AND id = %s",
-                        [now, fact.get("expires_at"), fact["confidence"], fact.get("run_id"), user_id, fact_id])
-            else:
-                action = "updated"
+            current = _row_times(rows[0])
+            fact_id, previous = current["id"], current["value"]
+            history = [] if said >= current["observed_at"] else (yield from self._fact_history(user_id, [fact_id]))[fact_id]
+            plan = timeline.place(current, history, fact, said)
+            for span in plan.insert:
                 yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context,"
-                        " valid_from, valid_to) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                        [user_id, fact_id, old["value"], old["source"], old["confidence"], old["source_context"],
-                         old["updated_at"], now])
+                        " source_session_id, source_message_id, valid_from, valid_to)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        [user_id, fact_id, *(span.statement.get(c) for c in timeline.STATEMENT_COLUMNS),
+                         span.valid_from, span.valid_to])
+            for history_id, times in plan.edits.items():
+                for column, value in times.items():  # column: valid_from or valid_to (timeline.place)
+                    yield Q(sql.SQL("UPDATE fact_history SET {} = %s WHERE user_id = %s AND id = %s").format(
+                        sql.Identifier(column)), [value, user_id, history_id])
+            action = plan.action
+            if action == "unchanged":
+                yield Q("UPDATE facts SET last_verified_at = %s, expires_at = coalesce(%s, expires_at),"
+                        " confidence = greatest(confidence, %s), run_id = coalesce(%s, run_id),"
+                        " observed_at = coalesce(%s, observed_at) WHERE user_id = %s AND id = %s",
+                        [now, fact.get("expires_at"), fact["confidence"], fact.get("run_id"), plan.current_since,
+                         user_id, fact_id])
+            elif action == "updated":
                 yield Q("UPDATE facts SET value = %s, source = %s, confidence = %s, source_context = %s,"
                         " source_session_id = %s, source_message_id = %s, person = %s, expires_at = %s,"
-                        " last_verified_at = %s, updated_at = %s, run_id = coalesce(%s, run_id)"
+                        " last_verified_at = %s, updated_at = %s, run_id = coalesce(%s, run_id), observed_at = %s"
                         " WHERE user_id = %s AND id = %s",
                         [fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
                          fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         fact.get("expires_at"), now, now, fact.get("run_id"), user_id, fact_id])
-            current = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
-            yield from self._sync_fact_item(current[0], item, model, now)
+                         fact.get("expires_at"), now, now, fact.get("run_id"), said, user_id, fact_id])
+            if action != "history":
+                current_rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
+                yield from self._sync_fact_item(current_rows[0], item, model, now)
         rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
         return action, _row_times(rows[0]), previous
 
@@ -381,9 +392,11 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING", [user_id, item.theme, item.theme.title(), now, now])
         yield Q("UPDATE items SET content = %s, title = %s, theme = %s, metadata = %s, source = %s, confidence = %s,"
-                " person = %s, expires_at = %s, agent_id = %s, run_id = %s, updated_at = %s WHERE user_id = %s AND id = %s",
+                " person = %s, expires_at = %s, agent_id = %s, run_id = %s, updated_at = %s, observed_at = %s"
+                " WHERE user_id = %s AND id = %s",
                 [item.content, item.title, item.theme, Jsonb(item.metadata or {}), fact["source"], fact["confidence"],
-                 fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], now, user_id, item_id])
+                 fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], now, fact["observed_at"],
+                 user_id, item_id])
         if (rows[0]["content"], rows[0]["title"]) != (item.content, item.title):
             yield from self._mark_stale(user_id, item_id, model, now)
 
@@ -434,9 +447,14 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
+        return (yield from self._fact_history(user_id, fact_ids))
+
+    def _fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
+        """Each fact's earlier values in the order they were said."""
         out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
         user = sql.SQL("TRUE") if user_id is None else sql.SQL("user_id = %s")
-        rows = yield Q(sql.SQL("SELECT * FROM fact_history WHERE {} AND fact_id = ANY(%s) ORDER BY valid_to").format(user),
+        rows = yield Q(sql.SQL("SELECT * FROM fact_history WHERE {} AND fact_id = ANY(%s)"
+                               " ORDER BY valid_from, valid_to, id").format(user),
                        ([] if user_id is None else [user_id]) + [list(out)])
         for row in rows:
             out[row["fact_id"]].append(_row_times(row))

@@ -304,6 +304,17 @@ MEMORY_OFF = ["ALTER TABLE users ADD COLUMN IF NOT EXISTS memory_off_since times
 # version 10: the devices each person uses (speaker inference)
 PERSON_DEVICES = ["ALTER TABLE persons ADD COLUMN IF NOT EXISTS devices jsonb NOT NULL DEFAULT '[]'"]
 
+# version 11: when a fact's value was said (its statement's time; before: when it was written), and
+# the statement a history value came from (chunks of that message are then known to be past)
+STATEMENT_TIMES = [
+    "ALTER TABLE facts ADD COLUMN IF NOT EXISTS observed_at timestamptz",
+    "UPDATE facts SET observed_at = updated_at WHERE observed_at IS NULL",
+    "ALTER TABLE fact_history ADD COLUMN IF NOT EXISTS source_session_id text",
+    "ALTER TABLE fact_history ADD COLUMN IF NOT EXISTS source_message_id text",
+    "CREATE INDEX IF NOT EXISTS fact_history_user_session ON fact_history (user_id, source_session_id)"
+    " WHERE source_session_id IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -315,6 +326,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, USER_TIMEZONE),
     (9, MEMORY_OFF),
     (10, PERSON_DEVICES),
+    (11, STATEMENT_TIMES),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -240,19 +240,22 @@ class PostgresTransferQueries:
         yield from self._user(uid, now)
         rows = yield Q("INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                        " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                       " updated_at, agent_id, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                       " %s, %s) ON CONFLICT (user_id, (coalesce(agent_id, '')), category, key) DO NOTHING RETURNING id",
+                       " updated_at, agent_id, run_id, observed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                       " %s, %s, %s, %s, %s, %s) ON CONFLICT (user_id, (coalesce(agent_id, '')), category, key) DO NOTHING"
+                       " RETURNING id",
                        [uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
                         r["source_session_id"], r["source_message_id"], r["person"], r["expires_at"],
-                        r["last_verified_at"], r["created_at"], r["updated_at"], r.get("agent_id"), r.get("run_id")])
+                        r["last_verified_at"], r["created_at"], r["updated_at"], r.get("agent_id"), r.get("run_id"),
+                        r.get("observed_at") or r["updated_at"]])
         if not rows:
             return False
         fact_id = rows[0]["id"]
         if r["history"]:
             yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context, valid_from,"
-                    " valid_to) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    " valid_to, source_session_id, source_message_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [(uid, fact_id, h["value"], h["source"], h["confidence"], h["source_context"], h["valid_from"],
-                      h["valid_to"]) for h in r["history"]], many=True)
+                      h["valid_to"], h.get("source_session_id"), h.get("source_message_id")) for h in r["history"]],
+                    many=True)
         if not r["item"]:
             return True
         (item_id,) = yield from self._insert_items([r["item"]], [fact_id], model, now)

@@ -22,6 +22,7 @@ from ... import ann
 from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
 from ...errors import BackendUnavailableError, SchemaError, StorageError
 from ...retrieval.query import like_pattern
+from ...core import timeline
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
 from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
@@ -342,7 +343,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
     # -- facts ------------------------------------------------------------------------------
 
     def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, dict, str | None]:
-        stamp = to_db(now)
+        stamp, said = to_db(now), fact.get("observed_at") or now  # said: when the statement was made
         with self._transaction(write=True) as conn:
             self._ensure_user(conn, user_id, stamp)
             old = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
@@ -352,38 +353,47 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                 cur = conn.execute(
                     "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                     " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                    " updated_at, item_id, agent_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " updated_at, item_id, agent_id, run_id, observed_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
                      fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
                      fact.get("person"), to_db(fact.get("expires_at")), stamp, stamp, stamp, item_id,
-                     fact.get("agent_id"), fact.get("run_id")))
+                     fact.get("agent_id"), fact.get("run_id"), to_db(said)))
                 conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (cur.lastrowid, item_id))
                 action, previous = "added", None
                 fact_id = cur.lastrowid
             else:
-                fact_id, previous = old["id"], old["value"]
-                if old["value"] == fact["value"]:
-                    action = "unchanged"
-                    conn.execute(
-                        "UPDATE facts SET last_verified_at = ?, expires_at = coalesce(?, expires_at),"
-                        " confidence = max(confidence, ?), run_id = coalesce(?, run_id) WHERE id = ?",
-                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact.get("run_id"), fact_id))
-                else:
-                    action = "updated"
+                fact_id, previous, current = old["id"], old["value"], _fact_from_row(old)
+                history = [] if said >= current["observed_at"] else self._fact_history(conn, [fact_id])[fact_id]
+                plan = timeline.place(current, history, fact, said)
+                for span in plan.insert:
                     conn.execute(
                         "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context,"
-                        " valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (fact_id, user_id, old["value"], old["source"], old["confidence"], old["source_context"],
-                         old["updated_at"], stamp))
+                        " source_session_id, source_message_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (fact_id, user_id, *(span.statement.get(c) for c in timeline.STATEMENT_COLUMNS),
+                         to_db(span.valid_from), to_db(span.valid_to)))
+                for history_id, times in plan.edits.items():
+                    for column, value in times.items():  # column: valid_from or valid_to (timeline.place)
+                        conn.execute(f"UPDATE fact_history SET {column} = ? WHERE id = ?", (to_db(value), history_id))
+                action = plan.action
+                if action == "unchanged":
+                    conn.execute(
+                        "UPDATE facts SET last_verified_at = ?, expires_at = coalesce(?, expires_at),"
+                        " confidence = max(confidence, ?), run_id = coalesce(?, run_id),"
+                        " observed_at = coalesce(?, observed_at) WHERE id = ?",
+                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact.get("run_id"),
+                         to_db(plan.current_since), fact_id))
+                elif action == "updated":
                     conn.execute(
                         "UPDATE facts SET value = ?, source = ?, confidence = ?, source_context = ?,"
                         " source_session_id = ?, source_message_id = ?, person = ?, expires_at = ?,"
-                        " last_verified_at = ?, updated_at = ?, run_id = coalesce(?, run_id) WHERE id = ?",
+                        " last_verified_at = ?, updated_at = ?, run_id = coalesce(?, run_id), observed_at = ? WHERE id = ?",
                         (fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
                          fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         to_db(fact.get("expires_at")), stamp, stamp, fact.get("run_id"), fact_id))
-                current = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
-                self._sync_fact_item(conn, current, item, model, stamp)
+                         to_db(fact.get("expires_at")), stamp, stamp, fact.get("run_id"), to_db(said), fact_id))
+                if action != "history":
+                    current_row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
+                    self._sync_fact_item(conn, current_row, item, model, stamp)
             row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
         return action, _fact_from_row(row), previous
 
@@ -399,10 +409,10 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         self._ensure_theme(conn, user_id, item.theme, stamp)
         old = conn.execute("SELECT content, title FROM items WHERE id = ?", (item_id,)).fetchone()
         conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, metadata = ?, source = ?, confidence = ?,"
-                     " person = ?, expires_at = ?, agent_id = ?, run_id = ?, updated_at = ? WHERE id = ?",
+                     " person = ?, expires_at = ?, agent_id = ?, run_id = ?, updated_at = ?, observed_at = ? WHERE id = ?",
                      (item.content, item.title, item.theme, _json(item.metadata or {}), fact["source"],
                       fact["confidence"], fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], stamp,
-                      item_id))
+                      fact["observed_at"], item_id))
         if (old["content"], old["title"]) != (item.content, item.title):
             self._mark_stale(conn, user_id, item_id, model, stamp)
 
@@ -451,11 +461,16 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         return [_fact_from_row(r) for r in rows]
 
     def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> dict[int, list[dict]]:
-        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
         with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT * FROM fact_history WHERE (? IS NULL OR user_id = ?) AND fact_id IN"
-                                " (SELECT value FROM json_each(?)) ORDER BY valid_to",
-                                (user_id, user_id, json.dumps(list(out)))).fetchall()
+            return self._fact_history(conn, fact_ids, user_id)
+
+    @staticmethod
+    def _fact_history(conn: sqlite3.Connection, fact_ids: Sequence[int], user_id: str | None = None) -> dict[int, list[dict]]:
+        """Each fact's earlier values in the order they were said."""
+        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
+        rows = conn.execute("SELECT * FROM fact_history WHERE (? IS NULL OR user_id = ?) AND fact_id IN"
+                            " (SELECT value FROM json_each(?)) ORDER BY valid_from, valid_to, id",
+                            (user_id, user_id, json.dumps(list(out)))).fetchall()
         for row in rows:
             out[row["fact_id"]].append(_fact_from_row(row))
         return out

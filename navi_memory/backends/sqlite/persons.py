@@ -120,7 +120,7 @@ class SQLitePersons:
         summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
         with self._transaction(write=False) as conn:
             rows = conn.execute(
-                "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at, e.vector,"
+                "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at, i.observed_at, e.vector,"
                 " p.item_id IS NOT NULL AS promoted, p.fact_id FROM items i"
                 " JOIN embeddings e ON e.item_id = i.id AND e.state = 'ready' AND e.model = ?"
                 " LEFT JOIN promotions p ON p.item_id = i.id"
@@ -132,6 +132,7 @@ class SQLitePersons:
             d = dict(r)
             d["vector"], d["promoted"], d["created_at"] = from_blob(d["vector"]), bool(d["promoted"]), \
                 from_db(d["created_at"])
+            d["observed_at"] = from_db(d["observed_at"])
             out.append(d)
         return out
 

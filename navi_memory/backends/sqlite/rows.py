@@ -37,7 +37,7 @@ def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
 
 def fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
     d = dict(row)
-    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to"):
+    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at"):
         if key in d:
             d[key] = from_db(d[key])
     return d

@@ -104,6 +104,16 @@ USER_TIMEZONE = ["ALTER TABLE users ADD COLUMN timezone TEXT"]
 MEMORY_OFF = ["ALTER TABLE users ADD COLUMN memory_off_since TEXT"]
 # version 10: the devices each person uses (speaker inference)
 PERSON_DEVICES = ["ALTER TABLE persons ADD COLUMN devices TEXT NOT NULL DEFAULT '[]'"]
+# version 11: when a fact's value was said (its statement's time; before: when it was written), and
+# the statement a history value came from (chunks of that message are then known to be past)
+STATEMENT_TIMES = [
+    "ALTER TABLE facts ADD COLUMN observed_at TEXT",
+    "UPDATE facts SET observed_at = updated_at WHERE observed_at IS NULL",
+    "ALTER TABLE fact_history ADD COLUMN source_session_id TEXT",
+    "ALTER TABLE fact_history ADD COLUMN source_message_id TEXT",
+    "CREATE INDEX IF NOT EXISTS fact_history_user_session ON fact_history (user_id, source_session_id)"
+    " WHERE source_session_id IS NOT NULL",
+]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -325,6 +335,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (8, USER_TIMEZONE),
     (9, MEMORY_OFF),
     (10, PERSON_DEVICES),
+    (11, STATEMENT_TIMES),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

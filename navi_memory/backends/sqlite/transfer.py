@@ -233,18 +233,18 @@ class SQLiteTransfer:
             return False
         cur = conn.execute(
             "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context, source_session_id,"
-            " source_message_id, person, expires_at, last_verified_at, created_at, updated_at, agent_id, run_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " source_message_id, person, expires_at, last_verified_at, created_at, updated_at, agent_id, run_id,"
+            " observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
              r["source_session_id"], r["source_message_id"], r["person"], to_db(r["expires_at"]),
              to_db(r["last_verified_at"]), to_db(r["created_at"]), to_db(r["updated_at"]), r.get("agent_id"),
-             r.get("run_id")))
+             r.get("run_id"), to_db(r.get("observed_at") or r["updated_at"])))
         fact_id = cur.lastrowid
         conn.executemany(
             "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context, valid_from,"
-            " valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " valid_to, source_session_id, source_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(fact_id, uid, h["value"], h["source"], h["confidence"], h["source_context"], to_db(h["valid_from"]),
-              to_db(h["valid_to"])) for h in r["history"]])
+              to_db(h["valid_to"]), h.get("source_session_id"), h.get("source_message_id")) for h in r["history"]])
         if not r["item"]:
             return True
         item_id = self._insert_item(conn, r["item"], fact_id, model, stamp)
