@@ -77,6 +77,8 @@ class MemoryOperations:
         # (user id, the item row, its new content) -> Op: writes a fact's item edit to the fact.
         # Set by StoreOperations (the fact operations build on this class, so they come in this way).
         self.edit_fact: Callable[[str, dict, str], Op] | None = None
+        # (user id, the item row, "deleted" or its new status) -> Op: what follows (facts, summary, raw text)
+        self.item_changed: Callable[[str, dict, str], Op] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -335,6 +337,8 @@ class MemoryOperations:
             row = yield db.get_item(user_id=uid, item_id=iid)
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
+        if "status" in clean and row.get("fact_id") is not None and self.item_changed is not None:
+            yield from self.item_changed(uid, row, clean["status"])
         if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
             yield from self.embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
@@ -370,10 +374,15 @@ class MemoryOperations:
 
     @operation
     def delete(self, item_id: int, *, user_id: str) -> Op[None]:
-        """Delete an item and its embedding for good."""
-        iid = v.item_id(item_id)
-        if not (yield db.delete_item(user_id=v.user_id(user_id), item_id=iid)):
+        """Delete an item and its embedding for good, and what it came from (the forgetting
+        guarantee, docs/concepts.md): a fact's searchable item takes its fact along; a stored
+        turn or a note of a conversation, that conversation's text of it."""
+        uid, iid = v.user_id(user_id), v.item_id(item_id)
+        row = yield db.get_item(user_id=uid, item_id=iid)
+        if row is None or not (yield db.delete_item(user_id=uid, item_id=iid)):
             raise NotFoundError(f"no item {iid} for this user")
+        if self.item_changed is not None:
+            yield from self.item_changed(uid, row, "deleted")
 
     @operation
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
@@ -424,9 +433,9 @@ class MemoryOperations:
 
     @operation
     def get_summary(self, *, user_id: str) -> Op[SummaryText | None]:
-        """The current narrative summary text, or None."""
+        """The current narrative summary text, or None (also once its facts are all deleted)."""
         row = yield db.get_summary(user_id=v.user_id(user_id))
-        return None if row is None else SummaryText(row["content"])
+        return SummaryText(row["content"]) if row is not None and row["content"] else None
 
     @operation
     def set_summary(self, content: str, *, user_id: str) -> Op[Summary]:

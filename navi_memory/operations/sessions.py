@@ -457,16 +457,13 @@ class SessionOperations:
             user_id=uid, category=category, key=key, value=value, source=candidate.source,
             confidence=candidate.confidence, source_context=candidate.source_context, source_session_id=sid,
             agent_id=None if target is None else target.get("agent_id"), run_id=run_id,
-            match_equivalent=False))  # dedup.decide has matched equivalent keys already
+            match_equivalent=False,  # dedup.decide has matched equivalent keys already
+            update_summary=False))  # once per run, by _refresh_summary
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
-        facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)
+        facts = yield from self._facts.follow.current_facts(uid)
         current = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False
-        text = yield from summary.write(facts, ledger, self._shared.chat is not None)
-        if not text:
-            return False
-        yield db.set_summary(user_id=uid, content=self._shared.content(text), now=self._shared.now())
-        return True
+        return (yield from self._facts.follow.rewrite(uid, ledger, self._shared.chat is not None))
 

@@ -22,6 +22,7 @@ from ..core.contract import embedding_text, fact_item_content
 from ..core.timeutil import EARLIEST
 from ..errors import NotFoundError, ValidationError
 from ..models import _Record
+from .follow import Follow
 from .memory import MemoryOperations
 from .shared import EMBED_BATCH, Shared
 from ..core.persons import person
@@ -153,9 +154,10 @@ class _ItemsBefore:
 class TransferOperations:
     """Export/import (mixed into the store classes like ``SessionOperations``)."""
 
-    def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
+    def __init__(self, shared: Shared, memory: MemoryOperations, follow: Follow) -> None:
         self._shared = shared
         self._memory = memory
+        self._follow = follow
 
     # -- export ----------------------------------------------------------------------------------
 
@@ -345,7 +347,9 @@ class TransferOperations:
         written = yield db.in_one_transaction(
             make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
         )
-        report, to_embed, added = written
+        report, to_embed, added, fact_users = written
+        for uid in sorted(fact_users):  # facts added without the summary written beside them
+            yield from self._follow.facts_changed(uid, removed=False)
         for size in sorted(vector_sizes):  # only of the store's own model, so there is one
             yield db.ensure_vector_index(model=self._shared.require_model(), dimensions=size)
         if options.id_map is not None:
@@ -406,7 +410,7 @@ class TransferOperations:
                 batch = []
         if batch:
             yield from self._write(batch, written, ids)
-        return report, written.to_embed, written.added
+        return report, written.to_embed, written.added, {u for u, told in written.summarised.items() if not told}
 
     def _check_households(self, households: dict[str, Household]) -> Op:
         """The file's persons against the households stored (read only): ValidationError names
@@ -467,6 +471,9 @@ class TransferOperations:
             report.records += 1
             counts = report.added if outcome is not False else report.skipped
             counts[kind] = counts.get(kind, 0) + 1
+            if outcome is not False and kind in ("fact", "summary"):
+                written.summarised[record["user_id"]] = written.summarised.get(record["user_id"], False) or (
+                    kind == "summary")
             for item in _items_of(record):
                 if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
                     ids[(record["user_id"], item["source_id"])] = (
@@ -494,3 +501,5 @@ class _Written:
     report: TransferReport
     to_embed: list[tuple[int, str, str]] = field(default_factory=list)
     added: list[tuple[str, int, int]] = field(default_factory=list)
+    # users with facts added -> whether a summary of theirs came with them
+    summarised: dict[str, bool] = field(default_factory=dict)
