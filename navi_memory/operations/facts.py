@@ -56,6 +56,7 @@ class FactOperations:
         ``refresh_summary``); False leaves that to the caller (a bulk writer refreshes it once)."""
         uid = v.user_id(user_id)
         now = self._shared.now()
+        follow = v.flag(update_summary, "update_summary")
         source = v.choice(source, "source", FACT_SOURCES)
         fact = {
             "category": v.choice(category, "category", FACT_CATEGORIES),
@@ -90,7 +91,7 @@ class FactOperations:
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
         change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
                             requested_key=requested)
-        if action != "unchanged" and v.flag(update_summary, "update_summary"):
+        if action != "unchanged" and follow:
             yield from self.follow.facts_changed(uid, removed=action == "updated")
         return change
 
