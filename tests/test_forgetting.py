@@ -146,3 +146,18 @@ def test_an_import_of_facts_without_a_summary_writes_one(store):
     store.forget(user_id=U)
     store.import_records([r for r in records if r.get("type") != "summary"])
     assert "Tomas" in store.get_summary(user_id=U)
+
+
+def test_an_import_keeps_a_summary_text_that_came_back(store):
+    """Deleted and saved again at one instant, the summary says what it said before: a copy made by
+    export and import has every version, so its current summary is the same."""
+    store.upsert_fact(user_id=U, category="profile", key="name", value="Tomas")
+    store.delete_fact("name", user_id=U)
+    store.upsert_fact(user_id=U, category="profile", key="name", value="Tomas")
+    records: list[dict] = []
+    store.export(records.append, user_id=U)
+    store.import_records(records, user_map={U: "copy"})
+    store.import_records(records, user_map={U: "copy"})  # again: nothing new
+    assert [s.content for s in store.summary_history(user_id="copy")] == [
+        s.content for s in store.summary_history(user_id=U)]
+    assert store.get_summary(user_id="copy") == store.get_summary(user_id=U) == "About the user: name: Tomas."
