@@ -161,3 +161,18 @@ def test_an_import_keeps_a_summary_text_that_came_back(store):
     assert [s.content for s in store.summary_history(user_id="copy")] == [
         s.content for s in store.summary_history(user_id=U)]
     assert store.get_summary(user_id="copy") == store.get_summary(user_id=U) == "About the user: name: Tomas."
+
+
+def test_a_summary_the_model_wrote_while_a_fact_was_deleted_is_not_stored(store):
+    store.upsert_fact(user_id=U, category="profile", key="name", value="Tomas")
+    store.upsert_fact(user_id=U, category="other", key="dentist", value="on 3 December at 10am")
+
+    def delete_meanwhile(messages):
+        store.delete_fact("dentist", user_id=U)  # while the model writes from the facts it was given
+        return "Tomas sees the dentist on 3 December at 10am."
+
+    store.set_chat_model(ScriptedChat(script=[delete_meanwhile, "Tomas.", "Tomas."], usage=(10, 5)))
+    assert store.refresh_summary(user_id=U)
+    store.wait_for_background()
+    assert store.get_summary(user_id=U) == "Tomas."
+    assert all(GONE not in s.content for s in store.summary_history(user_id=U, limit=100))
