@@ -81,8 +81,10 @@ class MemoryStoreAPI:
                                                   run_id=run_id))
 
     def delete(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> None:
-        """Delete an item and its embedding for good. ``agent_id`` / ``run_id``: the call's scope,
-        as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
+        """Delete an item and its embedding for good, and what it came from (the forgetting
+        guarantee, docs/concepts.md): a fact's searchable item takes its fact along; a stored
+        turn or a note of a conversation, that conversation's text of it. ``agent_id`` /
+        ``run_id``: the call's scope, as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
         return self._run(self._ops.memory.delete(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id))
 
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
@@ -119,7 +121,7 @@ class MemoryStoreAPI:
         return self._run(self._ops.memory.list_themes(user_id=user_id))
 
     def get_summary(self, *, user_id: str) -> SummaryText | None:
-        """The current narrative summary text, or None."""
+        """The current narrative summary text, or None (also once its facts are all deleted)."""
         return self._run(self._ops.memory.get_summary(user_id=user_id))
 
     def set_summary(self, content: str, *, user_id: str) -> Summary:
@@ -234,7 +236,7 @@ class MemoryStoreAPI:
                     source_session_id: str | None = None, source_message_id: str | None = None,
                     person: str | None = None, expires_at: Any = None, expires_days: Any = None,
                     agent_id: str | None = None, run_id: str | None = None, match_equivalent: bool = True,
-                    observed_at: Any = None) -> FactChange:
+                    observed_at: Any = None, update_summary: bool = True) -> FactChange:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
         one to history. Returns a ``FactChange`` whose action is added, updated, unchanged or
         history.
@@ -254,7 +256,10 @@ class MemoryStoreAPI:
 
         ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
         facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it.
+
+        ``update_summary`` (default True): a change brings the summary up to date (see
+        ``refresh_summary``); False leaves that to the caller (a bulk writer refreshes it once)."""
         return self._run(self._ops.facts.upsert_fact(user_id=user_id, category=category, key=key, value=value,
                                                      source=source, confidence=confidence,
                                                      source_context=source_context,
@@ -262,7 +267,8 @@ class MemoryStoreAPI:
                                                      source_message_id=source_message_id, person=person,
                                                      expires_at=expires_at, expires_days=expires_days,
                                                      agent_id=agent_id, run_id=run_id,
-                                                     match_equivalent=match_equivalent, observed_at=observed_at))
+                                                     match_equivalent=match_equivalent, observed_at=observed_at,
+                                                     update_summary=update_summary))
 
     def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
                  run_id: str | None = None) -> Fact:
@@ -277,6 +283,13 @@ class MemoryStoreAPI:
         only those last written in one run), history included; ``NotFoundError`` when none is."""
         return self._run(self._ops.facts.delete_fact(key, user_id=user_id, category=category, agent_id=agent_id,
                                                      run_id=run_id))
+
+    def refresh_summary(self, *, user_id: str) -> bool:
+        """Write the summary again from the facts as they stand (by the chat model when one is set,
+        else composed from the facts); True when a new version was stored. Every fact change
+        does this by itself (with a chat model: in the background, after storing the composed
+        text at once when a value was deleted or replaced)."""
+        return self._run(self._ops.facts.refresh_summary(user_id=user_id))
 
     def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
                       offset: int = 0, search: str | None = None, sort_by: str = 'category',

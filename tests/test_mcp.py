@@ -58,6 +58,8 @@ async def test_stdio_server_serves_the_memory_tools_for_its_user(tmp_path):
         fact = payload(await client.call_tool("memory_save_fact", {"category": "profile", "key": "home_city",
                                                                     "value": "Berlin"}))
         assert fact["action"] == "added"
+        summary = (await client.read_resource(SUMMARY_URI)).contents[0]
+        assert "home city: Berlin" in summary.text  # a fact saved by a tool reaches the summary
         result = await client.call_tool("memory_search", {"query": "oat milk"})
         assert not result.is_error and result.structured_content == payload(result)
         ids = [r["id"] for r in payload(result)["results"]]
@@ -78,7 +80,7 @@ async def test_stdio_server_serves_the_memory_tools_for_its_user(tmp_path):
         resources = (await client.list_resources()).resources
         assert [str(r.uri) for r in resources] == [SUMMARY_URI, HOUSEHOLD_URI]
         summary = (await client.read_resource(SUMMARY_URI)).contents[0]
-        assert summary.text == "Alice lives in Berlin and keeps bees."
+        assert summary.text == ""  # the summary follows the facts: the only one was forgotten
     with MemoryStore.open(db, embeddings="hashing") as store:
         assert store.get(added["id"], user_id="alice").status == "archived"
         assert store.get_all_facts(user_id="alice") == []

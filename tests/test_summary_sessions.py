@@ -73,7 +73,7 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
     populate(store, "bob")
     bob_before = {t: count_rows(db_path, t, "user_id = ?", ("bob",)) for t in USER_TABLES}
     counts = store.forget(user_id="alice")
-    assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 2,
+    assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 4,
                       "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0, "persons": 1,
                       "promotions": 0}
     for table in USER_TABLES:

@@ -37,12 +37,14 @@ def populate(store: MemoryStore, clock: FakeClock) -> None:
     store.archive(archived, user_id=u)
     store.add_many([{"user_id": u, "content": "same text twice"}, {"user_id": u, "content": "same text twice"}])
     clock.advance(minutes=5)
+    # update_summary=False: the summary history below is the fixture's own
     store.upsert_fact(user_id=u, category="profile", key="city", value="Berlin", source="user_explicit",
-                      source_context="said so", source_session_id="s1", expires_days=30)
+                      source_context="said so", source_session_id="s1", expires_days=30, update_summary=False)
     clock.advance(days=1)
-    change = store.upsert_fact(user_id=u, category="profile", key="city", value="Hamburg", source="tool_call")
+    change = store.upsert_fact(user_id=u, category="profile", key="city", value="Hamburg", source="tool_call",
+                               update_summary=False)
     store.pin(change.fact.item_id, user_id=u)
-    store.upsert_fact(user_id=u, category="preferences", key="editor", value="vim", person="me")
+    store.upsert_fact(user_id=u, category="preferences", key="editor", value="vim", person="me", update_summary=False)
     store.set_summary("Lives in Berlin.", user_id=u)
     clock.advance(hours=1)
     store.set_summary("Lives in Hamburg, uses vim.", user_id=u)

@@ -21,11 +21,13 @@ def fill(store: Any, clock: Any = None) -> dict[str, Any]:
     ids["img"] = store.add(user_id="alice", content=f"{IMG} more tea", theme="hostile")
     if clock is not None:
         clock.advance(days=1)
-    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon")
+    # update_summary=False: the summary history below is the fixture's own
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Lisbon", update_summary=False)
     if clock is not None:
         clock.advance(days=1)
-    store.upsert_fact(user_id="alice", category="profile", key="city", value="Porto")
-    store.upsert_fact(user_id="alice", category="preferences", key="drink", value=IMG, source_context=SCRIPT)
+    store.upsert_fact(user_id="alice", category="profile", key="city", value="Porto", update_summary=False)
+    store.upsert_fact(user_id="alice", category="preferences", key="drink", value=IMG, source_context=SCRIPT,
+                      update_summary=False)
     store.set_summary("Alice likes tea.", user_id="alice")
     store.set_summary(f"Alice likes tea and lives in Porto. {SCRIPT}", user_id="alice")
     ids["bob"] = store.add(user_id="bob", content="Bob's private diary entry about tea", theme="diary")

@@ -19,7 +19,7 @@ from ..core import validation as v
 from ..core.persons import hinted_person, infer_speaker
 from ..errors import StorageError, ValidationError
 from ..models import SearchResult
-from ..operations.memory import user_zone
+from ..operations.reads import user_zone
 from ..operations.search import check_preset
 from ..core.timeutil import zone
 from ..promotion import prompt_facts_block

@@ -44,6 +44,7 @@ class StoreOperations:
         self.search = SearchOperations(self.shared, self.memory)
         self.facts = FactOperations(self.shared, self.memory)
         self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors
+        self.memory.item_changed = self.facts.item_changed  # so do its archive and delete
         self.sessions = SessionOperations(self.shared, self.memory, self.facts)
         self.persons = PersonOperations(self.shared, self.memory, self.facts)
         self.transfer = TransferOperations(self.shared, self.memory, self.facts)

@@ -3,6 +3,7 @@ mirror item (type ``fact``) so that search finds facts like any other memory."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..backends.base import NewItem
@@ -14,8 +15,11 @@ from ..errors import NotFoundError, ValidationError
 from ..pipeline import dedup
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, Fact, FactChange, FactList
 from ..sansio import Op, operation
+from .follow import Follow, said
 from .memory import MemoryOperations
 from .shared import Shared
+
+log = logging.getLogger("navi_memory")
 
 
 class FactOperations:
@@ -24,6 +28,7 @@ class FactOperations:
     def __init__(self, shared: Shared, memory: MemoryOperations) -> None:
         self._shared = shared
         self._memory = memory
+        self.follow = Follow(shared, self.newest_facts)
 
     @operation
     def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = "conversation",
@@ -31,7 +36,8 @@ class FactOperations:
                     source_session_id: str | None = None, source_message_id: str | None = None,
                     person: str | None = None, expires_at: Any = None, expires_days: Any = None,
                     agent_id: str | None = None, run_id: str | None = None,
-                    match_equivalent: bool = True, observed_at: Any = None) -> Op[FactChange]:
+                    match_equivalent: bool = True, observed_at: Any = None,
+                    update_summary: bool = True) -> Op[FactChange]:
         """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
         one to history. Returns a ``FactChange`` whose action is added, updated, unchanged or
         history.
@@ -51,9 +57,13 @@ class FactOperations:
 
         ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
         facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it."""
+        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it.
+
+        ``update_summary`` (default True): a change brings the summary up to date (see
+        ``refresh_summary``); False leaves that to the caller (a bulk writer refreshes it once)."""
         uid = v.user_id(user_id)
         now = self._shared.now()
+        follow = v.flag(update_summary, "update_summary")
         source = v.choice(source, "source", FACT_SOURCES)
         fact = {
             "category": v.choice(category, "category", FACT_CATEGORIES),
@@ -77,9 +87,12 @@ class FactOperations:
             make_plan=lambda: self._write_fact(uid, dict(fact), match, now))
         if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
             yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
-        return FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
-                          requested_key=requested,
-                          reason=None if requested is None else f"{requested} is {row['key']}")
+        change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                            requested_key=requested,
+                            reason=None if requested is None else f"{requested} is {row['key']}")
+        if action in ("added", "updated") and follow:
+            yield from self.follow.facts_changed(uid, removed=action == "updated")
+        return change
 
     def _write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
         """A plan for ``in_one_transaction``: under the user's write lock, find the equivalent fact
@@ -153,11 +166,68 @@ class FactOperations:
         only those last written in one run), history included; ``NotFoundError`` when none is."""
         uid, key = v.user_id(user_id), v.text(key, "key", v.MAX_KEY)
         cat = None if category is None else v.choice(category, "category", FACT_CATEGORIES)
-        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=v.scope_id(agent_id, "agent_id"),
-                                      run_id=v.scope_id(run_id, "run_id"))
+        agent, run = v.scope_id(agent_id, "agent_id"), v.scope_id(run_id, "run_id")
+        rows = [r for r in (yield from self.newest_facts(uid, category=cat, include_expired=True))
+                if r["key"] == key and agent in (None, r.get("agent_id")) and run in (None, r.get("run_id"))]
+        count = yield db.delete_facts(user_id=uid, key=key, category=cat, agent_id=agent, run_id=run)
         if not count:
             raise NotFoundError(f"no fact {key!r} for this user")
+        yield from self.facts_removed(uid, rows)
         return count
+
+    @operation
+    def refresh_summary(self, *, user_id: str) -> Op[bool]:
+        """Write the summary again from the facts as they stand (by the chat model when one is set,
+        else composed from the facts); True when a new version was stored. Every fact change
+        does this by itself (with a chat model: in the background, after storing the composed
+        text at once when a value was deleted or replaced)."""
+        uid = v.user_id(user_id)
+        return (yield from self.follow.rewrite(uid, [], self._shared.chat is not None))
+
+    def facts_removed(self, uid: str, rows: list[dict]) -> Op[None]:
+        """After facts were deleted: the raw text they came from is forgotten (their values, past
+        ones included, in their source session, and in the summary's versions), then the summary
+        is written from the facts left."""
+        history = (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if rows else {}
+        for row in rows:
+            values = [row, *history.get(row["id"], [])]
+            phrases = sorted({p for value in values for p in said({**row, **value})})
+            yield from self.follow.forget_sources(uid, phrases, row.get("source_session_id"))
+        yield from self.follow.facts_changed(uid, removed=True)
+
+    def item_changed(self, uid: str, item: dict, what: str) -> Op[None]:
+        """An item was deleted (``what`` = deleted) or archived / restored (its new status). A
+        fact's searchable item takes its fact along: deleted, the fact is deleted; archived, the
+        fact leaves the summary until restored. Any other deleted item forgets its raw text."""
+        ref = (item.get("metadata") or {}).get("fact") or {}
+        if item.get("fact_id") is None:
+            if what == "deleted":
+                yield from self._forget_item(uid, item)
+            return
+        if what != "deleted":
+            yield from self.follow.facts_changed(uid, removed=what == "archived")
+            return
+        category, key, agent = str(ref.get("category")), str(ref.get("key")), item.get("agent_id")
+        rows = [r for r in (yield from self.newest_facts(uid, category=category, include_expired=True))
+                if r["key"] == key]
+        if agent is None and any(r.get("agent_id") is not None for r in rows):
+            # delete_facts reads no agent as "every agent's": the agents' facts of this key stay,
+            # and so does this shared one (the item is gone; the fact can be deleted by key)
+            log.warning("the fact %r is shared and also saved by agents: only its item was deleted", key)
+            return
+        yield db.delete_facts(user_id=uid, key=key, category=category, agent_id=agent)
+        yield from self.facts_removed(uid, [r for r in rows if r["id"] == item["fact_id"]])
+
+    def _forget_item(self, uid: str, item: dict) -> Op[None]:
+        ref = item.get("source_ref") or {}
+        session = ref.get("session_id")
+        if not isinstance(session, str):
+            return
+        if isinstance(ref.get("first_seq"), int) and isinstance(ref.get("last_seq"), int):  # a stored turn
+            yield from self.follow.forget_sources(uid, [], session, (ref["first_seq"], ref["last_seq"]))
+            yield from self.follow.forget_turn_context(uid, session, item["content"])
+        else:
+            yield from self.follow.forget_sources(uid, said({"value": item["content"]}), session)
 
     @operation
     def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,

@@ -16,12 +16,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..core import convert, keyed
-from ..core.filters import conditions
+from ..core import convert
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, NewItem
-from ..errors import ConfigurationError, EmbeddingError, MemoryOffError, NotFoundError, ValidationError
-from ..models import (ITEM_STATUSES, ITEM_TYPES, SEARCH_STATUSES, BackfillReport, Item, NoteAdded,
+from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
+from ..models import (ITEM_STATUSES, ITEM_TYPES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..core.timeutil import zone
@@ -31,47 +30,12 @@ from ..pipeline import dedup
 from ..calls import EmbedDocuments, Spawn, db
 from ..sansio import Op, operation
 from ..vectors import check_vector
+from .reads import item_scope, read_filters, user_zone
 from .shared import EMBED_BATCH, Shared
 
 DEDUP_CANDIDATES = 50  # full-text hits checked for a stored note with the same text
 
 log = logging.getLogger("navi_memory")
-
-
-def user_zone(name: str) -> tzinfo:
-    """The time zone kept for a user (checked when it was kept; unknown here only on a machine
-    without that zone in its time zone database)."""
-    try:
-        return zone(name)
-    except ValueError as exc:
-        raise ConfigurationError(f"the time zone kept for the user: {exc}") from exc
-
-
-def read_filters(now: datetime, user_id: Any, all_users: bool, status: str = "active", theme: Any = None,
-                 types: Any = None, recency_days: Any = None, person: Any = None, include_expired: bool = False,
-                 namespace_prefix: Any = None, agent_id: Any = None, run_id: Any = None,
-                 metadata: Any = None) -> Filters:
-    """The checked filters of a read (``ValidationError`` naming the bad one)."""
-    uid = None if (all_users and user_id is None) else v.user_id(user_id)
-    return Filters(
-        user_id=uid, now=now,
-        status=v.choice(status or "active", "status", SEARCH_STATUSES),
-        theme=None if theme in (None, "") else v.slug(theme),
-        types=tuple(v.choice(t, "type", ITEM_TYPES) for t in v.names(types, "types")) or None,
-        since=v.days_from(now, recency_days, "recency_days", back=True),
-        person=v.optional_text(person, "person", v.MAX_KEY),
-        include_expired=bool(include_expired),
-        namespace_prefix=keyed.prefix_filter(namespace_prefix),
-        agent_id=v.scope_id(agent_id, "agent_id"),
-        run_id=v.scope_id(run_id, "run_id"),
-        metadata=conditions(metadata),
-    )
-
-
-def item_scope(agent_id: Any, run_id: Any) -> dict[str, str]:
-    """The checked scopes a call by id acts in, only those set (none: every item of the user)."""
-    scope = {"agent_id": v.scope_id(agent_id, "agent_id"), "run_id": v.scope_id(run_id, "run_id")}
-    return {name: value for name, value in scope.items() if value is not None}
 
 
 class MemoryOperations:
@@ -83,6 +47,8 @@ class MemoryOperations:
         # (user id, the item row, its new content) -> Op: writes a fact's item edit to the fact.
         # Set by StoreOperations (the fact operations build on this class, so they come in this way).
         self.edit_fact: Callable[[str, dict, str], Op] | None = None
+        # (user id, the item row, "deleted" or its new status) -> Op: what follows (facts, summary, raw text)
+        self.item_changed: Callable[[str, dict, str], Op] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -359,6 +325,8 @@ class MemoryOperations:
             row = yield db.get_item(user_id=uid, item_id=iid, **scope)
         if row is None:
             raise NotFoundError(f"no item {iid} for this user")
+        if "status" in clean and row.get("fact_id") is not None and self.item_changed is not None:
+            yield from self.item_changed(uid, row, clean["status"])
         if self._shared.embed_on_write and {"content", "title", "context"} & set(clean) and row.get("emb_state") != "ready":
             yield from self.embed_new([(iid, uid, embedding_text(row["title"], row["content"], row.get("context")))])
             row = yield from self._require_item(uid, iid)
@@ -398,11 +366,17 @@ class MemoryOperations:
 
     @operation
     def delete(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> Op[None]:
-        """Delete an item and its embedding for good. ``agent_id`` / ``run_id``: the call's scope,
-        as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
-        iid = v.item_id(item_id)
-        if not (yield db.delete_item(user_id=v.user_id(user_id), item_id=iid, **item_scope(agent_id, run_id))):
+        """Delete an item and its embedding for good, and what it came from (the forgetting
+        guarantee, docs/concepts.md): a fact's searchable item takes its fact along; a stored
+        turn or a note of a conversation, that conversation's text of it. ``agent_id`` /
+        ``run_id``: the call's scope, as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
+        uid, iid = v.user_id(user_id), v.item_id(item_id)
+        scope = item_scope(agent_id, run_id)
+        row = yield db.get_item(user_id=uid, item_id=iid, **scope)
+        if row is None or not (yield db.delete_item(user_id=uid, item_id=iid, **scope)):
             raise NotFoundError(f"no item {iid} for this user")
+        if self.item_changed is not None:
+            yield from self.item_changed(uid, row, "deleted")
 
     @operation
     def list_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
@@ -453,9 +427,9 @@ class MemoryOperations:
 
     @operation
     def get_summary(self, *, user_id: str) -> Op[SummaryText | None]:
-        """The current narrative summary text, or None."""
+        """The current narrative summary text, or None (also once its facts are all deleted)."""
         row = yield db.get_summary(user_id=v.user_id(user_id))
-        return None if row is None else SummaryText(row["content"])
+        return SummaryText(row["content"]) if row is not None and row["content"] else None
 
     @operation
     def set_summary(self, content: str, *, user_id: str) -> Op[Summary]:

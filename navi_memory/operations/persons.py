@@ -285,6 +285,7 @@ class PersonOperations:
             clusters = find_clusters(rows)
         report.users += 1
         report.candidates += len(rows)
+        changes: list[str] = []
         for cluster in clusters:
             report.clusters += 1
             fact_id = cluster.fact_id
@@ -294,13 +295,18 @@ class PersonOperations:
                     user_id=uid, category=fields["category"], key=fields["key"],
                     value=fit_utf8(fields["value"], self._shared.max_content_bytes), source="auto_discovery",
                     confidence=confidence(len(cluster.members)), source_context=fields["source_context"],
-                    person=fields["person"], observed_at=fields["observed_at"])
+                    person=fields["person"], observed_at=fields["observed_at"],
+                    update_summary=False)  # once for the user, below
+                changes.append(change.action)
+
                 fact_id = change.fact.id
                 report.facts_added += change.action == "added"
                 report.facts_updated += change.action == "updated"
             report.items_promoted += yield db.record_promotion(
                 user_id=uid, fact_id=fact_id, item_ids=cluster.new_ids, now=self._shared.now()
             )
+        if any(action != "unchanged" for action in changes):
+            yield from self._facts.follow.facts_changed(uid, removed="updated" in changes)
         log.info("promotion of user %s: %d clusters, %d items promoted", uid, report.clusters, report.items_promoted)
 
     def _lexical_candidates(self, uid: str, max_items: int) -> Op:

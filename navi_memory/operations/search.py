@@ -22,7 +22,8 @@ from ..retrieval import search as ranking
 from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
-from .memory import MemoryOperations, read_filters
+from .memory import MemoryOperations
+from .reads import read_filters
 from .shared import Shared
 
 log = logging.getLogger("navi_memory")

@@ -483,7 +483,8 @@ class SessionOperations:
                 run_id=run_id,
                 # dedup.decide has matched the equivalent keys on file when it read them; a fact to add
                 # is matched again under the write lock, against what a concurrent writer stored since
-                match_equivalent=decision.action == "add")
+                match_equivalent=decision.action == "add",
+                update_summary=False)  # once per run, by _refresh_summary
         if target is not None:
             log.info("extracted %s/%s=%r merged into %s/%s (%s): %s", candidate.category, candidate.key,
                      candidate.value, change.fact.category, change.fact.key, change.action, decision.reason)
@@ -491,13 +492,9 @@ class SessionOperations:
                        reason=change.reason or (None if target is None else decision.reason))
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
-        facts = yield from self._facts.newest_facts(uid, summary.MAX_FACTS)
+        facts = yield from self._facts.follow.current_facts(uid)
         current = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False
-        text = yield from summary.write(facts, ledger, self._shared.chat is not None)
-        if not text:
-            return False
-        yield db.set_summary(user_id=uid, content=self._shared.content(text), now=self._shared.now())
-        return True
+        return (yield from self._facts.follow.rewrite(uid, ledger, self._shared.chat is not None))
 

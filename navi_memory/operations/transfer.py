@@ -355,8 +355,10 @@ class TransferOperations:
         written = yield db.in_one_transaction(
             make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
         )
-        report, to_embed, added, on_file = written
-        report.merged = yield from self._merge_facts(on_file)
+        report, to_embed, added, on_file, fact_users = written
+        report.merged, merged_users = yield from self._merge_facts(on_file)
+        for uid in sorted(fact_users | merged_users):  # facts written without the summary beside them
+            yield from self._facts.follow.facts_changed(uid, removed=uid in merged_users)
         for size in sorted(vector_sizes):  # only of the store's own model, so there is one
             yield db.ensure_vector_index(model=self._shared.require_model(), dimensions=size)
         if options.id_map is not None:
@@ -438,14 +440,15 @@ class TransferOperations:
                 batch = []
         if batch:
             yield from self._write(batch, written, ids)
-        return report, written.to_embed, written.added, written.on_file
+        return report, written.to_embed, written.added, written.on_file, \
+            {u for u, told in written.summarised.items() if not told}
 
-    def _merge_facts(self, records: list[dict]) -> Op[int]:
+    def _merge_facts(self, records: list[dict]) -> Op[tuple[int, set[str]]]:
         """The statements of imported facts already on file, each placed in the stored fact by
         when it was said (``upsert_fact`` with ``observed_at``), as any write would: a newer value
         replaces the stored one, an older one enters its history. Statements the stored timeline
         holds already change nothing, so importing a file again writes nothing."""
-        merged = 0
+        merged, users = 0, set[str]()
         for r in records:
             uid, agent = r["user_id"], r.get("agent_id")
             for statement, at in [*((h, h["valid_from"]) for h in r["history"]), (r, r["observed_at"])]:
@@ -459,9 +462,10 @@ class TransferOperations:
                     confidence=statement["confidence"], source_context=statement.get("source_context"),
                     source_session_id=statement.get("source_session_id"),
                     source_message_id=statement.get("source_message_id"), person=r["person"], agent_id=agent,
-                    match_equivalent=False, observed_at=at)
+                    match_equivalent=False, observed_at=at, update_summary=False)  # once per user, after
                 merged += 1
-        return merged
+                users.add(uid)
+        return merged, users
 
     def _check_households(self, households: dict[str, Household]) -> Op:
         """The file's persons against the households stored (read only): ValidationError names
@@ -524,6 +528,9 @@ class TransferOperations:
             counts[kind] = counts.get(kind, 0) + 1
             if outcome is False and kind == "fact":
                 written.on_file.append(record)
+            if outcome is not False and kind in ("fact", "summary"):
+                written.summarised[record["user_id"]] = written.summarised.get(record["user_id"], False) or (
+                    kind == "summary")
             for item in _items_of(record):
                 if outcome is False and item.get("source_id") is not None:  # a fact already there: its item too
                     ids[(record["user_id"], item["source_id"])] = (
@@ -552,3 +559,5 @@ class _Written:
     to_embed: list[tuple[int, str, str]] = field(default_factory=list)
     added: list[tuple[str, int, int]] = field(default_factory=list)
     on_file: list[dict] = field(default_factory=list)  # fact records whose fact was there already
+    # users with facts added -> whether a summary of theirs came with them
+    summarised: dict[str, bool] = field(default_factory=dict)

@@ -8,7 +8,7 @@ first, so the tables distribute by user on Citus like the rest of the schema.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from psycopg.types.json import Jsonb
 
@@ -157,3 +157,20 @@ class PostgresSessionQueries:
             "sessions": [{**row_times(r), "input_tokens": int(r["input_tokens"]),
                           "output_tokens": int(r["output_tokens"])} for r in sessions],
         }
+
+    # -- forgetting: the raw text a deleted memory came from ---------------------------------
+
+    @operation
+    def redact_messages(self, user_id: str, session_id: str, seqs: Sequence[int], content: str) -> Op:
+        rows = yield Q("UPDATE messages SET content = %s, tool_calls = NULL WHERE user_id = %s AND session_id = %s"
+                       " AND seq = ANY(%s) RETURNING seq", [content, user_id, session_id, [int(s) for s in seqs]])
+        return len(rows)
+
+    @operation
+    def rewrite_summaries(self, user_id: str, contents: Mapping[int, str]) -> Op:
+        count = 0
+        for version, text in contents.items():
+            rows = yield Q("UPDATE summaries SET content = %s WHERE user_id = %s AND version = %s RETURNING version",
+                           [text, user_id, int(version)])
+            count += len(rows)
+        return count

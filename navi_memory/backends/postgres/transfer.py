@@ -266,11 +266,12 @@ class PostgresTransferQueries:
         uid = r["user_id"]
         yield from self._user(uid, now)
         yield Q("SELECT id FROM users WHERE id = %s FOR UPDATE", [uid])  # serialises version numbers
-        if (yield Q("SELECT 1 FROM summaries WHERE user_id = %s AND created_at = %s AND content = %s",
-                    [uid, r["created_at"], r["content"]])):
-            return False
         taken = r["version"] is None or (yield Q("SELECT 1 FROM summaries WHERE user_id = %s AND version = %s",
                                                  [uid, r["version"]]))
+        # a free version number is new here; else the same time and text is this version imported before
+        if taken and (yield Q("SELECT 1 FROM summaries WHERE user_id = %s AND created_at = %s AND content = %s",
+                              [uid, r["created_at"], r["content"]])):
+            return False
         if taken:
             yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s, coalesce(max(version), 0)"
                     " + 1, %s, %s FROM summaries WHERE user_id = %s", [uid, r["content"], r["created_at"], uid])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...core.timeutil import from_db, to_db
 from ..base import NewItem
@@ -192,3 +192,19 @@ class SQLiteSessions:
                               "sessions": r[5]} for r in models},
             "sessions": [dict(r, extracted_at=from_db(r["extracted_at"])) for r in sessions],
         }
+
+    # -- forgetting: the raw text a deleted memory came from ---------------------------------
+
+    def redact_messages(self, user_id: str, session_id: str, seqs: Sequence[int], content: str) -> int:
+        """Replace the text (and tool-call arguments) of these messages; the rows, their order and
+        the session stay."""
+        with self._transaction(write=True) as conn:
+            return conn.executemany(
+                "UPDATE messages SET content = ?, tool_calls = NULL WHERE user_id = ? AND session_id = ? AND seq = ?",
+                [(content, user_id, session_id, int(s)) for s in seqs]).rowcount
+
+    def rewrite_summaries(self, user_id: str, contents: Mapping[int, str]) -> int:
+        """Replace the text of summary versions (version -> text); numbers and times stay."""
+        with self._transaction(write=True) as conn:
+            return conn.executemany("UPDATE summaries SET content = ? WHERE user_id = ? AND version = ?",
+                                    [(text, user_id, int(version)) for version, text in contents.items()]).rowcount

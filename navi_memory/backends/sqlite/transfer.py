@@ -254,12 +254,14 @@ class SQLiteTransfer:
     def _restore_summary(self, conn: sqlite3.Connection, r: dict, model: str | None, stamp: str) -> bool:
         uid, created = r["user_id"], to_db(r["created_at"])
         self._ensure_user(conn, uid, stamp)
-        if conn.execute("SELECT 1 FROM summaries WHERE user_id = ? AND created_at = ? AND content = ?",
-                        (uid, created, r["content"])).fetchone():
-            return False
         version = r["version"]
         taken = version is None or conn.execute("SELECT 1 FROM summaries WHERE user_id = ? AND version = ?",
                                                 (uid, version)).fetchone()
+        # a free version number is new here; else the same time and text is this version imported before
+        # (one text may come back later at the same instant: the summary follows the facts)
+        if taken and conn.execute("SELECT 1 FROM summaries WHERE user_id = ? AND created_at = ? AND content = ?",
+                                  (uid, created, r["content"])).fetchone():
+            return False
         if taken:
             version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE user_id = ?",
                                    (uid,)).fetchone()[0]
