@@ -13,6 +13,7 @@ is in. The backend only says which rows hold which term in which column.
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Iterable, Mapping, Sequence
 
 from .query import STOP_WORDS, tokenize
@@ -52,15 +53,26 @@ def best(scores: dict[int, float], k: int) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
 
 
+def _folded(word: str) -> str:
+    """Without diacritics (as the full-text indexes match: café = cafe), lightly stemmed."""
+    return stem("".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)))
+
+
 def content_stems(terms: Sequence[str]) -> set[str]:
-    """The stems of the query terms that are not stop words."""
-    return {stem(t) for t in terms if t not in STOP_WORDS}
+    """The folded stems of the query terms that are not stop words."""
+    return {_folded(t) for t in terms if t not in STOP_WORDS}
 
 
-def query_share(terms: Sequence[str], text: str) -> float:
-    """Share (0..1) of the query's content words that ``text`` holds, after light stemming."""
+def query_share(terms: Sequence[str], text: str, substrings: bool = False) -> float:
+    """Share (0..1) of the query's content words that ``text`` holds (``_folded``); with
+    ``substrings``, a word held anywhere in the text counts (the substring fallback's match)."""
+    if substrings:
+        wanted_words = {t for t in terms if t not in STOP_WORDS}
+        folded = text.casefold()
+        return sum(w in folded for w in wanted_words) / len(wanted_words) if wanted_words else 0.0
     wanted = content_stems(terms)
     if not wanted:
         return 0.0
-    held = {stem(w) for w in tokenize(text)}
-    return len(wanted & held) / len(wanted)
+    held = {_folded(w) for w in tokenize(text)}
+    # a word the text holds, or begins (the index's own stemmer may cut deeper: porter's "latt")
+    return sum(w in held or any(h.startswith(w) for h in held) for w in wanted) / len(wanted)

@@ -23,6 +23,10 @@ SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a
 # relevance: common words match many unrelated rows, so a match alone is not enough, but it lowers
 # the similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks.md, "Relevance floor").
 LEXICAL_CREDIT = 0.1
+# A row holding every content word of the query is relevant on that alone (0.5 >= the default
+# floor 0.25, whatever the vector says: "cafe creme" finds "Café crème" with any embedder); one
+# holding half of them is worth 0.125. Squared: a share of the words is weak evidence.
+LEXICAL_FULL_MATCH = 0.5
 
 
 class Fused(NamedTuple):  # a tuple: built for every candidate of every search
@@ -60,15 +64,18 @@ class SearchPlan:
     def relevance(self, fused: "Fused", text: str) -> float:
         """How relevant a candidate is, from its own evidence only, in [0, 1], comparable across
         queries and users: its cosine similarity to the query (clipped at 0), plus
-        ``LEXICAL_CREDIT`` when it matched a content word of the query; without a vector to judge
-        by (lexical-only, embedding pending), the share of the query's content words ``text``
-        (the row's title and content) holds, if it matched. Never the spread of this query's
-        candidates: an unrelated row scores low however few candidates there are."""
+        ``LEXICAL_CREDIT`` when it matched a content word of the query, and at least
+        ``LEXICAL_FULL_MATCH`` x the squared share of the query's content words ``text`` (the
+        row's title and content) holds; without a vector to judge by (lexical-only, embedding
+        pending), that share. Only a row the full-text (or substring) search found has a share.
+        Never the spread of this query's candidates: an unrelated row scores low however few
+        candidates there are."""
         matched = self.matched(fused)
+        share = lexical.query_share(self.terms, text, substrings=not fused.signals.get("fts")) if matched else 0.0
         similarity = fused.raw.get("semantic")
         if similarity is None or math.isnan(similarity):
-            return lexical.query_share(self.terms, text) if matched else 0.0
-        return _unit(similarity + (LEXICAL_CREDIT if matched else 0.0))
+            return share
+        return _unit(max(similarity + (LEXICAL_CREDIT if matched else 0.0), LEXICAL_FULL_MATCH * share * share))
 
     def judged(self, fused: dict[int, "Fused"], texts: Mapping[int, str]) -> dict[int, "Fused"]:
         """``fused`` with each candidate's ``relevance`` (``texts``: its title and content)."""
