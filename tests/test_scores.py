@@ -169,3 +169,13 @@ def test_tools_and_adapters_use_the_store_floor(store):
     assert found["results"] == [] and found["hidden"] == 1
     assert NaviMemoryRetriever(store=store, user_id=U).invoke("who won the 1998 world cup") == []
     assert len(NaviMemoryRetriever(store=store, user_id=U, min_score=0).invoke("who won the 1998 world cup")) == 1
+
+
+def test_navistore_search_applies_the_store_floor(store):
+    from navi_memory.integrations.langgraph import NaviStore
+
+    navi = NaviStore(store, user_id=U, index={"fields": ["text"]})
+    navi.put(("docs",), "tea", {"text": "I like green tea"})
+    assert navi.search(("docs",), query="who won the 1998 world cup") == []
+    (found,) = navi.search(("docs",), query="green tea")
+    assert found.key == "tea" and 0.25 <= found.score <= 1

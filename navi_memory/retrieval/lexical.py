@@ -74,5 +74,7 @@ def query_share(terms: Sequence[str], text: str, substrings: bool = False) -> fl
     if not wanted:
         return 0.0
     held = {_folded(w) for w in tokenize(text)}
-    # a word the text holds, or begins (the index's own stemmer may cut deeper: porter's "latt")
-    return sum(w in held or any(h.startswith(w) for h in held) for w in wanted) / len(wanted)
+    # a word the text holds, or begins, or a word of five letters or more the query word begins
+    # with (the indexes' porter stemmer cuts deeper: "lattes" is "latt", "preference" "prefer")
+    return sum(w in held or any(h.startswith(w) or (len(h) >= 5 and w.startswith(h)) for h in held)
+               for w in wanted) / len(wanted)
