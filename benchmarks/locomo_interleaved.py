@@ -47,7 +47,7 @@ def main() -> None:
                             batch[0]["context"] = None
                         store.add_many(batch)
             report = ask(samples, lambda user, question: [
-                r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=20)])
+                r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=20, min_score=0)])
             report["embedding_model"], report["fusion"] = store.embedding_model, "weighted"
     shape = f"passes of {k} turns, interleaved across users"
     print(shape + (", no context on the first turn of a pass" if args.no_pass_context else ""))

@@ -50,7 +50,7 @@ def collect(data: Path, spec: str, cache: Path) -> list[dict[str, Any]]:
             asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
             out, progress = [], Progress("questions", len(asked))
             for index, (user, q) in enumerate(asked):
-                found = store.search(q["question"], user_id=user, limit=TOP)
+                found = store.search(q["question"], user_id=user, limit=TOP, min_score=0)
                 out.append({"user": user, "category": q["category"], "evidence": q["evidence"],
                             "dia": [r.metadata["dia_id"] for r in found], "first": [r.score for r in found],
                             "model": model.score(q["question"], [model_text(r) for r in found])})

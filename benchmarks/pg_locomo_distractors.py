@@ -56,7 +56,7 @@ def main() -> None:
     for options in args.options or [{}]:
         with MemoryStore.open(url, "local", backend_options=options) as store:
             def search(user: str, question: str) -> list[str]:
-                return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS))]
+                return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS), min_score=0)]
 
             report = ask(samples, search)
         print(json.dumps({"options": options, "distractors": args.distractors, "recall": report["recall"],

@@ -11,7 +11,8 @@ NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (d
 NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
 NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
-NAVI_MEMORY_MIN_SIMILARITY      relevance floor of memories put into prompts (default 0.25; 0 = off)
+NAVI_MEMORY_MIN_SCORE           relevance floor of search results on every surface (default 0.25; 0 = off);
+                                NAVI_MEMORY_MIN_SIMILARITY is read when it is not set
 NAVI_MEMORY_INJECTION_TOKENS    token budget of the relevant memories put into a prompt (default 400)
 EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
 EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
@@ -47,7 +48,8 @@ from .core.timeutil import zone
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
-# Cosine floor of what the framework adapters inject (LoCoMo dev, MiniLM: docs/benchmarks.md)
+# The relevance floor of search on every surface (a result's score: cosine + lexical credit;
+# LoCoMo dev, MiniLM: docs/benchmarks.md)
 DEFAULT_MIN_SIMILARITY = 0.25
 
 
@@ -125,7 +127,7 @@ class Settings:
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     fusion: str = "weighted"
     semantic_weight: float = 0.6
-    min_similarity: float = DEFAULT_MIN_SIMILARITY
+    min_similarity: float = DEFAULT_MIN_SIMILARITY  # the relevance floor (``min_score``; the name it had first)
     injection_tokens: int = INJECTION_TOKENS
     ollama_host: str | None = None
     ollama_api_key: str | None = field(default=None, repr=False)
@@ -153,6 +155,11 @@ class Settings:
         except ValueError as exc:
             raise ConfigurationError(f"timezone (NAVI_MEMORY_TIMEZONE): {exc}") from exc
 
+    @property
+    def min_score(self) -> float:
+        """The relevance floor of search on every surface (``NAVI_MEMORY_MIN_SCORE``, 0 = off)."""
+        return self.min_similarity
+
     def __repr__(self) -> str:
         # URLs may carry passwords (postgresql://user:pw@..., http://user:pw@ollama): masked here
         shown = {name: mask_password(value) if name in _URL_FIELDS and isinstance(value, str) else value
@@ -169,7 +176,8 @@ class Settings:
         return cls(
             url=env.get("NAVI_MEMORY_URL", "").strip() or default_url(env),
             semantic_weight=_share_env(env, "NAVI_MEMORY_SEMANTIC_WEIGHT", 0.6),
-            min_similarity=_share_env(env, "NAVI_MEMORY_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY),
+            min_similarity=_share_env(env, "NAVI_MEMORY_MIN_SCORE",
+                                      _share_env(env, "NAVI_MEMORY_MIN_SIMILARITY", DEFAULT_MIN_SIMILARITY)),
             injection_tokens=_positive_int_env(env, "NAVI_MEMORY_INJECTION_TOKENS", INJECTION_TOKENS),
             embeddings=_provider_choice(env.get("NAVI_MEMORY_EMBEDDINGS", "")) or "auto",
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,

@@ -10,7 +10,7 @@ import dataclasses
 import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 ITEM_TYPES = ("preference", "fact", "instruction", "summary", "note", "other")
 ITEM_STATUSES = ("active", "archived")
@@ -267,9 +267,14 @@ class _Records(list[Any]):
 
 
 class SearchResults(_Records):
-    """What ``search`` returns: a list of ``SearchResult``, best first."""
+    """What ``search`` returns: a list of ``SearchResult``, best first. ``hidden``: how many of the
+    best candidates (as many as the page holds) the relevance floor (``min_score``) left out."""
 
     _kind = SearchResult
+
+    def __init__(self, results: Iterable[Any] = (), hidden: int = 0) -> None:
+        super().__init__(results)
+        self.hidden = hidden
 
 
 class FactList(_Records):

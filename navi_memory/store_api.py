@@ -192,9 +192,10 @@ class MemoryStoreAPI:
                status: str = 'active', person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = 'decay', query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None, min_similarity: float = 0.0,
-               namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None, run_id: str | None = None,
-               filters: Mapping[str, Any] | None = None, timezone: str | None = None) -> SearchResults:
+               semantic_weight: float | None = None, min_score: float | None = None,
+               min_similarity: float | None = None, namespace_prefix: Sequence[str] | None = None,
+               agent_id: str | None = None, run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+               timezone: str | None = None) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
         ``namespace_prefix``: only keyed items (``put_keyed``) whose namespace equals it or starts
@@ -204,12 +205,18 @@ class MemoryStoreAPI:
         ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
         their own: with a metadata filter, no fact is returned.
 
-        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
-        similarity to the query reaches it are kept, a full-text match of a query word that is not
-        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
-        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
-        and ``'*'`` still list the newest items). The framework adapters pass the store's
-        ``Settings.min_similarity`` when they fill prompts.
+        Each result's ``score`` is its relevance, from its own evidence, in [0, 1] and comparable
+        across queries: the cosine similarity of its vector to the query's, plus 0.1 when a full-text
+        match of a query word that is not a stop word found it (without a vector: the share of the
+        query's content words it holds, if matched); a conversation neighbour brought in beside a
+        relevant result scores ``context_weight`` x that result's. ``scores["rank"]`` is what orders
+        the results (fused, re-ranked; relative to this query's candidates).
+
+        ``min_score``: the relevance floor (default: the store's, ``NAVI_MEMORY_MIN_SCORE``, 0.25;
+        0 = off): only results whose score reaches it are kept, and the conversation neighbours of
+        kept results; so an unrelated query finds nothing (``''`` and ``'*'`` still list the newest
+        items). ``SearchResults.hidden`` says how many of the ``limit`` best candidates it hid.
+        ``min_similarity``: the same floor under its former name (``min_score`` wins).
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
         store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
@@ -227,9 +234,10 @@ class MemoryStoreAPI:
                                                  person=person, person_hints=person_hints, fusion=fusion,
                                                  recency=recency, query_embedding=query_embedding,
                                                  include_expired=include_expired, context_weight=context_weight,
-                                                 semantic_weight=semantic_weight, min_similarity=min_similarity,
-                                                 namespace_prefix=namespace_prefix, agent_id=agent_id, run_id=run_id,
-                                                 filters=filters, timezone=timezone))
+                                                 semantic_weight=semantic_weight, min_score=min_score,
+                                                 min_similarity=min_similarity, namespace_prefix=namespace_prefix,
+                                                 agent_id=agent_id, run_id=run_id, filters=filters,
+                                                 timezone=timezone))
 
     def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
                     confidence: int | None = None, source_context: str | None = None,

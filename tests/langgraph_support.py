@@ -97,12 +97,16 @@ def navi_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = N
     """``NaviStore`` over a ``MemoryStore`` at ``url`` (its own fake clock; the user bound is ``u1``,
     a LangGraph run's own user id wins)."""
     from navi_memory import MemoryStore
+    from navi_memory import Settings
     from navi_memory.integrations.langgraph import NaviStore
 
     from .fakes import FakeClock
 
     clock = FakeClock()
-    memory = MemoryStore.open(url, embeddings=FakeEmbeddings(dimensions=DIMS), clock=clock)
+    # the hashing fake is no judge of meaning: the conformance runs rank without the relevance floor
+    # (NaviStore's floor, the store's: tests/test_scores.py)
+    memory = MemoryStore.open(url, embeddings=FakeEmbeddings(dimensions=DIMS), clock=clock,
+                              settings=Settings(url=url, min_similarity=0.0))
     fields = None if index is False else {"fields": index if isinstance(index, list) else INDEX["fields"]}
     store = NaviStore(memory, user_id="u1", index=fields, ttl=ttl)  # type: ignore[arg-type]
     stack = ExitStack()

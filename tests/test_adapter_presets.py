@@ -28,6 +28,7 @@ BAD = {
     "a weight above 1": ({"context_weight": 2}, "context_weight must be a number from 0 to 1"),
     "a weight as text": ({"semantic_weight": "0.5"}, "semantic_weight must be a number from 0 to 1"),
     "a bad floor": ({"min_similarity": -0.1}, "min_similarity must be a number from 0 to 1"),
+    "a bad min_score": ({"min_score": 1.5}, "min_score must be a number from 0 to 1"),
     "a metadata filter": ({"filters": {"kind": {"$near": 1}}}, "near"),
     "negative days": ({"recency_days": -3}, "recency_days"),
     "person hints not names": ({"person_hints": [1, 2]}, "person_hints"),
@@ -36,7 +37,7 @@ BAD = {
 GOOD: dict[str, Any] = {"theme": "coffee", "types": ["preference"], "recency_days": 30, "status": "any",
                         "person": "Tom", "person_hints": ["Tom"], "fusion": "rrf", "recency": "neutral",
                         "include_expired": True, "context_weight": 0, "semantic_weight": 0.5,
-                        "min_similarity": 0.2, "namespace_prefix": ["notes"], "agent_id": "planner",
+                        "min_similarity": 0.2, "min_score": 0.2, "namespace_prefix": ["notes"], "agent_id": "planner",
                         "run_id": "r1", "filters": {"kind": "pref"}, "timezone": "Europe/Lisbon"}
 
 

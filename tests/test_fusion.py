@@ -209,24 +209,27 @@ def _fused(raw: dict, **signals: bool) -> Fused:
     return Fused(score=0.5, raw=raw, parts={}, signals=flags)
 
 
-def test_relevance_floor_judges_by_similarity_with_credit_for_a_content_word_match():
+def test_relevance_is_similarity_with_credit_for_a_content_word_match():
     plan = SearchPlan.create("what is the capital of France?", "weighted")
     assert plan.has_content_terms and LEXICAL_CREDIT == 0.1
-    assert not plan.is_relevant(_fused({"semantic": 0.0}), 0.3)  # the bank PIN note
-    assert plan.is_relevant(_fused({"semantic": 0.3}), 0.3)
-    assert not plan.is_relevant(_fused({"semantic": 0.19}, fts=True), 0.3)  # a common word is not enough
-    assert plan.is_relevant(_fused({"semantic": 0.2}, fts=True), 0.3)
-    assert plan.is_relevant(_fused({"semantic": 0.2}, substring=True), 0.3)
-    assert plan.is_relevant(_fused({}, fts=True), 0.3)  # no vector to judge by: the match decides
-    assert not plan.is_relevant(_fused({}), 0.3)
-    assert not plan.is_relevant(_fused({"semantic": float("nan")}), 0.3)
+    relevance = lambda fused, text="": plan.relevance(fused, text)  # noqa: E731
+    assert relevance(_fused({"semantic": 0.0})) == 0.0  # the bank PIN note
+    assert relevance(_fused({"semantic": 0.3})) == approx(0.3)
+    assert relevance(_fused({"semantic": 0.19}, fts=True)) < 0.3  # a common word is not enough
+    assert relevance(_fused({"semantic": 0.2}, fts=True)) >= 0.3
+    assert relevance(_fused({"semantic": 0.2}, substring=True)) >= 0.3
+    # no vector to judge by: the share of the query's content words the row holds, if it matched
+    assert relevance(_fused({}, fts=True), "Paris is the capital of France") == 1.0
+    assert relevance(_fused({}, fts=True), "The capital letters") == 0.5
+    assert relevance(_fused({}), "Paris is the capital of France") == 0.0
+    assert relevance(_fused({"semantic": float("nan")})) == 0.0
 
 
-def test_relevance_floor_gives_no_credit_for_stop_words():
+def test_relevance_gives_no_credit_for_stop_words():
     plan = SearchPlan.create("what is it?", "weighted")  # only stop words: they are the terms
     assert plan.terms == ["what", "is", "it"] and not plan.has_content_terms
-    assert not plan.is_relevant(_fused({"semantic": 0.25}, fts=True), 0.3)
-    assert not plan.is_relevant(_fused({}, fts=True), 0.3)
+    assert plan.relevance(_fused({"semantic": 0.25}, fts=True), "what is it") == approx(0.25)
+    assert plan.relevance(_fused({}, fts=True), "what is it") == 0.0
 
 
 def test_cosines_of_lexical_candidates_are_looked_up_for_a_floor_also_with_rrf():

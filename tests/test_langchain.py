@@ -161,7 +161,7 @@ async def test_tools_async(store, db_url, clock):
 def test_retriever_passes_the_users_time_zone(store, seeded):
     from navi_memory import ValidationError
 
-    retriever = NaviMemoryRetriever(store=store, user_id="u1", timezone="America/Los_Angeles")
+    retriever = NaviMemoryRetriever(store=store, user_id="u1", timezone="America/Los_Angeles", min_score=0)
     assert retriever.invoke("coffee I had yesterday") and retriever.invoke("coffee", timezone="UTC")
     with pytest.raises(ValidationError, match="timezone"):
         retriever.invoke("coffee", timezone="Mars/Olympus")

@@ -241,7 +241,7 @@ def test_query_search_ranks_by_meaning_with_scores(make: Make) -> None:
     assert {"coffee", "other"} <= set(keys(found[:2]))
     scores = [i.score for i in found]
     assert all(isinstance(s, float) for s in scores) and scores == sorted(scores, reverse=True)
-    only_plans = case.store.search(("docs",), query="oat milk lattes", filter={"kind": "plan"})
+    only_plans = case.store.search(("docs",), query="train to Berlin", filter={"kind": "plan"})
     assert keys(only_plans) == ["train"]
     page = case.store.search(("docs",), query="oat milk lattes", limit=1, offset=1)
     assert keys(page) == [found[1].key]

@@ -38,7 +38,7 @@ def assistant(text: str) -> ChatMessage:
 
 
 def test_retriever_returns_nodes_with_scores(remembered):
-    nodes = NaviMemoryRetriever(remembered, user_id="u1", k=2).retrieve("train to work")
+    nodes = NaviMemoryRetriever(remembered, user_id="u1", k=2, min_score=0).retrieve("train to work")  # a plumbing test
     assert len(nodes) == 2 and all(isinstance(n, NodeWithScore) for n in nodes)
     top = nodes[0]
     assert top.node.get_content() == "Eugene takes the 8:15 train to work"

@@ -239,6 +239,6 @@ async def test_stdio_server_on_postgres(postgres_server):
             hits = payload(await client.call_tool("memory_search", {"query": "tomatoes"}))["results"]
             assert [h["id"] for h in hits] == [added["id"]]
         async with stdio(url, "bob") as client:
-            assert payload(await client.call_tool("memory_search", {"query": "tomatoes"})) == {"results": []}
+            assert payload(await client.call_tool("memory_search", {"query": "tomatoes"})) == {"results": [], "hidden": 0}
     finally:
         postgres_server.drop_schema(url)

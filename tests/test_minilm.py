@@ -46,7 +46,7 @@ def test_an_unrelated_question_injects_nothing_and_a_related_one_the_right_note(
 
     store, user = minilm_store, "u-pin"
     pin = store.add(user_id=user, content="my bank PIN is 4242")
-    (only,) = store.search("what is the capital of France?", user_id=user)
+    (only,) = store.search("what is the capital of France?", user_id=user, min_score=0)
     assert only.id == pin and only.score < 0.25  # was 1.0: the single candidate min-max scaled to the top
     for text in ("I walk the dog every morning", "Dentist appointment on Tuesday at 10",
                  "Favourite tea is jasmine green tea", "The car insurance renews in March"):

@@ -52,17 +52,20 @@ def pin_user(store):
 
 def test_a_single_unrelated_note_is_not_a_perfect_match(store):
     pin = store.add(user_id=U, content="my bank PIN is 4242")
-    (only,) = store.search(FRANCE, user_id=U)
+    (only,) = store.search(FRANCE, user_id=U, min_score=0)
     assert only.id == pin and only.signals["fts"] is False
     # was 1.0: one candidate, min-max scaled to the top; now its cosine (0.198 with the hashing fake)
     assert only.scores["semantic_part"] == pytest.approx(only.scores["semantic"]) and only.score < 0.25
+    assert only.score == pytest.approx(only.scores["semantic"])  # the score is the evidence, not the rank
     assert store.search(FRANCE, user_id=U, min_similarity=0.25) == []
+    hidden = store.search(FRANCE, user_id=U)  # the store's floor, 0.25, by default
+    assert hidden == [] and hidden.hidden == 1
 
 
 def test_equal_similarities_are_not_scaled_to_one(store):
     ids = [store.add(user_id=U, content=text, embedding=unit(i + 1))
            for i, text in enumerate(["my bank PIN is 4242", "walk the dog", "tea: jasmine"])]
-    results = store.search(FRANCE, user_id=U, query_embedding=unit(0))  # orthogonal to every note
+    results = store.search(FRANCE, user_id=U, query_embedding=unit(0), min_score=0)  # orthogonal to every note
     assert {r.id for r in results} == set(ids)
     assert all(r.scores["semantic"] == pytest.approx(0.0) for r in results)
     assert all(r.score == pytest.approx(0.0) for r in results)  # each was 0.6: equal scores min-maxed to 1.0
@@ -75,7 +78,7 @@ def test_equal_similarities_are_not_scaled_to_one(store):
 def test_a_zero_query_vector_scores_no_similarity_on_every_backend(store, fusion):
     store.add(user_id=U, content="my bank PIN is 4242")
     store.add(user_id=U, content="walk the dog")
-    results = store.search(FRANCE, user_id=U, query_embedding=[0.0] * DIMS, fusion=fusion)
+    results = store.search(FRANCE, user_id=U, query_embedding=[0.0] * DIMS, fusion=fusion, min_score=0)
     assert len(results) == 2
     assert all(r.scores["semantic"] == 0.0 for r in results)  # PostgreSQL's cosine distance was NaN
     assert store.search(FRANCE, user_id=U, query_embedding=[0.0] * DIMS, fusion=fusion, min_similarity=0.1) == []
@@ -85,8 +88,9 @@ def test_a_zero_query_vector_scores_no_similarity_on_every_backend(store, fusion
 
 @pytest.mark.parametrize("fusion", ["weighted", "rrf"])
 def test_min_similarity_keeps_only_results_with_evidence(store, pin_user, fusion):
-    assert len(store.search(FRANCE, user_id=U, fusion=fusion)) == 4  # off by default: a ranking of everything
+    assert len(store.search(FRANCE, user_id=U, fusion=fusion, min_score=0)) == 4  # off: a ranking of everything
     assert store.search(FRANCE, user_id=U, fusion=fusion, min_similarity=0.2) == []
+    assert store.search(FRANCE, user_id=U, fusion=fusion) == []  # on by default (the store's 0.25)
     relevant = store.search(PIN_QUESTION, user_id=U, fusion=fusion, min_similarity=0.25)
     assert [r.id for r in relevant] == [pin_user["pin"]]
     # a full-text match of a content word counts as 0.1 of similarity: the dentist note shares
@@ -102,7 +106,7 @@ def test_min_similarity_without_vectors_keeps_content_word_matches(lexical_store
     assert [r.id for r in lexical_store.search("my shoes?", user_id=U, min_similarity=0.9)] == [shoes]
     assert lexical_store.search(FRANCE, user_id=U, min_similarity=0.9) == []
     assert lexical_store.search("what is it?", user_id=U, min_similarity=0.9) == []  # stop words only
-    assert len(lexical_store.search("what is it?", user_id=U)) == 1
+    assert len(lexical_store.search("what is it?", user_id=U, min_score=0)) == 1
 
 
 def test_min_similarity_keeps_the_conversation_neighbours_of_relevant_results(lexical_store):

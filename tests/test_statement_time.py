@@ -186,6 +186,13 @@ def test_demote_is_pure_and_keeps_other_results_in_order():
     out = superseded.demote([result(1, 0.9), result(2, 0.7), result(3, 0.6, "fact")], {1: said})
     assert [r.id for r in out] == [2, 3, 1] and out[2].superseded_by == "location: Munich"
     assert out[2].score < out[1].score and out[2].scores["superseded"] < 0
+    # the order follows the rank key, not the relevance score: results 4 and 5 keep their order
+    ranked = [SearchResult(id=i, content=f"r{i}", snippet="", theme="t", type="note", created_at=TODAY, score=s,
+                           signals={}, scores={"rank": k}, kind=kind)
+              for i, s, k, kind in ((1, 0.9, 2.0, "item"), (4, 0.2, 1.5, "item"), (5, 0.8, 1.2, "item"),
+                                    (3, 0.6, 1.0, "fact"))]
+    out = superseded.demote(ranked, {1: said})
+    assert [r.id for r in out] == [4, 5, 3, 1] and out[3].scores["rank"] < out[2].scores["rank"]
 
 
 # -- import: the same rule for a fact already on file ----------------------------------------------

@@ -136,7 +136,7 @@ async def test_adispatch_on_an_async_store(db_url, fake_embeddings):
         hits = json.loads(await tools.adispatch("memory_search", '{"query": "cello"}', user_id="carol"))
         assert [r["id"] for r in hits["results"]] == [added["id"]]
         assert json.loads(await tools.adispatch("memory_search", {"query": "cello"}, user_id="dave")) == \
-            {"results": []}
+            {"results": [], "hidden": 0}
         with pytest.raises(ValidationError, match="unknown memory tool"):
             await tools.adispatch("memory_nope", {}, user_id="carol")
     finally:

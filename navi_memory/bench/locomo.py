@@ -5,7 +5,7 @@ Each conversation becomes one user (user = sample_id); each turn one item whose 
 pipeline stores turns: the speaker as ``person``, the session in ``source_ref.session_id``, the
 previous turn of the session as ``context`` (embedded with the turn), the session date as
 ``observed_at``; dia_id, speaker and session are also kept in metadata. Every category 1–4 question with evidence is
-asked with ``store.search(question, user_id=sample_id, limit=20)``; a retrieved turn counts when
+asked with ``store.search(question, user_id=sample_id, limit=20, min_score=0)``; a retrieved turn counts when
 its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
 per category, and search latency (query embedding included, as a user sees it). ``--floor`` adds
 what the relevance floor of injection costs and saves (``locomo_floor``); ``--loo`` the search
@@ -156,7 +156,7 @@ def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any
     ingest.close()
 
     def search(user: str, question: str) -> list[str]:
-        return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS))]
+        return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS), min_score=0)]
 
     report = ask(samples, search)
     report["embedding_model"] = store.embedding_model

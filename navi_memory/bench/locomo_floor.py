@@ -1,6 +1,6 @@
 """The relevance floor on LoCoMo (``navi-memory bench locomo --floor``): what a floor costs and what it saves.
 
-For each candidate floor (``search(min_similarity=...)``) and each conversation:
+For each candidate floor (``search(min_score=...)``) and each conversation:
 
 * **cut**: of the evidence turns ranked in the top 10 without a floor, the fraction the floor
   removes from the top 10 (what injecting with that floor would lose);
@@ -72,7 +72,7 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]], floors: Sequence[
 
         def top(query: str, vector: Any, floor: float) -> list[str]:
             return [r.metadata.get("dia_id") for r in store.search(query, user_id=user, limit=TOP,
-                                                                   min_similarity=floor, query_embedding=vector)]
+                                                                   min_score=floor, query_embedding=vector)]
 
         for by_floor in counts.values():
             for floor in floors:

@@ -128,7 +128,7 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]],
         for boosts in (largest, {name: 0.0 for name in largest}):
             with applied({**setting, **boosts}) as arguments:
                 for i, (user, q) in enumerate(asked):  # the store embeds (PERSON_FOCUS shapes the vector)
-                    _candidates(store.search(q["question"], user_id=user, limit=MAX_LIMIT, **arguments), cands[i])
+                    _candidates(store.search(q["question"], user_id=user, limit=MAX_LIMIT, min_score=0, **arguments), cands[i])
                     done += 1
                     progress(done)
         for boosts in boosted:

@@ -110,7 +110,11 @@ def cmd_search(args: argparse.Namespace) -> None:
     with open_store(args, read_only=True) as store:
         results = store.search(args.query, user_id=args.user, limit=args.limit, theme=args.theme, types=args.type,
                                status=args.status, recency_days=args.recency_days, fusion=args.fusion,
-                               timezone=args.timezone)
+                               timezone=args.timezone, min_score=args.min_score)
+        floor = store.settings.min_score if args.min_score is None else args.min_score
+    if results.hidden:  # on stderr: --json output stays the list of results
+        print(f"{results.hidden} result(s) below the relevance floor {floor:g} hidden (--min-score 0 shows them)",
+              file=sys.stderr)
     if args.json:
         print_json(results)
         return
@@ -430,6 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recency-days", type=float, help="only items from the last N days")
     p.add_argument("--fusion", choices=FUSIONS, help="how semantic and lexical scores combine (default: the store's)")
     p.add_argument("--timezone", help="the IANA zone of the query's days (default: the user's, else the store's)")
+    p.add_argument("--min-score", type=float, default=None,
+                   help="relevance floor from 0 to 1 (default: the store's, NAVI_MEMORY_MIN_SCORE, 0.25; 0 = off)")
     p = command("themes", cmd_themes, "themes with active item counts")
     user_option(p); json_option(p)
 

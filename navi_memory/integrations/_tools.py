@@ -33,7 +33,7 @@ ITEM_FIELDS = ("id", "type", "theme", "title", "content", "tags", "status", "pin
 
 # search's arguments an adapter may take (as fields or per call); the user and k/limit apart
 SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
-                  "include_expired", "min_similarity", "filters", "namespace_prefix", "agent_id", "run_id",
+                  "include_expired", "min_score", "min_similarity", "filters", "namespace_prefix", "agent_id", "run_id",
                   "timezone")
 SCOPED = ("agent_id", "run_id")  # resolved with the user (argument, runtime context, config, bound)
 
@@ -291,7 +291,7 @@ class MemoryTools:
                                                  "types": args["types"], "recency_days": args["recency_days"],
                                                  "status": args["status"], **scope,
                                                  "person_hints": [args["person"]] if args.get("person") else []},
-                    lambda rs: {"results": [result_json(r) for r in rs]})
+                    lambda rs: {"results": [result_json(r) for r in rs], "hidden": getattr(rs, "hidden", 0)})
         if name == "memory_add_note":
             return ("add_note", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
                                      "title": args["title"], "type": args["type"], "source": "tool_call",

@@ -83,7 +83,8 @@ class NaviMemoryRetriever(BaseRetriever):
     user is then refused). ``store`` is a ``MemoryStore`` or an
     ``AsyncMemoryStore`` (give both as ``store=`` and ``async_store=`` for native sync and async).
     The search filters (``theme``, ``types``, ``recency_days``, ``status``, ``person``, ...,
-    ``min_similarity``: a relevance floor, off by default; ``filters``: metadata filters such as
+    ``min_score``: the relevance floor, by default the store's (``NAVI_MEMORY_MIN_SCORE``; 0 = off;
+    ``min_similarity`` is its former name); ``filters``: metadata filters such as
     ``{"topic": "travel", "year": {"$gte": 2024}}``; ``namespace_prefix``; ``timezone``: the user's
     IANA time zone for "yesterday" and dates in queries) are fields, and ``k`` and
     any filter can also be given per call: ``retriever.invoke(q, k=3, filters={...})``.
@@ -107,7 +108,8 @@ class NaviMemoryRetriever(BaseRetriever):
     fusion: Optional[str] = None
     recency: str = "decay"
     include_expired: bool = False
-    min_similarity: float = Field(default=0.0, ge=0, le=1)
+    min_score: Optional[float] = Field(default=None, ge=0, le=1)
+    min_similarity: Optional[float] = Field(default=None, ge=0, le=1)
     filters: Optional[dict[str, Any]] = None
     namespace_prefix: Optional[Sequence[str]] = None
     agent_id: Optional[str] = None

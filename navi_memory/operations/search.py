@@ -42,8 +42,8 @@ class SearchOperations:
                status: str = "active", person: str | None = None, person_hints: Sequence[str] = (),
                fusion: str | None = None, recency: str = "decay", query_embedding: Any = None,
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
-               semantic_weight: float | None = None, min_similarity: float = 0.0,
-               namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
+               semantic_weight: float | None = None, min_score: float | None = None,
+               min_similarity: float | None = None, namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
                run_id: str | None = None, filters: Mapping[str, Any] | None = None,
                timezone: str | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
@@ -55,12 +55,18 @@ class SearchOperations:
         ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
         their own: with a metadata filter, no fact is returned.
 
-        ``min_similarity`` (0 = off, the default): a relevance floor. Only results whose cosine
-        similarity to the query reaches it are kept, a full-text match of a query word that is not
-        a stop word counting as 0.1 of similarity (rows without a vector: the match decides), and
-        the conversation neighbours of kept results; so an unrelated query finds nothing (``''``
-        and ``'*'`` still list the newest items). The framework adapters pass the store's
-        ``Settings.min_similarity`` when they fill prompts.
+        Each result's ``score`` is its relevance, from its own evidence, in [0, 1] and comparable
+        across queries: the cosine similarity of its vector to the query's, plus 0.1 when a full-text
+        match of a query word that is not a stop word found it (without a vector: the share of the
+        query's content words it holds, if matched); a conversation neighbour brought in beside a
+        relevant result scores ``context_weight`` x that result's. ``scores["rank"]`` is what orders
+        the results (fused, re-ranked; relative to this query's candidates).
+
+        ``min_score``: the relevance floor (default: the store's, ``NAVI_MEMORY_MIN_SCORE``, 0.25;
+        0 = off): only results whose score reaches it are kept, and the conversation neighbours of
+        kept results; so an unrelated query finds nothing (``''`` and ``'*'`` still list the newest
+        items). ``SearchResults.hidden`` says how many of the ``limit`` best candidates it hid.
+        ``min_similarity``: the same floor under its former name (``min_score`` wins).
 
         ``semantic_weight``: share of the semantic signal in weighted fusion (default: the
         store's, 0.6 unless ``NAVI_MEMORY_SEMANTIC_WEIGHT`` says otherwise; 0.7 found fewer of
@@ -80,7 +86,9 @@ class SearchOperations:
         limit = v.limit(limit)
         hints = v.names(person_hints, "person_hints")
         weight = self._shared.settings.semantic_weight if semantic_weight is None else semantic_weight
-        _check_ranking(context_weight, weight, min_similarity)
+        floor = min_score if min_score is not None else min_similarity
+        _check_ranking(context_weight, weight, floor, "min_score" if min_score is not None else "min_similarity")
+        floor = self._shared.settings.min_similarity if floor is None else float(floor)
         fusion = v.choice(fusion or self._shared.fusion, "fusion", FUSIONS)
         decay = v.choice(recency, "recency", ("decay", "neutral")) == "decay"
         zone_name = self._shared.settings.timezone if timezone is None else v.timezone_name(timezone)
@@ -146,7 +154,7 @@ class SearchOperations:
         # now, at once: the missing cosines, every candidate's neighbours and re-ranking columns
         # (fusion keeps candidates only; smoothing reads the neighbours of those it keeps).
         read = _Read.of(hits, substring)
-        missing = plan.missing_semantic(lexical, semantic, floor=min_similarity > 0)
+        missing = plan.missing_semantic(lexical, semantic, floor=True)  # a result's relevance reads its cosine
         unread = [i for i in missing if i not in read.cosines]
         scores, neighbours, columns = yield from together(
             db.semantic_scores(filters=f, model=model, query=qvec, ids=unread)
@@ -156,11 +164,12 @@ class SearchOperations:
             db.rank_rows(user_id=f.user_id, ids=read.without_rows) if read.without_rows else None)
         scores = {**{i: read.cosines[i] for i in missing if i in read.cosines}, **(scores or {})}
         neighbours, columns = {**read.neighbours, **(neighbours or {})}, read.rows + (columns or [])
-        fused = plan.fuse(lexical, semantic, substring, scores)
-        if min_similarity > 0:  # before smoothing: only relevant rows lend their score to neighbours
-            fused = {i: f for i, f in fused.items() if plan.is_relevant(f, min_similarity)}
+        texts = {row["id"]: f"{row.get('title') or ''}\n{row.get('content') or ''}" for row in columns}
+        fused = plan.judged(plan.fuse(lexical, semantic, substring, scores), texts)
+        # before smoothing: only relevant rows lend their score to neighbours
+        fused, hidden = ranking.floored(fused, floor, limit)
         if not fused:
-            return SearchResults()
+            return SearchResults(hidden=hidden)
         if context_weight > 0:
             fused = context.smooth(fused, neighbours, context_weight)
         second = self._shared.reranker
@@ -180,10 +189,10 @@ class SearchOperations:
         replaced = superseded.replaced_turns(rows, past or [])
         results = ranking.results(fused, ranked, rows)
         if second is None:
-            return SearchResults(superseded.demote(results, replaced))
+            return SearchResults(superseded.demote(results, replaced), hidden=hidden)
         scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
         return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
-                                               replaced))
+                                               replaced), hidden=hidden)
 
     def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text
@@ -203,9 +212,10 @@ class SearchOperations:
             return whole
 
 
-def _check_ranking(context_weight: Any, semantic_weight: Any, min_similarity: Any) -> None:
-    for name, value in (("context_weight", context_weight), ("semantic_weight", semantic_weight),
-                        ("min_similarity", min_similarity)):
+def _check_ranking(context_weight: Any, semantic_weight: Any, floor: Any, floor_name: str = "min_score") -> None:
+    for name, value in (("context_weight", context_weight), ("semantic_weight", semantic_weight), (floor_name, floor)):
+        if value is None and name == floor_name:  # the store's floor
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ValidationError(f"{name} must be a number from 0 to 1")
 
@@ -213,7 +223,7 @@ def _check_ranking(context_weight: Any, semantic_weight: Any, min_similarity: An
 # the arguments of ``search`` that a caller may fix in advance (an adapter's ``search_kwargs``);
 # the query, the user, the page size and the query vector belong to each call
 PRESET_ARGUMENTS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
-                    "include_expired", "context_weight", "semantic_weight", "min_similarity", "namespace_prefix",
+                    "include_expired", "context_weight", "semantic_weight", "min_score", "min_similarity", "namespace_prefix",
                     "agent_id", "run_id", "filters", "timezone")
 
 
@@ -230,7 +240,8 @@ def check_preset(arguments: Mapping[str, Any]) -> None:
                  a.get("types"), a.get("recency_days"), a.get("person"), a.get("include_expired", False),
                  a.get("namespace_prefix"), a.get("agent_id"), a.get("run_id"), a.get("filters"))
     v.names(a.get("person_hints", ()), "person_hints")
-    _check_ranking(a.get("context_weight", 0), a.get("semantic_weight", 0), a.get("min_similarity", 0))
+    _check_ranking(a.get("context_weight", 0), a.get("semantic_weight", 0), a.get("min_similarity"), "min_similarity")
+    _check_ranking(0, 0, a.get("min_score"))
     if a.get("fusion") is not None:
         v.choice(a["fusion"], "fusion", FUSIONS)
     v.choice(a.get("recency", "decay"), "recency", ("decay", "neutral"))

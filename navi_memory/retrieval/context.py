@@ -33,25 +33,31 @@ def smooth(fused: Mapping[int, Fused], neighbours: Mapping[int, Sequence[int]],
     """Add ``weight x`` the best fused score among each row's session neighbours.
 
     Neighbours that were not candidates enter with that borrowed score alone (signal ``context``).
+    A row's relevance becomes at least ``weight x`` its best neighbour's: a turn brought in as
+    the context of a relevant one is worth that share of it, never more than its own evidence
+    otherwise.
     """
-    borrowed: dict[int, float] = {}
+    borrowed: dict[int, tuple[float, float]] = {}
     for centre, adjacent in neighbours.items():
         if centre not in fused:
             continue
         for other in adjacent:
-            borrowed[other] = max(borrowed.get(other, 0.0), fused[centre].score)
+            score, relevance = borrowed.get(other, (0.0, 0.0))
+            borrowed[other] = (max(score, fused[centre].score), max(relevance, fused[centre].relevance))
     out = dict(fused)
-    for item_id, best in borrowed.items():
+    for item_id, (best, best_relevance) in borrowed.items():
         gain = weight * best
         if gain <= 0:
             continue
         base = fused.get(item_id)
         if base is None:
             signals = {name: False for name in ("fts", "semantic", "substring")}
-            out[item_id] = Fused(score=gain, raw={}, parts={"context": gain}, signals={**signals, "context": True})
+            out[item_id] = Fused(score=gain, raw={}, parts={"context": gain}, signals={**signals, "context": True},
+                                 relevance=weight * best_relevance)
         else:
             out[item_id] = base._replace(score=base.score + gain, parts={**base.parts, "context": gain},
-                                         signals={**base.signals, "context": True})
+                                         signals={**base.signals, "context": True},
+                                         relevance=max(base.relevance, weight * best_relevance))
     return out
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ..core import convert
 from ..models import SearchResult
 from .dates import QueryTime, mentions_time, read_query
+from . import lexical
 from .fusion import STORE_SEMANTIC_WEIGHT, rrf_fusion, weighted_fusion
 from .query import STOP_WORDS, query_terms
 from .rerank import RankInput, Ranked, rerank
@@ -18,17 +19,22 @@ from .stage import blend, reorder
 WEIGHTED_K = 50  # per-signal candidates before weighted fusion
 RRF_K_CANDIDATES = 40  # per-signal candidates before RRF
 SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a borrowed neighbour score
-# How much cosine similarity a full-text match of a content word is worth toward the relevance
-# floor: common words match many unrelated rows, so a match alone is not enough, but it lowers the
-# similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks.md, "Relevance floor").
+# How much cosine similarity a full-text match of a content word is worth toward a result's
+# relevance: common words match many unrelated rows, so a match alone is not enough, but it lowers
+# the similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks.md, "Relevance floor").
 LEXICAL_CREDIT = 0.1
+# A row holding every content word of the query is relevant on that alone (0.5 >= the default
+# floor 0.25, whatever the vector says: "cafe creme" finds "Café crème" with any embedder); one
+# holding half of them is worth 0.125. Squared: a share of the words is weak evidence.
+LEXICAL_FULL_MATCH = 0.5
 
 
 class Fused(NamedTuple):  # a tuple: built for every candidate of every search
-    score: float
+    score: float  # what ranks (relative to this query's candidates)
     raw: dict[str, float]
     parts: dict[str, float]
     signals: dict[str, bool]
+    relevance: float = 0.0  # what the result's score says (absolute, ``SearchPlan.relevance``)
 
 
 @dataclass(frozen=True)
@@ -51,16 +57,29 @@ class SearchPlan:
         """Whether the query has a word that is not a stop word (only such words are evidence)."""
         return any(term not in STOP_WORDS for term in self.terms)
 
-    def is_relevant(self, fused: "Fused", min_similarity: float) -> bool:
-        """An absolute floor (ranking is relative: every query has a best candidate). A candidate
-        is kept when its cosine similarity to the query reaches ``min_similarity``, counting a
-        full-text or substring match of a query word that is not a stop word as ``LEXICAL_CREDIT``
-        of similarity; without a vector to judge by (lexical-only, embedding pending) the match decides."""
-        matched = self.has_content_terms and bool(fused.signals.get("fts") or fused.signals.get("substring"))
+    def matched(self, fused: "Fused") -> bool:
+        """Whether a full-text or substring match of a query word that is not a stop word found it."""
+        return self.has_content_terms and bool(fused.signals.get("fts") or fused.signals.get("substring"))
+
+    def relevance(self, fused: "Fused", text: str) -> float:
+        """How relevant a candidate is, from its own evidence only, in [0, 1], comparable across
+        queries and users: its cosine similarity to the query (clipped at 0), plus
+        ``LEXICAL_CREDIT`` when it matched a content word of the query, and at least
+        ``LEXICAL_FULL_MATCH`` x the squared share of the query's content words ``text`` (the
+        row's title and content) holds; without a vector to judge by (lexical-only, embedding
+        pending), that share. Only a row the full-text (or substring) search found has a share.
+        Never the spread of this query's candidates: an unrelated row scores low however few
+        candidates there are."""
+        matched = self.matched(fused)
+        share = lexical.query_share(self.terms, text, substrings=not fused.signals.get("fts")) if matched else 0.0
         similarity = fused.raw.get("semantic")
         if similarity is None or math.isnan(similarity):
-            return matched
-        return similarity + (LEXICAL_CREDIT if matched else 0.0) >= min_similarity
+            return share
+        return _unit(max(similarity + (LEXICAL_CREDIT if matched else 0.0), LEXICAL_FULL_MATCH * share * share))
+
+    def judged(self, fused: dict[int, "Fused"], texts: Mapping[int, str]) -> dict[int, "Fused"]:
+        """``fused`` with each candidate's ``relevance`` (``texts``: its title and content)."""
+        return {i: f._replace(relevance=self.relevance(f, texts.get(i, ""))) for i, f in fused.items()}
 
     def missing_semantic(self, lexical: Sequence[tuple[int, float]], semantic: Sequence[tuple[int, float]],
                          floor: bool = False) -> list[int]:
@@ -92,6 +111,21 @@ class SearchPlan:
         return out
 
 
+def _unit(value: float) -> float:
+    """Clipped to [0, 1], and never -0.0."""
+    return min(1.0, max(0.0, value)) + 0.0
+
+
+def floored(fused: dict[int, Fused], min_score: float, limit: int) -> tuple[dict[int, Fused], int]:
+    """The candidates whose relevance reaches ``min_score``, and how many of the ``limit`` best
+    candidates (by fused score) fell below it: what the floor hid from the page."""
+    if min_score <= 0:
+        return fused, 0
+    kept = {i: f for i, f in fused.items() if f.relevance >= min_score}
+    best = sorted(fused.values(), key=lambda f: -f.score)[:limit]
+    return kept, sum(f.relevance < min_score for f in best)
+
+
 def finish(fused: dict[int, Fused], rows: list[dict[str, Any]], limit: int, now: datetime,
            person_hints: tuple[str, ...], recency_decay: bool, when: QueryTime | None = None) -> list[SearchResult]:
     """Re-rank the fused candidates that still exist and build the results, best first."""
@@ -121,8 +155,8 @@ def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, 
             continue
         f = fused[r.id]  # type: ignore[index]
         scores = {**f.raw, **{f"{name}_part": value for name, value in f.parts.items()},
-                  "fused": f.score, **r.adjustments}
-        out.append(convert.search_result(by_id[r.id], r.score, f.signals, scores))
+                  "fused": f.score, **r.adjustments, "rank": r.score}
+        out.append(convert.search_result(by_id[r.id], f.relevance, f.signals, scores))
     return out
 
 
@@ -135,7 +169,7 @@ def apply_model_scores(results: list[SearchResult], scores: Sequence[float], wei
     """``results`` re-ordered by ``stage.blend`` of their scores and a model's ``scores`` of the
     first ``len(scores)`` of them (``weight`` 1: the model's order alone); each scored result keeps
     the model's score as ``rerank`` and the blend as ``rerank_blend``. The others follow in order."""
-    blended = blend([r.score for r in results[:len(scores)]], scores, weight)
+    blended = blend([r.scores.get("rank", r.score) for r in results[:len(scores)]], scores, weight)
     by_position = dict(enumerate(blended))
     return [replace(results[i], scores={**results[i].scores, "rerank": scores[i], "rerank_blend": by_position[i]})
             if i in by_position else results[i] for i in reorder(range(len(results)), by_position)]

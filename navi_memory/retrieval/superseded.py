@@ -57,24 +57,34 @@ def replaced_turns(rows: Sequence[Mapping[str, Any]], past: Sequence[Mapping[str
     return out
 
 
+def _order_key(result: SearchResult) -> float:
+    """What orders ``result`` in its list: the blend with a reranking model's score when one ran,
+    else the first stage's rank key."""
+    return result.scores.get("rerank_blend", result.scores.get("rank", result.score))
+
+
 def demote(results: Sequence[SearchResult], replaced: Mapping[int, Mapping[str, Any]]) -> list[SearchResult]:
     """``results`` with each superseded turn (``replaced``: result id -> ``replaced_by``) marked
-    (``superseded_by``: ``key: current value``), its score scaled by ``SUPERSEDED_FACTOR`` (the
-    change as signal ``superseded`` in ``scores``) and kept below the result of the fact that
-    replaced it; then re-sorted (stable: ties keep their order)."""
+    (``superseded_by``: ``key: current value``), its relevance score and its order key scaled by
+    ``SUPERSEDED_FACTOR`` (the change of score as signal ``superseded`` in ``scores``) and each kept
+    below the result of the fact that replaced it; then re-ordered by the order key (stable: the
+    others keep their order)."""
     if not replaced:
         return list(results)
-    fact_scores = {r.id: r.score for r in results if r.kind == "fact"}
-    out = []
+    facts = {r.id: r for r in results if r.kind == "fact"}
+    keyed = []
     for r in results:
-        said = replaced.get(r.id)
+        key, said = _order_key(r), replaced.get(r.id)
         if said is None:
-            out.append(r)
+            keyed.append((key, r))
             continue
-        score = r.score * SUPERSEDED_FACTOR
-        current = fact_scores.get(said.get("item_id"))  # type: ignore[arg-type]
+        score, key = r.score * SUPERSEDED_FACTOR, key * SUPERSEDED_FACTOR
+        current = facts.get(said.get("item_id"))  # type: ignore[arg-type]
         if current is not None:
-            score = min(score, current * BELOW)
-        out.append(replace(r, score=score, superseded_by=f"{said['key']}: {said['current_value']}",
-                           scores={**r.scores, "superseded": score - r.score}))
-    return sorted(out, key=lambda r: -r.score)
+            score, key = min(score, current.score * BELOW), min(key, _order_key(current) * BELOW)
+        scores = {**r.scores, "superseded": score - r.score}
+        scores["rerank_blend" if "rerank_blend" in r.scores else "rank"] = key
+        keyed.append((key, replace(r, score=score, superseded_by=f"{said['key']}: {said['current_value']}",
+                                   scores=scores)))
+    # a model reranks only the first results, the others follow them: each part keeps its own scale
+    return [r for _, r in sorted(keyed, key=lambda pair: ("rerank_blend" not in pair[1].scores, -pair[0]))]

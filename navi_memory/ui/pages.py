@@ -50,6 +50,19 @@ class Params:
             raise ValidationError(f"{name} must be between {low} and {high}, got {value}")
         return value
 
+    def share(self, name: str, default: float) -> float:
+        """A number from 0 to 1 (``default`` when absent)."""
+        raw = self.text(name)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not 0.0 <= value <= 1.0:
+            raise ValidationError(f"{name} must be a number from 0 to 1")
+        return value
+
     def flag(self, name: str) -> bool:
         return (self.text(name) or "").lower() in ("1", "true", "on", "yes")
 
@@ -149,22 +162,22 @@ def summary_page(store: Any, user: str, params: Params) -> dict[str, Any]:
 
 
 def search_page(store: Any, user: str, params: Params) -> dict[str, Any]:
-    """Results at or above the store's relevance floor (``Settings.min_similarity``, the floor the
-    assistant's prompts use); ``?all=1`` lists the weaker ones too, marked. ``hidden`` counts the
+    """Results at or above the relevance floor (``?min_score=``, default the store's
+    ``Settings.min_score``, the floor of every surface); ``?all=1`` lists the weaker ones too, marked. ``hidden`` counts the
     weaker results among the top ``limit`` of the unfiltered search (a second search)."""
     filters = _item_filters(params)
     filters["recency_days"] = None if params.text("recency_days") is None else \
         params.integer("recency_days", 0, 1, 1_000_000)
     query = params.text("q")
     limit = params.integer("limit", SEARCH_SIZE, 1, v.MAX_LIMIT)
-    floor, show_all = float(store.settings.min_similarity), params.flag("all")
+    floor, show_all = params.share("min_score", float(store.settings.min_score)), params.flag("all")
     results, weak = [], []
     if query is not None:
-        def run(min_similarity: float) -> Any:
+        def run(min_score: float) -> Any:
             return store.search(query, user_id=user, limit=limit, theme=filters["theme"],
                                 types=[filters["type"]] if filters["type"] else None,
                                 status=_store_status(filters), include_expired=filters["expired"],
-                                recency_days=filters["recency_days"], min_similarity=min_similarity,
+                                recency_days=filters["recency_days"], min_score=min_score,
                                 **_scopes(filters))
 
         results = run(floor)
