@@ -1,15 +1,29 @@
-"""SQLite's lexical candidates: scored from the user's rows alone (``retrieval.lexical``), other users'
-rows change nothing; ``lexical_row_budget`` (approximate, off by
+"""SQLite's lexical candidates: the narrow FTS5 query (the best k, then the filter check) returns what
+the wide one returns, ties and filtered-out rows included; ``lexical_row_budget`` (approximate, off by
 default) ranks only rows holding the rarest terms, on the same scores."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from navi_memory import MemoryStore
 from navi_memory.backends.base import Filters
+
+
+def _load_benchmark():
+    path = Path(__file__).parent.parent / "benchmarks" / "sqlite_lexical_ab.py"
+    spec = importlib.util.spec_from_file_location("sqlite_lexical_ab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the query used before the narrow one: rank, join the best max(4k, 200), else rank all
+_wide = _load_benchmark().wide
 
 
 def _open(tmp_path, clock, **options) -> MemoryStore:
@@ -31,34 +45,35 @@ def filled(tmp_path, clock) -> Iterator[MemoryStore]:
     store.close()
 
 
-def test_scores_and_order_come_from_the_users_rows_alone(filled, clock, tmp_path):
-    """bob's rows (more tea, more garden) change nothing of alice's lexical candidates."""
+def test_narrow_query_equals_wide_one(filled, clock):
     backend = filled.backend
-    filters = Filters(user_id="alice", now=clock.now)
-    queries = (["tea", "garden"], ["quince"], ["garden", "quince", "w3"], ["tea", "quince"])
-    before = {tuple(t): backend.lexical_candidates(filters, t, 100) for t in queries}
-    for n in range(30):
-        filled.add(user_id="carol", content=f"quince quince garden tea w{n}", dedup=False)
-    filled.forget(user_id="bob")
-    assert {tuple(t): backend.lexical_candidates(filters, t, 100) for t in queries} == before
-    assert before[("quince",)][0][1] > 0 and len(before[("tea", "garden")]) == 46
+    for user in ("alice", "bob", "nobody"):
+        filters = Filters(user_id=user, now=clock.now)
+        for terms in (["tea", "garden"], ["quince"], ["garden", "quince", "w3"]):
+            for k in (1, 5, 12, 45, 100):
+                for rate in (1.0, 0.0):  # the narrow path, and the wide one taken after misses
+                    backend._narrow_rate = rate
+                    assert backend.lexical_candidates(filters, terms, k) == _wide(backend, filters, terms, k)
 
 
-def test_rarer_terms_and_the_title_weigh_more(filled, clock):
-    backend, filters = filled.backend, Filters(user_id="alice", now=clock.now)
-    ranked = backend.lexical_candidates(filters, ["tea", "quince"], 100)
-    quince_tea = {i for i, _ in backend.lexical_candidates(filters, ["quince"], 100)}
-    assert {i for i, _ in ranked[:len(quince_tea)]} == quince_tea  # the rare word first
-    titled = filled.add(user_id="alice", title="garden", content="a note", dedup=False)
-    assert backend.lexical_candidates(filters, ["garden"], 1)[0][0] == titled
-
-
-def test_lexical_candidates_skip_archived_rows(filled, clock):
+def test_narrow_query_skips_archived_rows(filled, clock):
     backend, filters = filled.backend, Filters(user_id="alice", now=clock.now)
     before = backend.lexical_candidates(filters, ["quince", "tea"], 5)
     filled.archive(before[0][0], user_id="alice")
     after = backend.lexical_candidates(filters, ["quince", "tea"], 5)
-    assert before[0][0] not in [i for i, _ in after] and len(after) == 5
+    assert after == _wide(backend, filters, ["quince", "tea"], 5)
+    assert before[0][0] not in [i for i, _ in after]
+
+
+def test_misses_turn_to_the_wide_query_then_back(filled, clock):
+    backend = filled.backend
+    backend._narrow_rate = 1.0
+    for _ in range(10):  # bob's rows are tea's best: alice's narrow query misses
+        backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["tea"], 3)
+    assert backend._narrow_rate <= 0.5
+    for _ in range(30):
+        backend.lexical_candidates(Filters(user_id="bob", now=clock.now), ["tea"], 3)
+    assert backend._narrow_rate > 0.5
 
 
 @pytest.fixture
