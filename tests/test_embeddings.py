@@ -120,16 +120,16 @@ def test_two_stores_on_one_file_see_each_others_vectors(db_url, clock):
             MemoryStore.open(db_url, embeddings=FakeEmbeddings(), clock=clock) as b:
         hike = a.add(user_id=U, content="hiking mountains")
         tea = a.add(user_id=U, content="tea time")
-        assert b.search("hiking mountains", user_id=U)[0].scores["semantic"] == pytest.approx(1.0)
+        assert b.search("hiking mountains", user_id=U, min_score=0)[0].scores["semantic"] == pytest.approx(1.0)
         a.update(hike, user_id=U, content="swimming lake")  # b's cached vector is now stale
-        top = b.search("swimming lake", user_id=U)[0]
+        top = b.search("swimming lake", user_id=U, min_score=0)[0]
         assert top.id == hike and top.scores["semantic"] == pytest.approx(1.0)
         a.delete(tea, user_id=U)
-        assert [r.id for r in b.search("tea time", user_id=U)] == [hike]
+        assert [r.id for r in b.search("tea time", user_id=U, min_score=0)] == [hike]
         a.forget(user_id=U)
         chess = a.add(user_id=U, content="chess club")
-        assert [r.id for r in b.search("chess", user_id=U)] == [chess]
-        assert b.search("chess", user_id=U)[0].signals["semantic"] is True
+        assert [r.id for r in b.search("chess", user_id=U, min_score=0)] == [chess]
+        assert b.search("chess", user_id=U, min_score=0)[0].signals["semantic"] is True
 
 
 def test_lexical_rows_are_missing_until_backfilled(db_url, clock):

@@ -118,7 +118,9 @@ def test_toolkit_tags_writes_and_keeps_reads_to_the_runs_agent(scoped):
     assert [(f.agent_id, f.run_id) for f in scoped.get_all_facts(user_id=U)] == [("planner", "r9")]
     found = json.loads(tools["memory_search"].invoke({"query": "Lisbon sunscreen"},
                                                      config={"configurable": {"user_id": U, "agent_id": "planner"}}))
-    snippets = {r["content_snippet"].split(":")[0] for r in found["results"]}
+    seat = json.loads(tools["memory_search"].invoke({"query": "aisle seat"},
+                                                    config={"configurable": {"user_id": U, "agent_id": "planner"}}))
+    snippets = {r["content_snippet"].split(":")[0] for r in found["results"] + seat["results"]}
     assert snippets == {"planner", "seat"}  # the planner's note and fact, not the writer's or the shared ones
     out = json.loads(tools["memory_forget"].invoke({"key": "seat"}, config={"configurable": {
         "user_id": U, "agent_id": "writer"}}))

@@ -144,7 +144,7 @@ def _check_migrated(store, clock) -> None:
     assert navi.get(NS, "ttl").value == {"text": "a"}  # refreshed on read by the column's TTL
     assert store.get_keyed(user_id=U, namespace=NS, key="ttl").expires_at == clock() + timedelta(minutes=30)
     assert navi.get(NS, "both", refresh_ttl=False).value == {"text": "b"}
-    assert store.search("both", user_id=U)[0].key == "both"
+    assert store.search("both", user_id=U, min_score=0)[0].key == "both"
     assert navi.search(("memories",), query="both") == []  # its index=False is still known
 
 

@@ -65,7 +65,7 @@ def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
         assert store.reranker is not None and store.reranker.name == f"onnx:{MODEL}"
         for note in notes:
             store.add(user_id="sam", content=note)
-        found = store.search("what instrument does Sam play?", user_id="sam", limit=4)
+        found = store.search("what instrument does Sam play?", user_id="sam", limit=4, min_score=0)
     assert found and all("rerank" in r.scores for r in found)
     blended = [r.scores["rerank_blend"] for r in found]
     assert blended == sorted(blended, reverse=True)

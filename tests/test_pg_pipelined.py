@@ -38,14 +38,16 @@ def test_search_finds_the_same_page_with_its_reads_sent_together(pg_url, monkeyp
             sent.append([c.method for c in calls]), real(self, calls))[1])
         query = rng.normal(size=16)
         for words in ("Miso the cat", "train Oslo", "Ana"):
-            together = _page(store.search(words, user_id=U, query_embedding=query, recency="neutral"))
+            together = _page(store.search(words, user_id=U, query_embedding=query, recency="neutral", min_score=0))
             monkeypatch.setattr(backend, "can_share", lambda method: False)
-            apart = _page(store.search(words, user_id=U, query_embedding=query, recency="neutral"))
+            apart = _page(store.search(words, user_id=U, query_embedding=query, recency="neutral", min_score=0))
             monkeypatch.delattr(backend, "can_share")
             assert together == apart and together
     # the candidate queries read the cosines, neighbours and re-ranking columns beside their hits:
-    # no second round of short reads follows them
-    assert sent == [["lexical_hits", "persons_named"]] * len(sent) and sent
+    # no second round of short reads follows them; the page is fetched beside the user's past
+    # statements (superseded turns)
+    rounds = [["lexical_hits", "persons_named"], ["fetch_items", "past_statements"]]
+    assert sent == rounds * (len(sent) // 2) and sent
 
 
 def test_a_failing_read_among_shared_ones_reports_its_own_error(pg_url):
