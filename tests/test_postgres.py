@@ -301,7 +301,7 @@ def test_small_user_in_a_big_index_still_gets_exact_neighbours(pg_url):
                                for n in range(5)])
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("ANALYZE")
-        results = store.search("zzz", user_id="small", query_embedding=rng.normal(size=16), limit=10)
+        results = store.search("zzz", user_id="small", query_embedding=rng.normal(size=16), limit=10, min_score=0)
         assert sorted(r.id for r in results) == sorted(mine)
         assert all(r.signals["semantic"] for r in results)
 

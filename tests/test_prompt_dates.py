@@ -98,8 +98,8 @@ def test_transcript_days_and_date_queries_at_the_calendars_edge():
 
 def remember(store, zone_name: str, when: str) -> int:
     store.set_user_timezone(zone_name, user_id=U)
-    store.set_summary("Eugene likes trains.", user_id=U)
     store.upsert_fact(user_id=U, category="preferences", key="transport", value="trains")
+    store.set_summary("Eugene likes trains.", user_id=U)  # after the fact: a fact change rewrites it
     ordinary = store.add(user_id=U, content="train ride to Bergen")
     store.add(user_id=U, content="train ride across the calendar's edge", observed_at=when)
     return ordinary
