@@ -108,7 +108,6 @@ def add_household(store, texts: list[str]) -> None:
 
 @pytest.fixture
 def hostile(store):
-    store.set_summary("Eugene likes trains.\n" + "\n".join(HOSTILE), user_id=U)
     for n, text in enumerate(HOSTILE):
         vector = [0.0] * 64  # an axis of its own (the household's are 0 to len(HOSTILE)): never a cluster
         vector[63 - n] = 1.0
@@ -116,6 +115,8 @@ def hostile(store):
                   embedding=vector)
     store.upsert_fact(user_id=U, category="preferences", key="train", value="train fact " + " ".join(HOSTILE))
     add_household(store, HOSTILE)
+    # last: a fact change rewrites the summary from the facts
+    store.set_summary("Eugene likes trains.\n" + "\n".join(HOSTILE), user_id=U)
     return store
 
 
