@@ -16,7 +16,8 @@ The prompt contract the framework adapters follow (pure text here; placing it is
   ``NAVI_MEMORY_INJECTION_TOKENS``, 400 by default) in the volatile part next
   to the current user message. No search for a pure greeting opening a conversation
   (``should_retrieve``). The search has a relevance floor (``search(min_similarity=)``, the
-  store's ``NAVI_MEMORY_MIN_SIMILARITY``): an unrelated message gets no block at all.
+  store's ``NAVI_MEMORY_MIN_SCORE``, formerly ``NAVI_MEMORY_MIN_SIMILARITY``): an unrelated message
+  gets no block at all.
 - **tools** mode: no memory content at all, only ``tool_guidance``: a few lines on the memory
   tools and the user's top 10 themes with active counts (about 1 KB, never over 2 KB; a pointer
   to ``memory_list_themes`` when themes were left out).

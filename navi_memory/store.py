@@ -1,10 +1,12 @@
 """``MemoryStore`` (blocking) and ``AsyncMemoryStore`` (asyncio): the same operations, two runners.
 
-The operations live in ``operations`` (one object per concern: memory, sessions, persons, transfer)
-as generators that yield their I/O; the typed public methods over them are generated into
-``store_api``; this module only decides how that I/O is executed: database
-and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and background extractions
-(a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
+The operations live in ``operations`` (one object per concern: memory, search, facts, sessions,
+persons, transfer, keyed) as generators that yield their I/O; the typed public methods over them
+are generated into ``store_api`` / ``store_api_async``. This module opens a store (settings,
+embedder, chat model, reranker, backend) and decides how that I/O is executed: database calls
+(``at_once`` ones concurrently), embedding, chat-model (``invoke`` / ``await ainvoke``) and
+reranking calls, and background work such as extractions (a worker thread / asyncio tasks).
+Nothing here knows SQL or ranking.
 """
 
 from __future__ import annotations

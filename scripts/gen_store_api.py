@@ -4,7 +4,7 @@ Every ``@operation`` generator of the concerns of ``operations.StoreOperations``
 method per store, with the operation's own signature, docstring and result type (``Op[T]`` -> ``T``)::
 
     def search(self, query: str | None, *, user_id: str | None = None, ...) -> SearchResults:
-        return self._run(self._ops.memory.search(query, user_id=user_id, ...))
+        return self._run(self._ops.search.search(query, user_id=user_id, ...))
 
 so IDEs and type checkers see the real API, and the two stores cannot drift apart: both files
 are generated from one source. ``--check`` exits 1 when a file is not what this script writes

@@ -1,6 +1,6 @@
 """The ``navi-memory`` command line: ``main`` parses and dispatches (``cli.main``), the command
 modules add their subcommands (``io``: export/import, ``persons``: household and promotion,
-``pipeline``: conversations, ``web``: ui/serve, ``mcp``: the MCP server), and all of them share
+``pipeline``: conversations, ``web``: ui/serve/token, ``mcp``: the MCP server), and all of them share
 ``common``. Nothing here imports back up: ``main`` imports the command modules, they import ``common`` only.
 Exit codes: 0 success, 2 bad input or a navi-memory error (one line on stderr)."""
 

@@ -1,7 +1,9 @@
-"""The web commands of ``navi-memory``: ``ui`` (read-only browser) and ``serve`` (REST API with writes).
+"""The web commands of ``navi-memory``: ``ui`` (read-only browser), ``serve`` (REST API with writes)
+and ``token`` (a user's bearer token in a token file, for ``serve`` / ``ui`` / ``mcp --tokens``).
 
-Both need the ``ui`` extra, imported only when a command runs. Tokens come from ``--token`` or the
-environment (better: the environment keeps them out of the process list) and are never printed.
+``ui`` and ``serve`` need the ``ui`` extra, imported only when a command runs. Their tokens come
+from ``--token`` or the environment (better: the environment keeps them out of the process list)
+and are never printed; ``token`` prints only the token it makes (on stdout, for scripts).
 """
 
 from __future__ import annotations

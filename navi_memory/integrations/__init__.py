@@ -1,5 +1,6 @@
-"""Framework adapters: ``navi_memory.integrations.langchain`` and ``navi_memory.integrations.llamaindex``;
-the MCP server ``navi_memory.integrations.mcp``; plain-SDK tools ``navi_memory.integrations.tools``.
+"""Framework adapters: ``navi_memory.integrations.langchain``, ``navi_memory.integrations.langgraph``
+(a LangGraph ``BaseStore``) and ``navi_memory.integrations.llamaindex``; the MCP server
+``navi_memory.integrations.mcp``; plain-SDK tools ``navi_memory.integrations.tools``.
 
 Each needs its framework installed (the ``langchain`` / ``llamaindex`` / ``mcp`` / ``tools`` extras);
 importing ``navi_memory`` itself never loads them. The adapters only call store methods: searching,

@@ -46,7 +46,8 @@ class MemoryContext:
 
 class MemoryContextBuilder:
     """``min_similarity``: the relevance floor of injected memories (``search(min_similarity=)``);
-    None takes the store's ``Settings.min_similarity`` (``NAVI_MEMORY_MIN_SIMILARITY``), 0 turns it off.
+    None takes the store's ``Settings.min_similarity`` (``NAVI_MEMORY_MIN_SCORE``, or its former name
+    ``NAVI_MEMORY_MIN_SIMILARITY``), 0 turns it off.
     ``k`` results are searched; as many as fit in ``max_tokens`` (None: the store's
     ``NAVI_MEMORY_INJECTION_TOKENS``) are injected, counted by ``token_counter`` (text -> tokens,
     e.g. a chat model's ``get_num_tokens``; default LangChain's approximate count)."""

@@ -1,9 +1,11 @@
-"""Everything the store does, written once for both the sync and the async API.
+"""Items, themes, the summary, users and embeddings, written once for both the sync and the async API.
 
 Each operation is a generator: it validates its input, then *yields* the I/O it needs (a backend
 call or an embedding call) and receives the result back. ``MemoryStore`` runs these generators
 with blocking calls, ``AsyncMemoryStore`` with awaited ones (the sans-I/O style of psycopg's
-generators), so the logic of validation, embedding and ranking exists exactly once.
+generators), so the logic of validation and embedding exists exactly once. The other concerns
+(``search``, ``facts``, ``sessions``, ``persons``, ``transfer``, ``keyed``) write items through
+the helpers here (``new_item``, ``add_rows``, ``embed_new``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""``Shared``: what every concern of one store reads (embedder and its model, chat model, settings,
-clock) and the two rules they all apply to it. One instance per store; the store's setters
-(``set_chat_model``, ``pipeline``, ``embed_on_write``) change it for every concern at once."""
+"""``Shared``: what every concern of one store reads (embedder and its model, chat model, reranker,
+pipeline options, settings, clock) and the two rules they all apply to it. One instance per store;
+the store's setters (``set_chat_model``, ``set_reranker``, ``pipeline``, ``embed_on_write``) change
+it for every concern at once."""
 
 from __future__ import annotations
 

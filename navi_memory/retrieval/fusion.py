@@ -3,7 +3,8 @@
 Two fusions:
 
 * ``weighted_fusion``: each signal scaled to [0, 1] over the union of candidates, then a
-  weighted sum (default 0.7 semantic + 0.3 lexical). A candidate a signal did not score gets 0
+  weighted sum (0.7 semantic + 0.3 lexical when called alone; a search passes its
+  ``semantic_weight``, 0.6 by default: ``NAVI_MEMORY_SEMANTIC_WEIGHT``). A candidate a signal did not score gets 0
   for that signal. Lexical scores are min-max scaled (``min_max``), cosine similarities by
   ``scale_similarity``.
 * ``rrf_fusion``: reciprocal rank fusion, ``sum(weight / (k + rank))`` over each signal's ranked
