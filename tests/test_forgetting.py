@@ -178,3 +178,23 @@ def test_a_summary_the_model_wrote_while_a_fact_was_deleted_is_not_stored(store)
     store.wait_for_background()
     assert store.get_summary(user_id=U) == "Tomas."
     assert all(GONE not in s.content for s in store.summary_history(user_id=U, limit=100))
+
+
+def test_deleting_a_shared_facts_item_forgets_it_while_agents_keep_the_same_key(store):
+    """The shared fact (no agent) and an agent's fact of the same key are two facts: deleting the
+    shared one's searchable item deletes that fact, and only it, from the facts, every summary
+    version and the prompt; the agent's value stays. (Before, the item went and the shared value
+    stayed in the facts and the summary.)"""
+    shared = store.upsert_fact(user_id=U, category="preferences", key="seat", value="window seat near the wing")
+    store.upsert_fact(user_id=U, category="preferences", key="seat", value="aisle seat", agent_id="travel")
+    assert "window seat" in store.get_summary(user_id=U)
+    store.delete(shared.fact.item_id, user_id=U)
+    assert [(f.agent_id, f.value) for f in store.get_all_facts(user_id=U)] == [("travel", "aisle seat")]
+    assert "aisle seat" in store.get_summary(user_id=U)
+    assert all("window seat" not in s.content for s in store.summary_history(user_id=U, limit=100))
+    assert all("window seat" not in r.content for r in store.search("seat", user_id=U, min_score=0))
+    for agent in (None, "travel"):
+        out = NaviMemoryRunnable(store=store, user_id=U, agent_id=agent).invoke(
+            [SystemMessage("You are helpful."), HumanMessage("which seat do I like?")])
+        blocks = "\n".join(str(m.content) for m in out)
+        assert "aisle seat" in blocks and "window seat" not in blocks

@@ -3,7 +3,6 @@ mirror item (type ``fact``) so that search finds facts like any other memory."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..backends.base import NewItem
@@ -19,7 +18,6 @@ from .follow import Follow, said
 from .memory import MemoryOperations
 from .shared import Shared
 
-log = logging.getLogger("navi_memory")
 
 
 class FactOperations:
@@ -207,16 +205,12 @@ class FactOperations:
         if what != "deleted":
             yield from self.follow.facts_changed(uid, removed=what == "archived")
             return
-        category, key, agent = str(ref.get("category")), str(ref.get("key")), item.get("agent_id")
+        category, key = str(ref.get("category")), str(ref.get("key"))
         rows = [r for r in (yield from self.newest_facts(uid, category=category, include_expired=True))
-                if r["key"] == key]
-        if agent is None and any(r.get("agent_id") is not None for r in rows):
-            # delete_facts reads no agent as "every agent's": the agents' facts of this key stay,
-            # and so does this shared one (the item is gone; the fact can be deleted by key)
-            log.warning("the fact %r is shared and also saved by agents: only its item was deleted", key)
-            return
-        yield db.delete_facts(user_id=uid, key=key, category=category, agent_id=agent)
-        yield from self.facts_removed(uid, [r for r in rows if r["id"] == item["fact_id"]])
+                if r["key"] == key and r["id"] == item["fact_id"]]
+        # by id: a shared fact's item takes only that fact, not the agents' facts of the same key
+        yield db.delete_facts(user_id=uid, key=key, category=category, fact_id=item["fact_id"])
+        yield from self.facts_removed(uid, rows)
 
     def _forget_item(self, uid: str, item: dict) -> Op[None]:
         ref = item.get("source_ref") or {}
