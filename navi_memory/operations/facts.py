@@ -180,7 +180,11 @@ class FactOperations:
         does this by itself (with a chat model: in the background, after storing the composed
         text at once when a value was deleted or replaced)."""
         uid = v.user_id(user_id)
-        return (yield from self.follow.rewrite(uid, [], self._shared.chat is not None))
+        ledger: list[dict] = []  # the chat model's calls, booked in usage stats (no session)
+        stored = yield from self.follow.rewrite(uid, ledger, self._shared.chat is not None)
+        if ledger:
+            yield db.record_llm_calls(user_id=uid, calls=self._shared.named_calls(ledger), now=self._shared.now())
+        return stored
 
     def facts_removed(self, uid: str, rows: list[dict]) -> Op[None]:
         """After facts were deleted: the raw text they came from is forgotten (their values, past
