@@ -62,8 +62,30 @@ class FactOperations:
         uid = v.user_id(user_id)
         now = self._shared.now()
         follow = v.flag(update_summary, "update_summary")
+        fact = yield from self.checked(uid, now, category=category, key=key, value=value, source=source,
+                                       confidence=confidence, source_context=source_context,
+                                       source_session_id=source_session_id, source_message_id=source_message_id,
+                                       person=person, expires_at=expires_at, expires_days=expires_days,
+                                       agent_id=agent_id, run_id=run_id, observed_at=observed_at)
+        match = v.flag(match_equivalent, "match_equivalent")
+        yield from self._memory.refuse_if_off([uid])
+        action, row, previous, requested, mirror = yield db.in_one_transaction(
+            make_plan=lambda: self.write_fact(uid, dict(fact), match, now))
+        if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
+            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
+        change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                            requested_key=requested,
+                            reason=None if requested is None else f"{requested} is {row['key']}")
+        if action in ("added", "updated") and follow:
+            yield from self.follow.facts_changed(uid, removed=action == "updated")
+        return change
+
+    def checked(self, uid: str, now: Any, *, category: Any, key: Any, value: Any, source: Any, confidence: Any,
+                source_context: Any, source_session_id: Any, source_message_id: Any, person: Any, expires_at: Any,
+                expires_days: Any, agent_id: Any, run_id: Any, observed_at: Any) -> Op[dict]:
+        """``upsert_fact``'s arguments, validated, as the fact row to write (reads the household)."""
         source = v.choice(source, "source", FACT_SOURCES)
-        fact = {
+        return {
             "category": v.choice(category, "category", FACT_CATEGORIES),
             "key": v.text(key, "key", v.MAX_KEY),
             "value": self._shared.content(value, "value"),
@@ -79,20 +101,8 @@ class FactOperations:
             "run_id": v.scope_id(run_id, "run_id"),
             "observed_at": min(v.when(observed_at, "observed_at") or now, now),
         }
-        match = v.flag(match_equivalent, "match_equivalent")
-        yield from self._memory.refuse_if_off([uid])
-        action, row, previous, requested, mirror = yield db.in_one_transaction(
-            make_plan=lambda: self._write_fact(uid, dict(fact), match, now))
-        if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
-            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
-        change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
-                            requested_key=requested,
-                            reason=None if requested is None else f"{requested} is {row['key']}")
-        if action in ("added", "updated") and follow:
-            yield from self.follow.facts_changed(uid, removed=action == "updated")
-        return change
 
-    def _write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
+    def write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
         """A plan for ``in_one_transaction``: under the user's write lock, find the equivalent fact
         (``match_equivalent``) and write; concurrent writers of ``city`` and ``home_city`` then
         end with one fact, as sequential ones do. Returns the backend's (action, row, previous),
