@@ -81,3 +81,22 @@ async def test_the_mcp_save_fact_tool_takes_when_it_was_said(store, dump):
                                                            "value": "Berlin", "observed_at": LIVED})
         assert not good.is_error and good.structured_content["action"] == "history"
     berlin_in_history(store)
+
+
+def test_the_rest_facts_body_takes_when_it_was_said(store, dump):
+    from starlette.testclient import TestClient
+
+    from navi_memory.ui.api import create_api_app
+
+    from .ui_helpers import LOCAL, TOKEN
+
+    api = TestClient(create_api_app(store, token=TOKEN), base_url=LOCAL, headers={"Authorization": f"Bearer {TOKEN}"})
+    store.upsert_fact(user_id=U, category="profile", key="location", value="Munich")
+    before = dump()
+    body = {"category": "profile", "key": "location", "value": "Berlin"}
+    bad = api.post(f"/api/users/{U}/facts", json={**body, "observed_at": "yesterday"})
+    assert bad.status_code == 422 and "observed_at" in bad.text
+    assert dump() == before
+    good = api.post(f"/api/users/{U}/facts", json={**body, "observed_at": LIVED})
+    assert good.status_code == 200 and good.json()["action"] == "history"
+    berlin_in_history(store)
