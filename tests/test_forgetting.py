@@ -178,3 +178,57 @@ def test_a_summary_the_model_wrote_while_a_fact_was_deleted_is_not_stored(store)
     store.wait_for_background()
     assert store.get_summary(user_id=U) == "Tomas."
     assert all(GONE not in s.content for s in store.summary_history(user_id=U, limit=100))
+
+
+def test_deleting_a_shared_facts_item_forgets_it_while_agents_keep_the_same_key(store):
+    """The shared fact (no agent) and an agent's fact of the same key are two facts: deleting the
+    shared one's searchable item deletes that fact, and only it, from the facts, every summary
+    version and the prompt; the agent's value stays. (Before, the item went and the shared value
+    stayed in the facts and the summary.)"""
+    shared = store.upsert_fact(user_id=U, category="preferences", key="seat", value="window seat near the wing")
+    store.upsert_fact(user_id=U, category="preferences", key="seat", value="aisle seat", agent_id="travel")
+    assert "window seat" in store.get_summary(user_id=U)
+    store.delete(shared.fact.item_id, user_id=U)
+    assert [(f.agent_id, f.value) for f in store.get_all_facts(user_id=U)] == [("travel", "aisle seat")]
+    assert "aisle seat" in store.get_summary(user_id=U)
+    assert all("window seat" not in s.content for s in store.summary_history(user_id=U, limit=100))
+    assert all("window seat" not in r.content for r in store.search("seat", user_id=U, min_score=0))
+    for agent in (None, "travel"):
+        out = NaviMemoryRunnable(store=store, user_id=U, agent_id=agent).invoke(
+            [SystemMessage("You are helpful."), HumanMessage("which seat do I like?")])
+        blocks = "\n".join(str(m.content) for m in out)
+        assert "aisle seat" in blocks and "window seat" not in blocks
+
+
+def _summary_usage(stats):
+    return {k: stats["purposes"].get("summary", {}).get(k) for k in ("calls", "input_tokens", "output_tokens", "failed")}
+
+
+def test_a_summary_rewritten_in_the_background_is_booked_in_usage(store):
+    """The chat model's calls of a background summary rewrite count in usage stats like the
+    pipeline's (purpose ``summary``, no session), a failed one (an empty text) too."""
+    store.upsert_fact(user_id=U, category="profile", key="name", value="Tomas")
+    store.set_chat_model(ScriptedChat(script=["Tomas lives in Munich.", ""], usage=(10, 5)))
+    store.upsert_fact(user_id=U, category="profile", key="location", value="Munich")
+    store.wait_for_background()
+    assert store.get_summary(user_id=U) == "Tomas lives in Munich."
+    stats = store.usage_stats(user_id=U)
+    assert _summary_usage(stats) == {"calls": 1, "input_tokens": 10, "output_tokens": 5, "failed": 0}
+    assert list(stats["models"]) != ["unknown"] and stats["totals"]["llm_calls"] == 1
+    store.upsert_fact(user_id=U, category="preferences", key="drink", value="green tea")
+    store.wait_for_background()
+    assert _summary_usage(store.usage_stats(user_id=U)) == {"calls": 2, "input_tokens": 10 + 10,
+                                                             "output_tokens": 5 + 5, "failed": 1}
+    assert store.usage_stats(user_id="someone else")["totals"]["llm_calls"] == 0
+
+
+async def test_a_summary_rewritten_in_the_background_is_booked_in_usage_async(db_url, fake_embeddings, clock):
+    from navi_memory import AsyncMemoryStore
+
+    async with await AsyncMemoryStore.open(db_url, embeddings=fake_embeddings, clock=clock) as s:
+        s.set_chat_model(ScriptedChat(script=["Tomas."], usage=(7, 3)))
+        await s.upsert_fact(user_id=U, category="profile", key="name", value="Tomas")
+        await s.wait_for_background()
+        assert await s.get_summary(user_id=U) == "Tomas."
+        assert _summary_usage(await s.usage_stats(user_id=U)) == {"calls": 1, "input_tokens": 7, "output_tokens": 3,
+                                                                  "failed": 0}

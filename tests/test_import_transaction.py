@@ -31,23 +31,25 @@ def source(new_db_url) -> list[dict]:
         return records
 
 
-def poison(backend_name: str, db_url: str, tmp_path: Path, on: bool = True) -> None:
-    """Make the database refuse the item ``POISON`` (or stop refusing it)."""
+def poison(backend_name: str, db_url: str, tmp_path: Path, on: bool = True, table: str = "items",
+           column: str = "content", value: str = POISON) -> None:
+    """Make the database refuse a row of ``table`` whose ``column`` is ``value`` (default: the
+    item ``POISON``), or stop refusing it."""
     if backend_name == "sqlite":
         conn = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
         conn.execute("DROP TRIGGER IF EXISTS poison")
         if on:
-            conn.execute(f"CREATE TRIGGER poison BEFORE INSERT ON items WHEN NEW.content = '{POISON}'"
+            conn.execute(f"CREATE TRIGGER poison BEFORE INSERT ON {table} WHEN NEW.{column} = '{value}'"
                          " BEGIN SELECT RAISE(ABORT, 'device is full (test)'); END")
         conn.close()
         return
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("DROP TRIGGER IF EXISTS poison ON items")
+        conn.execute(f"DROP TRIGGER IF EXISTS poison ON {table}")
         if on:
             conn.execute("CREATE OR REPLACE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-                         f" IF NEW.content = '{POISON}' THEN RAISE EXCEPTION 'device is full (test)'; END IF;"
+                         f" IF NEW.{column} = '{value}' THEN RAISE EXCEPTION 'device is full (test)'; END IF;"
                          " RETURN NEW; END $$")
-            conn.execute("CREATE TRIGGER poison BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION poison()")
+            conn.execute(f"CREATE TRIGGER poison BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION poison()")
 
 
 def test_a_database_failure_half_way_writes_nothing(source, store, dump, backend_name, db_url, tmp_path):
@@ -168,3 +170,34 @@ def test_rows_an_embedder_failed_mid_import_are_embedded_by_the_next_import(sour
         again = store.import_records(without_vectors, batch_size=50)
         assert again.embedded == 136 and again.embed_failed == 0
         assert {i.embedding.state for i in store.list_items(user_id="u1", limit=500)} == {"ready"}
+
+
+def test_the_merge_of_facts_on_file_is_part_of_the_import_transaction(store, new_db_url, dump, backend_name,
+                                                                        db_url, tmp_path):
+    """A fact the store holds already takes the file's statements inside the import's transaction:
+    a failure while merging them (here the history row of the older value is refused) writes
+    nothing of the import, neither the new rows nor a part of the merge; the import run again
+    completes it once."""
+    from datetime import datetime, timezone
+
+    moved, lived = datetime(2024, 11, 1, tzinfo=timezone.utc), datetime(2024, 10, 1, tzinfo=timezone.utc)
+    store.upsert_fact(user_id="u1", category="profile", key="location", value="Munich", observed_at=moved)
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings()) as other:
+        other.upsert_fact(user_id="u1", category="profile", key="location", value="Berlin", observed_at=lived)
+        other.upsert_fact(user_id="u1", category="profile", key="name", value="Tomas")
+        other.add(user_id="u1", content="packed the boxes for the move")
+        records: list[dict] = []
+        other.export(records.append, user_id="u1")
+    poison(backend_name, db_url, tmp_path, table="fact_history", column="value", value="Berlin")
+    before = dump()
+    with pytest.raises(StorageError, match="device is full"):
+        store.import_records(records)
+    assert dump() == before  # no new fact, item or summary, and Munich untouched
+    poison(backend_name, db_url, tmp_path, on=False, table="fact_history")
+    report = store.import_records(records)
+    assert (report.merged, report.added.get("fact"), report.added.get("item")) == (1, 1, 1)
+    location = store.get_fact("location", user_id="u1")
+    assert location.value == "Munich" and [(h.value, h.valid_from) for h in location.history] == [("Berlin", lived)]
+    again = store.import_records(records)
+    assert (again.merged, again.added.get("fact"), again.added.get("item")) == (0, None, None)
+    assert "Munich" in store.get_summary(user_id="u1") and "Tomas" in store.get_summary(user_id="u1")

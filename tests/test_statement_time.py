@@ -20,11 +20,11 @@ LIVED = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)  # "I live in Berlin"
 MOVED = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)  # "I moved to Munich"
 
 
-def said(store, sid, when, *lines, triggers=False):
+def said(store, sid, when, *lines, triggers=False, user=U):
     """A conversation dated ``when`` (a minute per message), lines alternating user / assistant."""
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": line,
                  "created_at": when + timedelta(minutes=i)} for i, line in enumerate(lines)]
-    return store.add_messages(sid, messages, user_id=U, triggers=triggers, background=False)
+    return store.add_messages(sid, messages, user_id=user, triggers=triggers, background=False)
 
 
 def timeline_of(fact):
@@ -165,6 +165,28 @@ def test_a_superseded_turn_ranks_below_the_current_fact_and_is_marked_past(store
         assert [r["superseded_by"] for r in found if "I live in Berlin" in r["content"]] == ["location: Munich"]
 
 
+def test_a_search_across_users_marks_each_users_superseded_turns_by_their_own_facts(store, today):
+    """An administrator's search (``all_users``) marks a turn by its own user's past statements:
+    Tomas moved from Berlin to Munich, Anna still lives in Berlin and said so in a session of the
+    same id and message number: only Tomas's turn is past."""
+    for user in (U, "anna"):
+        said(store, "intro", LIVED, "Hi! My name is Tomas and I live in Berlin." if user == U
+             else "Hi! My name is Anna and I live in Berlin.", "Hello!", user=user)
+        store.extract_session("intro", user_id=user)
+    said(store, "move", MOVED, "Remember that I moved to Munich.", "Noted!", triggers=True)
+    store.extract_session("move", user_id=U)
+    assert store.get_fact("location", user_id="anna").value == "Berlin"
+    results = store.search("where do I live Berlin Munich", all_users=True, limit=20, min_score=0)
+    tomas = next(r for r in results if "Tomas and I live in Berlin" in r.content)
+    anna = next(r for r in results if "Anna and I live in Berlin" in r.content)
+    assert tomas.superseded_by == "location: Munich" and tomas.scores["superseded"] < 0
+    assert anna.superseded_by is None and "superseded" not in anna.scores
+    munich = next(r for r in results if r.kind == "fact" and r.content.endswith("Munich"))
+    assert results.index(tomas) > results.index(munich)
+    assert {r.superseded_by for r in store.search("where do I live Berlin Munich", user_id="anna", min_score=0)} \
+        == {None}
+
+
 def test_demote_is_pure_and_keeps_other_results_in_order():
     from navi_memory.models import SearchResult
     from navi_memory.retrieval import superseded
@@ -174,8 +196,8 @@ def test_demote_is_pure_and_keeps_other_results_in_order():
                             signals={}, scores={}, kind=kind)
 
     turn_row = {"id": 1, "user_id": U, "fact_id": None, "source_ref": {"session_id": "s", "first_seq": 1, "last_seq": 2}}
-    past = [{"session_id": "s", "message_id": "2", "value": "Berlin", "current_value": "Munich", "key": "location",
-             "item_id": 3}]
+    past = [{"user_id": U, "session_id": "s", "message_id": "2", "value": "Berlin", "current_value": "Munich",
+             "key": "location", "item_id": 3}]
     fact_row = {"id": 3, "user_id": U, "fact_id": 7, "source_ref": {"session_id": "s", "first_seq": 2, "last_seq": 2}}
     assert superseded.replaced_turns([turn_row, fact_row], past) == {1: past[0]}  # a fact's item is no turn
     said = superseded.replaced_by(turn_row, past)
@@ -183,6 +205,7 @@ def test_demote_is_pure_and_keeps_other_results_in_order():
     assert superseded.replaced_by({**turn_row, "source_ref": {"session_id": "s", "first_seq": 3, "last_seq": 4}},
                                   past) is None  # another message of the session
     assert superseded.replaced_by(turn_row, [{**past[0], "current_value": "berlin"}]) is None  # said again since
+    assert superseded.replaced_by({**turn_row, "user_id": "anna"}, past) is None  # another user's session "s"
     out = superseded.demote([result(1, 0.9), result(2, 0.7), result(3, 0.6, "fact")], {1: said})
     assert [r.id for r in out] == [2, 3, 1] and out[2].superseded_by == "location: Munich"
     assert out[2].score < out[1].score and out[2].scores["superseded"] < 0

@@ -153,7 +153,8 @@ def cmd_fact(args: argparse.Namespace) -> None:
         if args.fact_command == "set":
             change = store.upsert_fact(user_id=args.user, category=args.category, key=args.key, value=args.value,
                                        source=args.source, confidence=args.confidence,
-                                       expires_days=args.expires_days, source_context=args.context)
+                                       expires_days=args.expires_days, source_context=args.context,
+                                       observed_at=args.observed_at)
             print_json(change) if args.json else print(f"{change.action}: {change.fact.category}/{change.fact.key}")
         elif args.fact_command == "get":
             fact = store.get_fact(args.key, user_id=args.user, category=args.category)
@@ -451,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--confidence", type=integer("confidence"), help="0-100 (default: by source)")
     f.add_argument("--expires-days", type=float, help="forget it after this many days")
     f.add_argument("--context", help="where the fact came from")
+    f.add_argument("--observed-at", metavar="WHEN",
+                   help="when it was said, ISO 8601 (e.g. 2026-10-01 or 2026-10-01T09:00+02:00; default now): "
+                        "a value said before the current one goes into the history")
     f = facts.add_parser("get", help="show a fact and its history", description="show a fact and its history",
                          parents=[shared])
     f.add_argument("key", help="the fact's key")

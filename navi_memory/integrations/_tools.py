@@ -76,6 +76,10 @@ class SaveFactArgs(BaseModel):
                                         description="Days until it stops being true, for a temporary fact "
                                                     "(a trip, a deadline); default never.")
     source_context: Optional[str] = Field(default=None, description="A short reason or quote: why you saved it.")
+    observed_at: Optional[str] = Field(default=None,
+                                       description="When the user said it, ISO 8601 (e.g. '2026-10-01'), for a "
+                                                   "fact from an earlier conversation; default now. A value said "
+                                                   "before the current one goes into the history.")
 
 
 class ItemArgs(BaseModel):
@@ -221,6 +225,8 @@ def fact_change_json(change: Any) -> dict[str, Any]:
     if change.requested_key is not None:
         out["note"] = (f"saved under the equivalent key {change.fact.key!r} already on file, not as a second fact "
                        f"{change.requested_key!r}")
+    if change.action == "history":
+        out["note"] = "said before the current value: kept in the history, the value stays"
     return out
 
 
@@ -303,7 +309,7 @@ class MemoryTools:
                                         "value": args["value"], "source": args["source"],
                                         "confidence": args["confidence"], "expires_days": args["expires_days"],
                                         "source_context": args["source_context"], "person": args.get("person"),
-                                        **scope},
+                                        "observed_at": args["observed_at"], **scope},
                     fact_change_json)
         if name == "memory_get":
             return ("get", (args["item_id"],), {"user_id": uid, **scope},

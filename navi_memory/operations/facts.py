@@ -3,7 +3,6 @@ mirror item (type ``fact``) so that search finds facts like any other memory."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..backends.base import NewItem
@@ -19,7 +18,6 @@ from .follow import Follow, said
 from .memory import MemoryOperations
 from .shared import Shared
 
-log = logging.getLogger("navi_memory")
 
 
 class FactOperations:
@@ -64,8 +62,30 @@ class FactOperations:
         uid = v.user_id(user_id)
         now = self._shared.now()
         follow = v.flag(update_summary, "update_summary")
+        fact = yield from self.checked(uid, now, category=category, key=key, value=value, source=source,
+                                       confidence=confidence, source_context=source_context,
+                                       source_session_id=source_session_id, source_message_id=source_message_id,
+                                       person=person, expires_at=expires_at, expires_days=expires_days,
+                                       agent_id=agent_id, run_id=run_id, observed_at=observed_at)
+        match = v.flag(match_equivalent, "match_equivalent")
+        yield from self._memory.refuse_if_off([uid])
+        action, row, previous, requested, mirror = yield db.in_one_transaction(
+            make_plan=lambda: self.write_fact(uid, dict(fact), match, now))
+        if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
+            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
+        change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
+                            requested_key=requested,
+                            reason=None if requested is None else f"{requested} is {row['key']}")
+        if action in ("added", "updated") and follow:
+            yield from self.follow.facts_changed(uid, removed=action == "updated")
+        return change
+
+    def checked(self, uid: str, now: Any, *, category: Any, key: Any, value: Any, source: Any, confidence: Any,
+                source_context: Any, source_session_id: Any, source_message_id: Any, person: Any, expires_at: Any,
+                expires_days: Any, agent_id: Any, run_id: Any, observed_at: Any) -> Op[dict]:
+        """``upsert_fact``'s arguments, validated, as the fact row to write (reads the household)."""
         source = v.choice(source, "source", FACT_SOURCES)
-        fact = {
+        return {
             "category": v.choice(category, "category", FACT_CATEGORIES),
             "key": v.text(key, "key", v.MAX_KEY),
             "value": self._shared.content(value, "value"),
@@ -81,20 +101,8 @@ class FactOperations:
             "run_id": v.scope_id(run_id, "run_id"),
             "observed_at": min(v.when(observed_at, "observed_at") or now, now),
         }
-        match = v.flag(match_equivalent, "match_equivalent")
-        yield from self._memory.refuse_if_off([uid])
-        action, row, previous, requested, mirror = yield db.in_one_transaction(
-            make_plan=lambda: self._write_fact(uid, dict(fact), match, now))
-        if self._shared.embed_on_write and action in ("added", "updated") and row.get("item_id"):
-            yield from self._memory.embed_new([(row["item_id"], uid, mirror.content)])
-        change = FactChange(action=action, fact=Fact(**row), previous_value=previous if action == "updated" else None,
-                            requested_key=requested,
-                            reason=None if requested is None else f"{requested} is {row['key']}")
-        if action in ("added", "updated") and follow:
-            yield from self.follow.facts_changed(uid, removed=action == "updated")
-        return change
 
-    def _write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
+    def write_fact(self, uid: str, fact: dict, match_equivalent: bool, now: Any) -> Op:
         """A plan for ``in_one_transaction``: under the user's write lock, find the equivalent fact
         (``match_equivalent``) and write; concurrent writers of ``city`` and ``home_city`` then
         end with one fact, as sequential ones do. Returns the backend's (action, row, previous),
@@ -182,7 +190,11 @@ class FactOperations:
         does this by itself (with a chat model: in the background, after storing the composed
         text at once when a value was deleted or replaced)."""
         uid = v.user_id(user_id)
-        return (yield from self.follow.rewrite(uid, [], self._shared.chat is not None))
+        ledger: list[dict] = []  # the chat model's calls, booked in usage stats (no session)
+        stored = yield from self.follow.rewrite(uid, ledger, self._shared.chat is not None)
+        if ledger:
+            yield db.record_llm_calls(user_id=uid, calls=self._shared.named_calls(ledger), now=self._shared.now())
+        return stored
 
     def facts_removed(self, uid: str, rows: list[dict]) -> Op[None]:
         """After facts were deleted: the raw text they came from is forgotten (their values, past
@@ -207,16 +219,12 @@ class FactOperations:
         if what != "deleted":
             yield from self.follow.facts_changed(uid, removed=what == "archived")
             return
-        category, key, agent = str(ref.get("category")), str(ref.get("key")), item.get("agent_id")
+        category, key = str(ref.get("category")), str(ref.get("key"))
         rows = [r for r in (yield from self.newest_facts(uid, category=category, include_expired=True))
-                if r["key"] == key]
-        if agent is None and any(r.get("agent_id") is not None for r in rows):
-            # delete_facts reads no agent as "every agent's": the agents' facts of this key stay,
-            # and so does this shared one (the item is gone; the fact can be deleted by key)
-            log.warning("the fact %r is shared and also saved by agents: only its item was deleted", key)
-            return
-        yield db.delete_facts(user_id=uid, key=key, category=category, agent_id=agent)
-        yield from self.facts_removed(uid, [r for r in rows if r["id"] == item["fact_id"]])
+                if r["key"] == key and r["id"] == item["fact_id"]]
+        # by id: a shared fact's item takes only that fact, not the agents' facts of the same key
+        yield db.delete_facts(user_id=uid, key=key, category=category, fact_id=item["fact_id"])
+        yield from self.facts_removed(uid, rows)
 
     def _forget_item(self, uid: str, item: dict) -> Op[None]:
         ref = item.get("source_ref") or {}

@@ -181,11 +181,14 @@ class SearchOperations:
             columns = columns + (yield db.rank_rows(user_id=f.user_id, ids=brought))
         ranked = ranking.order(fused, columns, depth, f.now, hints, decay, plan.when)
         # the page, and beside it (no extra round trip) the values newer ones replaced, to mark the
-        # turns that said them (the re-ranking signal ``superseded``; a one-user search only)
+        # turns that said them (the re-ranking signal ``superseded``); across users, those of the
+        # page's users, read after it
         rows, past = (yield from together(
             db.fetch_items(user_id=f.user_id, ids=[cast(int, r.id) for r in ranked]) if ranked else None,
-            db.past_statements(user_id=f.user_id) if ranked and f.user_id is not None else None))
+            db.past_statements(user_ids=[f.user_id]) if ranked and f.user_id is not None else None))
         rows = rows or []
+        if rows and f.user_id is None:
+            past = yield db.past_statements(user_ids=sorted({r["user_id"] for r in rows}))
         replaced = superseded.replaced_turns(rows, past or [])
         results = ranking.results(fused, ranked, rows)
         if second is None:

@@ -308,14 +308,14 @@ class SessionOperations:
                 user_id=uid,
                 session_id=sid,
                 outcome={"state": "error", "error": report.error},
-                calls=self._named(ledger),
+                calls=self._shared.named_calls(ledger),
                 now=self._shared.now(),
             )
             self._book(report, ledger)
             if not isinstance(exc, ExtractionError):
                 raise
             return report
-        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=self._named(ledger),
+        yield db.finish_session(user_id=uid, session_id=sid, outcome=outcome, calls=self._shared.named_calls(ledger),
                                 now=self._shared.now())
         self._book(report, ledger)
         if report.state == "error":
@@ -325,11 +325,6 @@ class SessionOperations:
         log.info("session %s: %d added, %d updated, %d unchanged, %d notes, %d LLM calls", sid, report.added,
                  report.updated, report.unchanged, report.notes, report.llm_calls)
         return report
-
-    def _named(self, ledger: list[dict]) -> list[dict]:
-        """The calls, each with its model: a failed call has no reply to name it, the client does."""
-        name = self._shared.chat.name if self._shared.chat is not None else None
-        return [c if c.get("model") else {**c, "model": name} for c in ledger]
 
     @staticmethod
     def _book(report: ExtractionReport, ledger: list[dict]) -> None:

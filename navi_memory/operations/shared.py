@@ -46,6 +46,11 @@ class Shared:
             raise RuntimeError("an embedding step ran in a store without an embedding model")
         return self.model
 
+    def named_calls(self, ledger: list[dict]) -> list[dict]:
+        """LLM calls to record, each with its model: a failed call has no reply to name it, the client does."""
+        name = self.chat.name if self.chat is not None else None
+        return [c if c.get("model") else {**c, "model": name} for c in ledger]
+
     def content(self, value: Any, field: str = "content") -> str:
         """A stored text: validated, at most ``max_content_bytes`` of UTF-8."""
         return v.text(value, field, self.max_content_bytes)

@@ -64,6 +64,7 @@ class TransferReport(_Record):
     records: int = 0
     # statements of facts already on file (their values and history) that took their place in the
     # stored fact by when they were said: a newer one became its value, an older one its history
+    # (in the import's transaction: a failure merging writes nothing of the import)
     merged: int = 0
 
 
@@ -355,8 +356,7 @@ class TransferOperations:
         written = yield db.in_one_transaction(
             make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
         )
-        report, to_embed, added, on_file, fact_users = written
-        report.merged, merged_users = yield from self._merge_facts(on_file)
+        report, to_embed, added, merged_users, fact_users = written
         for uid in sorted(fact_users | merged_users):  # facts written without the summary beside them
             yield from self._facts.follow.facts_changed(uid, removed=uid in merged_users)
         for size in sorted(vector_sizes):  # only of the store's own model, so there is one
@@ -440,32 +440,37 @@ class TransferOperations:
                 batch = []
         if batch:
             yield from self._write(batch, written, ids)
-        return report, written.to_embed, written.added, written.on_file, \
+        merged_users = yield from self._merge_facts(written)
+        return report, written.to_embed, written.added, merged_users, \
             {u for u, told in written.summarised.items() if not told}
 
-    def _merge_facts(self, records: list[dict]) -> Op[tuple[int, set[str]]]:
-        """The statements of imported facts already on file, each placed in the stored fact by
-        when it was said (``upsert_fact`` with ``observed_at``), as any write would: a newer value
-        replaces the stored one, an older one enters its history. Statements the stored timeline
-        holds already change nothing, so importing a file again writes nothing."""
-        merged, users = 0, set[str]()
-        for r in records:
+    def _merge_facts(self, written: "_Written") -> Op[set[str]]:
+        """In the import's transaction, the statements of imported facts already on file, each
+        placed in the stored fact by when it was said (``upsert_fact``'s checks and write, with
+        ``observed_at``): a newer value replaces the stored one, an older one enters its history.
+        Statements the stored timeline holds already change nothing, so importing a file again
+        writes nothing. Returns the users whose facts changed (the summary follows after the commit)."""
+        users, now = set[str](), self._shared.now()
+        for r in written.on_file:
             uid, agent = r["user_id"], r.get("agent_id")
             for statement, at in [*((h, h["valid_from"]) for h in r["history"]), (r, r["observed_at"])]:
                 stored = yield db.get_fact(user_id=uid, category=r["category"], key=r["key"], agent_id=agent)
                 history = (yield db.fact_history(user_id=uid, fact_ids=[stored["id"]]))[stored["id"]] if stored else []
                 if stored is not None and timeline.place(stored, history, statement, at).action == "unchanged":
                     continue
-                yield from self._facts.upsert_fact(
-                    user_id=uid, category=r["category"], key=r["key"], value=statement["value"],
+                fact = yield from self._facts.checked(
+                    uid, now, category=r["category"], key=r["key"], value=statement["value"],
                     source=statement["source"] if statement["source"] in FACT_SOURCES else r["source"],
                     confidence=statement["confidence"], source_context=statement.get("source_context"),
                     source_session_id=statement.get("source_session_id"),
-                    source_message_id=statement.get("source_message_id"), person=r["person"], agent_id=agent,
-                    match_equivalent=False, observed_at=at, update_summary=False)  # once per user, after
-                merged += 1
+                    source_message_id=statement.get("source_message_id"), person=r["person"], expires_at=None,
+                    expires_days=None, agent_id=agent, run_id=None, observed_at=at)
+                action, row, _, _, mirror = yield from self._facts.write_fact(uid, fact, False, now)
+                if action in ("added", "updated") and row.get("item_id"):
+                    written.to_embed.append((row["item_id"], uid, mirror.content))
+                written.report.merged += 1
                 users.add(uid)
-        return merged, users
+        return users
 
     def _check_households(self, households: dict[str, Household]) -> Op:
         """The file's persons against the households stored (read only): ValidationError names

@@ -40,8 +40,8 @@ def replaced_by(row: Mapping[str, Any], past: Sequence[Mapping[str, Any]]) -> Ma
         return None
     for said in past:
         seq = _seq(said.get("message_id"))
-        if said.get("session_id") == ref.get("session_id") and seq is not None and first <= seq <= last \
-                and not _same(said["value"], said["current_value"]):
+        if said.get("session_id") == ref.get("session_id") and said.get("user_id") == row.get("user_id") \
+                and seq is not None and first <= seq <= last and not _same(said["value"], said["current_value"]):
             return said
     return None
 

@@ -408,9 +408,9 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
 
     @operation
     def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
-                     run_id: str | None = None) -> Op:
+                     run_id: str | None = None, fact_id: int | None = None) -> Op:
         parts, params = [sql.SQL("user_id = %s AND key = %s")], [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id)):
+        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id), ("id", fact_id)):
             if value is not None:
                 parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
                 params.append(value)

@@ -162,14 +162,14 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def past_statements(self, user_id: str) -> Op:
-        """The earlier values of the user's facts with the session they were said in
-        (``fact_history`` rows with a ``source_session_id``), each with its fact's key, current
-        value and item: few per user, read beside a search's page."""
-        return (yield Q("SELECT h.source_session_id AS session_id, h.source_message_id AS message_id, h.value, f.key,"
-                        " f.value AS current_value, f.item_id FROM fact_history h JOIN facts f"
+    def past_statements(self, user_ids: Sequence[str]) -> Op:
+        """The earlier values of these users' facts with the session they were said in
+        (``fact_history`` rows with a ``source_session_id``), each with its user, its fact's key,
+        current value and item: few per user, read beside a search's page."""
+        return (yield Q("SELECT h.user_id, h.source_session_id AS session_id, h.source_message_id AS message_id,"
+                        " h.value, f.key, f.value AS current_value, f.item_id FROM fact_history h JOIN facts f"
                         " ON f.user_id = h.user_id AND f.id = h.fact_id"
-                        " WHERE h.user_id = %s AND h.source_session_id IS NOT NULL", [user_id]))
+                        " WHERE h.user_id = ANY(%s) AND h.source_session_id IS NOT NULL", [list(user_ids)]))
 
     @operation
     @reads

@@ -120,12 +120,20 @@ class PostgresSessionQueries:
                        " WHERE user_id = %s AND session_id = %s RETURNING *",
                        [outcome["state"], outcome.get("error"), now, ok, now, ok, outcome.get("extracted_seq", 0),
                         outcome.get("extracted_user_messages", 0), user_id, session_id])
+        yield from self._insert_calls(user_id, session_id, calls, now)
+        return row_times(rows[0]) if rows else None
+
+    @operation
+    def record_llm_calls(self, user_id: str, calls: Sequence[dict], now: datetime) -> Op:
+        """LLM calls outside a session's run (a summary rewritten in the background), in usage stats."""
+        yield from self._insert_calls(user_id, None, calls, now)
+
+    def _insert_calls(self, user_id: str, session_id: str | None, calls: Sequence[dict], now: datetime) -> Op:
         if calls:
             yield Q("INSERT INTO llm_calls (user_id, session_id, purpose, model, input_tokens, output_tokens, estimated,"
                     " ok, error, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [(user_id, session_id, c["purpose"], c.get("model"), c["input_tokens"], c["output_tokens"],
                       bool(c["estimated"]), bool(c["ok"]), c.get("error"), now) for c in calls], many=True)
-        return row_times(rows[0]) if rows else None
 
     @operation
     def usage_stats(self, user_id: str | None, limit: int) -> Op:

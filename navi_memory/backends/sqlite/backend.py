@@ -423,11 +423,11 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         return None if row is None else _fact_from_row(row)
 
     def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
-                     run_id: str | None = None) -> int:
+                     run_id: str | None = None, fact_id: int | None = None) -> int:
         sql, params = "FROM facts WHERE user_id = ? AND key = ?", [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id)):
+        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id), ("id", fact_id)):
             if value is not None:
-                sql += f" AND {column} = ?"  # one of three known column names
+                sql += f" AND {column} = ?"  # one of four known column names
                 params.append(value)
         with self._transaction(write=True) as conn:
             item_ids = [r[0] for r in conn.execute(f"SELECT item_id {sql}", params) if r[0] is not None]

@@ -162,15 +162,16 @@ class SQLiteSearch:
             out.setdefault(centre, []).append(neighbour)
         return out
 
-    def past_statements(self, user_id: str) -> list[dict]:
-        """The earlier values of the user's facts with the session they were said in
-        (``fact_history`` rows with a ``source_session_id``), each with its fact's key, current
-        value and item: few per user, read beside a search's page."""
+    def past_statements(self, user_ids: Sequence[str]) -> list[dict]:
+        """The earlier values of these users' facts with the session they were said in
+        (``fact_history`` rows with a ``source_session_id``), each with its user, its fact's key,
+        current value and item: few per user, read beside a search's page."""
         with self._statement() as conn:
             rows = conn.execute(
-                "SELECT h.source_session_id AS session_id, h.source_message_id AS message_id, h.value, f.key,"
-                " f.value AS current_value, f.item_id FROM fact_history h JOIN facts f ON f.id = h.fact_id"
-                " WHERE h.user_id = ? AND h.source_session_id IS NOT NULL", (user_id,)).fetchall()
+                "SELECT h.user_id, h.source_session_id AS session_id, h.source_message_id AS message_id, h.value,"
+                " f.key, f.value AS current_value, f.item_id FROM fact_history h JOIN facts f ON f.id = h.fact_id"
+                " WHERE h.user_id IN (SELECT value FROM json_each(?)) AND h.source_session_id IS NOT NULL",
+                (json.dumps(list(user_ids)),)).fetchall()
         return [dict(r) for r in rows]
 
     def persons_named(self, user_id: str, names: Sequence[str]) -> list[str]:

@@ -33,6 +33,15 @@ def message_from_row(row: sqlite3.Row) -> dict[str, Any]:
     return d
 
 
+def _insert_calls(conn: sqlite3.Connection, user_id: str, session_id: str | None, calls: Sequence[dict],
+                  stamp: str) -> None:
+    conn.executemany(
+        "INSERT INTO llm_calls (user_id, session_id, purpose, model, input_tokens, output_tokens, estimated,"
+        " ok, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(user_id, session_id, c["purpose"], c.get("model"), c["input_tokens"], c["output_tokens"],
+          int(c["estimated"]), int(c["ok"]), c.get("error"), stamp) for c in calls])
+
+
 class SQLiteSessions:
     """Sessions, messages and LLM call records (mixed into ``SQLiteBackend``)."""
 
@@ -156,12 +165,13 @@ class SQLiteSessions:
                 " WHERE user_id = ? AND session_id = ?",
                 (outcome["state"], outcome.get("error"), stamp, ok, stamp, ok, outcome.get("extracted_seq", 0),
                  outcome.get("extracted_user_messages", 0), user_id, session_id))
-            conn.executemany(
-                "INSERT INTO llm_calls (user_id, session_id, purpose, model, input_tokens, output_tokens, estimated,"
-                " ok, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(user_id, session_id, c["purpose"], c.get("model"), c["input_tokens"], c["output_tokens"],
-                  int(c["estimated"]), int(c["ok"]), c.get("error"), stamp) for c in calls])
+            _insert_calls(conn, user_id, session_id, calls, stamp)
             return self._session_row(conn, user_id, session_id)
+
+    def record_llm_calls(self, user_id: str, calls: Sequence[dict], now: datetime) -> None:
+        """LLM calls outside a session's run (a summary rewritten in the background), in usage stats."""
+        with self._transaction(write=True) as conn:
+            _insert_calls(conn, user_id, None, calls, to_db(now))
 
     def usage_stats(self, user_id: str | None, limit: int) -> dict:
         """Session counts by state, LLM calls and tokens by purpose and by model, and the costliest sessions."""
