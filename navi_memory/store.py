@@ -7,8 +7,8 @@ and embedding calls, chat-model calls (``invoke`` / ``await ainvoke``) and backg
 (a worker thread / asyncio tasks). Nothing here knows SQL or ranking.
 
 ``AsyncMemoryStore``'s runner is the source of ``MemoryStore``'s: ``scripts/gen_sync.py`` writes the
-blocking methods between the ``# gen_sync`` markers; only what really differs (threads against
-``asyncio.gather`` for ``at_once``, closing) is written twice.
+blocking methods between the ``# gen_sync`` markers; only what really differs (``__init__``,
+``close``, worker threads against ``asyncio.gather`` for ``at_once``) is written twice.
 """
 
 from __future__ import annotations
