@@ -15,13 +15,14 @@ are generated from one source. ``--check`` exits 1 when a file is not what this 
 
 from __future__ import annotations
 
-import argparse
 import ast
 import inspect
 import sys
 import textwrap
 from pathlib import Path
 from typing import Iterator, NamedTuple
+
+from generated_files import write_or_check  # scripts/ is on the path of a script run
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "navi_memory"
@@ -197,23 +198,8 @@ TARGETS = {True: PACKAGE / "store_api.py", False: PACKAGE / "store_api_async.py"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a generated file is out of date")
-    args = parser.parse_args(argv)
-    stale = []
-    for sync, path in TARGETS.items():
-        text = render(sync)
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(path.relative_to(ROOT))
-        else:
-            path.write_text(text)
-            print(f"wrote {path.relative_to(ROOT)}")
-    if stale:
-        print(f"out of date: {', '.join(map(str, stale))}; run python scripts/gen_store_api.py", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check("gen_store_api.py", __doc__.splitlines()[0], argv,
+                          lambda: {path: render(sync) for sync, path in TARGETS.items()})
 
 
 if __name__ == "__main__":
