@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from datetime import datetime, timezone
 from functools import partial
@@ -22,6 +23,9 @@ from navi_memory.backends.base import Filters
 from navi_memory.bench.data import Corpus, Dataset, Vectors
 from navi_memory.bench.measure import open_store
 from navi_memory.retrieval.search import SearchPlan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from sqlite_lexical_ab import alternately, summary  # noqa: E402
 
 
 def build(path: Path, data: Dataset) -> None:
@@ -59,17 +63,11 @@ def main() -> None:
         f = Filters(user_id=user, now=datetime.now(timezone.utc))
         calls = {"shared index": partial(backend._shared_candidates, f, terms, k),
                  "per user": partial(backend.lexical_candidates, f, terms, k)}
-        got = {}
-        for name in sorted(calls, reverse=n % 2 == 1):  # alternate which runs first (warm caches)
-            start = time.thread_time()
-            got[name] = calls[name]()
-            if n >= 21:
-                spent[name].append((time.thread_time() - start) * 1000)
+        got = alternately(calls, n, spent if n >= 21 else None)
         if n >= 21:
             ours, shared = ({i for i, _ in got[name]} for name in ("per user", "shared index"))
             overlap.append(len(ours & shared) / max(1, len(shared)))
-    times = " | ".join(f"{name} p50 {np.median(v):.2f} p95 {np.percentile(v, 95):.2f}" for name, v in spent.items())
-    print(f"{args.layout} n={args.n}: CPU ms {times} | same rows in the top k {np.mean(overlap):.3f}"
+    print(f"{args.layout} n={args.n}: CPU ms {summary(spent)} | same rows in the top k {np.mean(overlap):.3f}"
           f" | load {os.getloadavg()[0]:.2f}")
     store.close()
 
