@@ -38,7 +38,7 @@ def _stemmer() -> sqlite3.Connection:
     return conn
 
 
-def _stem_new(words: list[str]) -> None:
+def _stem_new(words: list[str]) -> dict[str, str]:
     conn = _stemmer()
     conn.execute("BEGIN")
     try:  # rolled back: the table stays empty (cheaper than deleting)
@@ -48,8 +48,9 @@ def _stem_new(words: list[str]) -> None:
         conn.execute("ROLLBACK")
     if len(_stems) + len(words) > _CACHE_LIMIT:
         _stems.clear()
-    for n, word in enumerate(words):
-        _stems[word] = found.get(n, word)
+    new = {word: found.get(n, word) for n, word in enumerate(words)}
+    _stems.update(new)
+    return new
 
 
 def words(text: str | None) -> list[str]:
@@ -63,11 +64,13 @@ def words(text: str | None) -> list[str]:
 
 
 def stem_all(found: list[str]) -> list[str]:
-    """The stems of ``found`` (``words``), in order."""
-    new = list(dict.fromkeys(w for w in found if w not in _stems))
-    if new:
-        _stem_new(new)
-    return [_stems.get(w) or w for w in found]
+    """The stems of ``found`` (``words``), in order (read once from the shared cache: another thread
+    may clear it meanwhile)."""
+    known = {w: _stems.get(w) for w in found}
+    missing = [w for w, stem in known.items() if stem is None]
+    if missing:
+        known.update(_stem_new(missing))
+    return [known[w] or w for w in found]
 
 
 def stems(text: str | None) -> str:
