@@ -1,4 +1,4 @@
-"""SQLite lexical candidates at 100k: the backend's query beside the query used before the narrow
+"""SQLite lexical candidates at 100k across users (the shared FTS5 index, ``_shared_candidates``): the backend's query beside the query used before the narrow
 one (rank the best max(4k, 200) in FTS5, join items, filter), on the database of
 ``sqlite_search_ab.py`` (build it with that script first). CPU time of this thread (``thread_time``), so
 load from other processes counts less than in wall time; whether the candidates and their order are
@@ -38,6 +38,22 @@ def wide(backend: SQLiteBackend, filters: Filters, terms: list[str], k: int) -> 
     return [(r[0], -float(r[1])) for r in rows]
 
 
+def alternately(calls: dict, n: int, spent: dict[str, list[float]] | None) -> dict:
+    """Each call's result; its CPU milliseconds appended to ``spent`` (None: not timed). Which runs
+    first alternates with ``n`` (warm caches)."""
+    got = {}
+    for name in sorted(calls, reverse=n % 2 == 1):
+        start = time.thread_time()
+        got[name] = calls[name]()
+        if spent is not None:
+            spent.setdefault(name, []).append((time.thread_time() - start) * 1000)
+    return got
+
+
+def summary(spent: dict[str, list[float]]) -> str:
+    return " | ".join(f"{name} p50 {np.median(v):.2f} p95 {np.percentile(v, 95):.2f}" for name, v in spent.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=100_000)
@@ -57,17 +73,12 @@ def main() -> None:
         for n, (user, terms, k) in enumerate(asked):
             f = Filters(user_id=user, now=datetime.now(timezone.utc))
             calls = {"before": partial(wide, backend, f, terms, k),
-                     "now": partial(backend.lexical_candidates, f, terms, k)}
-            got = {}
-            for name in sorted(calls, reverse=n % 2 == 1):  # alternate which runs first (warm caches)
-                start = time.thread_time()
-                got[name] = calls[name]()
-                spent[name].append((time.thread_time() - start) * 1000)
+                     "now": partial(backend._shared_candidates, f, terms, k)}
+            got = alternately(calls, n, spent)
             reference, ours = got["before"], got["now"]
             same += ours == reference
             recall.append(len({i for i, _ in ours} & {i for i, _ in reference}) / max(1, len(reference)))
-        times = " | ".join(f"{name} p50 {np.median(v):.2f} p95 {np.percentile(v, 95):.2f}" for name, v in spent.items())
-        print(f"budget {budget}: CPU ms {times} | identical {same}/{len(asked)} | recall@k {np.mean(recall):.3f}"
+        print(f"budget {budget}: CPU ms {summary(spent)} | identical {same}/{len(asked)} | recall@k {np.mean(recall):.3f}"
               f" | load {os.getloadavg()[0]:.2f}")
         backend.close()
 

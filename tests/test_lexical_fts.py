@@ -1,17 +1,28 @@
-"""SQLite's lexical candidates: the narrow FTS5 query (the best k, then the filter check) returns what
-the wide one returns, ties and filtered-out rows included; ``lexical_row_budget`` (approximate, off by
-default) ranks only rows holding the rarest terms, on the same scores."""
+"""SQLite's lexical candidates. One user's: BM25 over that user's rows alone (``backends.sqlite.lexicon``,
+``retrieval.lexical.Bm25``), so other users' rows change neither the candidates nor their order, and the
+index stays in step with every write. Across users (the shared ``items_fts``): the narrow FTS5 query
+(the best k, then the filter check) returns what the wide one returns, ties and filtered-out rows
+included. ``lexical_row_budget`` (approximate, off by default) ranks only rows holding the rarest
+terms, on the same scores."""
 
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from navi_memory import MemoryStore
 from navi_memory.backends.base import Filters
+from navi_memory.backends.sqlite import lexicon
+from navi_memory.backends.sqlite.schema import LATEST_VERSION
+from navi_memory.retrieval.lexical import COLUMN_WEIGHTS, Bm25
+
+from .fakes import FakeClock
+from .helpers import sqlite_at_version
 
 
 def _load_benchmark():
@@ -45,6 +56,125 @@ def filled(tmp_path, clock) -> Iterator[MemoryStore]:
     store.close()
 
 
+# -- one user's rows alone -------------------------------------------------------------------------------
+
+QUERIES = (["tea", "garden"], ["quince"], ["garden", "quince", "w3"], ["tea", "quince"], ["w1", "tea"])
+
+
+def _candidates(backend, clock, user="alice", k=100):
+    filters = Filters(user_id=user, now=clock.now)
+    return {tuple(t): backend.lexical_candidates(filters, t, k) for t in QUERIES}
+
+
+def _reference(conn: sqlite3.Connection, user: str, terms: list[str]) -> dict[int, float]:
+    """BM25 of ``user``'s active rows from their texts, with the statistics of all their rows."""
+    rows = conn.execute("SELECT id, status, title, content, context FROM items WHERE user_id = ?", [user]).fetchall()
+    stemmed = {r[0]: [lexicon.stem_all(lexicon.words(text)) for text in r[2:]] for r in rows}
+    asked = lexicon.query_stems(terms)
+    holding = {w: sum(any(w in column for column in row) for row in stemmed.values()) for w in asked}
+    bm25 = Bm25.create(asked, holding, len(rows), sum(len(c) for row in stemmed.values() for c in row))
+    out = {}
+    for item, status, *_ in rows:
+        counts = {w: sum(weight * column.count(w) for weight, column in zip(COLUMN_WEIGHTS.values(), stemmed[item]))
+                  for w in asked}
+        if status == "active" and any(counts.values()):
+            out[item] = bm25.score(counts, sum(len(c) for c in stemmed[item]))
+    return out
+
+
+def test_a_users_candidates_and_order_come_from_their_rows_alone(filled, clock):
+    """bob's rows (more tea, more garden) change nothing; neither do carol's, nor forgetting bob."""
+    backend = filled.backend
+    before = _candidates(backend, clock)
+    for n in range(30):
+        filled.add(user_id="carol", content=f"quince quince garden tea w{n}", title="tea", dedup=False)
+    filled.forget(user_id="bob")
+    assert _candidates(backend, clock) == before
+    assert before[("quince",)][0][1] > 0 and len(before[("tea", "garden")]) == 46
+
+
+def test_scores_are_bm25_over_the_users_rows(filled, clock, tmp_path):
+    filled.add(user_id="alice", title="Garden", content="a note on the tea garden", context="quince?", dedup=False)
+    filled.archive(filled.add(user_id="alice", content="quince quince", dedup=False), user_id="alice")
+    conn = sqlite3.connect(tmp_path / "lexical.db")
+    for terms in QUERIES:
+        got = filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), list(terms), 100)
+        expected = _reference(conn, "alice", list(terms))
+        assert dict(got) == pytest.approx(expected, rel=1e-9)
+        assert [score for _, score in got] == pytest.approx(sorted(expected.values(), reverse=True), rel=1e-9)
+    conn.close()
+
+
+def _index_matches_items(path: Path) -> None:
+    """The per-user index holds exactly the stored rows' words, and each user's counts add up."""
+    conn = sqlite3.connect(path)
+    lexicon.register(conn)
+    try:
+        conn.execute("INSERT INTO lex_fts (lex_fts, rank) VALUES ('integrity-check', 0)")
+        stored = conn.execute("SELECT i.id, u.pk, navi_stems(coalesce(i.title, '')), navi_stems(i.content),"
+                              " navi_stems(coalesce(i.context, '')) FROM items i JOIN users u ON u.id = i.user_id"
+                              " ORDER BY i.id").fetchall()
+        assert conn.execute("SELECT item_id, user_pk, title, content, context FROM lex_rows ORDER BY item_id").fetchall() == stored
+        assert dict(conn.execute("SELECT user_pk, rows FROM lex_users WHERE rows > 0").fetchall()) == dict(
+            conn.execute("SELECT user_pk, count(*) FROM lex_rows GROUP BY user_pk").fetchall())
+        assert dict(conn.execute("SELECT user_pk, tokens FROM lex_users WHERE rows > 0").fetchall()) == dict(
+            conn.execute("SELECT user_pk, sum(length) FROM lex_rows GROUP BY user_pk").fetchall())
+    finally:
+        conn.close()
+
+
+def test_the_index_follows_every_write(filled, clock, tmp_path):
+    first = filled.add(user_id="alice", title="Tea", content="green tea garden", context="the café", dedup=False)
+    filled.update(first, user_id="alice", content="black tea, no garden")
+    filled.update(first, user_id="alice", title="Quince")
+    filled.delete(filled.add(user_id="alice", content="gone tea", dedup=False), user_id="alice")
+    filled.forget(user_id="bob")
+    _index_matches_items(tmp_path / "lexical.db")
+    assert first in dict(filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["quince"], 10))
+    assert first not in dict(filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["green"], 10))
+
+
+def test_a_version_11_database_gets_the_index_of_its_rows(tmp_path, clock):
+    path = tmp_path / "lexical.db"
+    conn = sqlite_at_version(path, 11)
+    conn.execute("INSERT INTO users (id, created_at) VALUES ('alice', '2024-01-01T00:00:00.000000Z')")
+    conn.execute("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES"
+                 " ('alice', 'general', 'General', '2024-01-01T00:00:00.000000Z', '2024-01-01T00:00:00.000000Z')")
+    for n, text in enumerate(("tea garden", "quince tea", "garden w3")):
+        conn.execute("INSERT INTO items (user_id, theme, type, content, title, created_at, updated_at) VALUES"
+                     " ('alice', 'general', 'note', ?, ?, '2024-01-01T00:00:00.000000Z', '2024-01-01T00:00:00.000000Z')",
+                     (text, "Tea" if n else None))
+    conn.close()
+    store = _open(tmp_path, clock)
+    assert store.migrate() == LATEST_VERSION
+    _index_matches_items(path)
+    found = store.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["tea", "garden"], 10)
+    assert sorted(i for i, _ in found) == [1, 2, 3]
+    store.close()
+
+
+_texts = st.lists(st.lists(st.sampled_from(["tea ", "garden ", "quince ", "w3 ", "x ", "é", "Tea-"]), max_size=30)
+                  .map("".join), min_size=1, max_size=8)
+
+
+@settings(max_examples=15, deadline=None)
+@given(others=st.lists(st.tuples(st.sampled_from(["bob", "carol", "dave"]), _texts), max_size=3))
+def test_no_other_users_rows_move_a_users_top_k(tmp_path_factory, others):
+    path, clock = tmp_path_factory.mktemp("lex"), FakeClock()
+    store = MemoryStore.open(f"sqlite:///{path / 'lexical.db'}", embeddings=False, clock=clock)
+    for n in range(12):
+        store.add(user_id="alice", content=f"{'tea ' * (n % 3)}garden w{n % 5} {'quince' if n % 4 == 0 else ''}",
+                  dedup=False)
+    before = {k: _candidates(store.backend, clock, k=k) for k in (1, 5, 20)}
+    for user, texts in others:
+        for text in texts:
+            store.add(user_id=user, content=text or "x", dedup=False)
+    assert {k: _candidates(store.backend, clock, k=k) for k in (1, 5, 20)} == before
+    store.close()
+
+
+# -- across users: the shared FTS5 index ------------------------------------------------------------------
+
 def test_narrow_query_equals_wide_one(filled, clock):
     backend = filled.backend
     for user in ("alice", "bob", "nobody"):
@@ -53,14 +183,14 @@ def test_narrow_query_equals_wide_one(filled, clock):
             for k in (1, 5, 12, 45, 100):
                 for rate in (1.0, 0.0):  # the narrow path, and the wide one taken after misses
                     backend._narrow_rate = rate
-                    assert backend.lexical_candidates(filters, terms, k) == _wide(backend, filters, terms, k)
+                    assert backend._shared_candidates(filters, terms, k) == _wide(backend, filters, terms, k)
 
 
 def test_narrow_query_skips_archived_rows(filled, clock):
     backend, filters = filled.backend, Filters(user_id="alice", now=clock.now)
-    before = backend.lexical_candidates(filters, ["quince", "tea"], 5)
+    before = backend._shared_candidates(filters, ["quince", "tea"], 5)
     filled.archive(before[0][0], user_id="alice")
-    after = backend.lexical_candidates(filters, ["quince", "tea"], 5)
+    after = backend._shared_candidates(filters, ["quince", "tea"], 5)
     assert after == _wide(backend, filters, ["quince", "tea"], 5)
     assert before[0][0] not in [i for i, _ in after]
 
@@ -69,10 +199,10 @@ def test_misses_turn_to_the_wide_query_then_back(filled, clock):
     backend = filled.backend
     backend._narrow_rate = 1.0
     for _ in range(10):  # bob's rows are tea's best: alice's narrow query misses
-        backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["tea"], 3)
+        backend._shared_candidates(Filters(user_id="alice", now=clock.now), ["tea"], 3)
     assert backend._narrow_rate <= 0.5
     for _ in range(30):
-        backend.lexical_candidates(Filters(user_id="bob", now=clock.now), ["tea"], 3)
+        backend._shared_candidates(Filters(user_id="bob", now=clock.now), ["tea"], 3)
     assert backend._narrow_rate > 0.5
 
 

@@ -1,16 +1,60 @@
 """Lexical evidence of one row: pure functions.
 
+BM25 with one user's statistics (``rarity``, ``Bm25``): what SQLite's per-user lexical index ranks
+with (``backends.sqlite.lexicon``), FTS5's ``bm25()`` formula (k1 1.2, b 0.75, column weights title
+2, content 1, previous-turn context 0.3; the rarity always positive) over the rows of the searching
+user only, so other users' rows change neither a user's lexical candidates nor their order.
+
 ``query_share``: the share of a query's content words found in a text (light stemming,
 ``words.stem``), the lexical match strength a result's relevance reads when there is no vector.
 """
 
 from __future__ import annotations
 
+import math
 import unicodedata
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 from .query import STOP_WORDS, tokenize
 from .words import stem
+
+
+K1, B = 1.2, 0.75
+COLUMN_WEIGHTS = {"title": 2.0, "content": 1.0, "context": 0.3}
+
+
+def rarity(holding: int, rows: int) -> float:
+    """BM25's inverse document frequency of a word ``holding`` of ``rows`` rows hold, always positive
+    (Lucene's form; FTS5's ``bm25()`` drops to 1e-6 for a word in half the rows or more: with one
+    user's statistics that form ranked LoCoMo dev's evidence lower, docs/benchmarks.md)."""
+    return math.log(1.0 + (rows - holding + 0.5) / (holding + 0.5))
+
+
+@dataclass(frozen=True)
+class Bm25:
+    """One query's BM25 over one user's rows: ``rows`` rows of ``tokens`` words in all.
+
+    A row's score is ``sum(weight[w] * f / (f + base + slope * length))`` over the query's words
+    ``w`` it holds, ``f`` the word's column-weighted count in the row, ``length`` the row's words:
+    a form a database can sum row by row (``base``, ``slope``, ``weights`` are its parameters)."""
+
+    weights: Mapping[str, float]
+    base: float
+    slope: float
+
+    @classmethod
+    def create(cls, asked: Mapping[str, int], holding: Mapping[str, int], rows: int, tokens: int) -> "Bm25":
+        """``asked``: ``{word: how many query terms have it}``; ``holding``: how many of the rows
+        hold each word (absent: none, the word scores nothing)."""
+        average = tokens / rows if rows > 0 and tokens > 0 else 1.0
+        weights = {w: n * rarity(holding[w], rows) * (K1 + 1) for w, n in asked.items() if holding.get(w)}
+        return cls(weights, K1 * (1 - B), K1 * B / average)
+
+    def score(self, counts: Mapping[str, float], length: int) -> float:
+        """A row's score from its column-weighted word counts and length."""
+        norm = self.base + self.slope * length
+        return sum(self.weights[w] * f / (f + norm) for w, f in counts.items() if w in self.weights and f > 0)
 
 
 def _folded(word: str) -> str:

@@ -26,6 +26,7 @@ from ...core import timeline
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
 from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
+from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
 from .search import SQLiteSearch, filter_sql
@@ -110,6 +111,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
+        lexicon.register(conn)  # the function the items triggers call (the per-user lexical index)
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")

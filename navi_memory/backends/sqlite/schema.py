@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .lexicon import LEXICON
 from ...models import (EMBEDDING_STATES, FACT_CATEGORIES, FACT_SOURCES, HOUSEHOLD_MODES, ITEM_STATUSES, ITEM_TYPES, LLM_PURPOSES,
                       MESSAGE_ROLES, SESSION_STATES)
 
@@ -336,6 +337,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (9, MEMORY_OFF),
     (10, PERSON_DEVICES),
     (11, STATEMENT_TIMES),
+    (12, LEXICON),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -12,10 +12,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...retrieval.lexical import COLUMN_WEIGHTS, Bm25
 from ...retrieval.query import fts5_or_expression, fts5_quote, like_pattern, select_matching_terms
 from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
 from ..base import Beside, Filters, Hits
+from . import lexicon
 from .metadata import metadata_sql
 
 
@@ -56,6 +58,28 @@ def filter_sql(f: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
+_WEIGHTED = "CASE col " + " ".join(f"WHEN '{c}' THEN {w}" for c, w in COLUMN_WEIGHTS.items()) + " ELSE 0 END"
+
+
+def _user_scored(words: int, chosen: int = 0, every: bool = False) -> str:
+    """One user's rows holding one of ``words`` query words (``lex_fts`` tokens of that user), scored
+    by BM25 with that user's statistics (``retrieval.lexical.Bm25``), best first. Parameters: base,
+    slope, the words' weights, the words, limit, then ``chosen`` words of which the rows must hold one
+    (``every``: all). One pass over the words' occurrences, grouped by row (the row's length is in
+    its ``lex_fts`` rowid)."""
+    weight, word = (lambda n: f"?{3 + n}"), (lambda n: f"?{3 + words + n}")
+    holding = ""
+    if chosen:
+        listed = ", ".join(f"?{4 + 2 * words + n}" for n in range(chosen))
+        holding = (f" AND doc IN (SELECT doc FROM lex_instances WHERE term IN ({listed})"
+                   + (f" GROUP BY doc HAVING count(DISTINCT term) = {chosen})" if every else ")"))
+    counts = ", ".join(f"sum(CASE WHEN term = {word(n)} THEN {_WEIGHTED} ELSE 0 END) AS f{n}" for n in range(words))
+    score = " + ".join(f"{weight(n)} * f{n} / (f{n} + ?1 + ?2 * (doc & {lexicon.MAX_LENGTH}))" for n in range(words))
+    return (f"SELECT doc >> {lexicon.LENGTH_BITS} AS id, {score} AS score FROM (SELECT doc, {counts} FROM lex_instances"
+            f" WHERE term IN ({', '.join(word(n) for n in range(words))}){holding} GROUP BY doc)"
+            f" ORDER BY score DESC, id LIMIT ?{3 + 2 * words}")
+
+
 _RANKED = "SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts WHERE items_fts MATCH ?"
 
 
@@ -77,6 +101,14 @@ class SQLiteSearch:
     _narrow_rate = 1.0  # recent share of searches whose best k FTS rows all passed the filters
 
     def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """The best ``k`` rows passing the filters that hold a query word, best first. For one user,
+        scored from that user's rows alone (``_user_candidates``); across users, FTS5's ``bm25()``."""
+        if filters.user_id is not None:
+            return self._user_candidates(filters, terms, k)
+        return self._shared_candidates(filters, terms, k)
+
+    def _shared_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Ranked by FTS5's ``bm25()`` on ``items_fts``, with the statistics of every row it holds."""
         expression = fts5_or_expression(list(terms))
         if not expression:
             return []
@@ -106,6 +138,32 @@ class SQLiteSearch:
                 rows = conn.execute(sql, [*args, -1, *params, k]).fetchall()
         return [(r[0], -float(r[1])) for r in rows]
 
+    def _user_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        asked = lexicon.query_stems(terms)
+        if not asked:
+            return []
+        where, params = filter_sql(filters)
+        with self._transaction(write=False) as conn:
+            user = conn.execute("SELECT u.pk, l.rows, l.tokens FROM users u JOIN lex_users l ON l.user_pk = u.pk"
+                                " WHERE u.id = ?", [filters.user_id]).fetchone()
+            if user is None:
+                return []
+            token = {lexicon.token(user[0], stem): stem for stem in asked}
+            holding = {token[t]: n for t, n in conn.execute(
+                "SELECT term, doc FROM lex_terms WHERE term IN (SELECT value FROM json_each(?))", [json.dumps(list(token))])}
+            bm25 = Bm25.create(asked, holding, user[1], user[2])
+            if not bm25.weights:
+                return []
+            words = {lexicon.token(user[0], stem): weight for stem, weight in bm25.weights.items()}
+            chosen, every = self._rare_words(conn, {lexicon.token(user[0], s): holding[s] for s in bm25.weights})
+            sql = (f"SELECT i.id, f.score FROM ({_user_scored(len(words), len(chosen), every)}) f JOIN items i"
+                   f" ON i.id = f.id WHERE {where} ORDER BY f.score DESC, f.id LIMIT ?")
+            args = [bm25.base, bm25.slope, *words.values(), *words]
+            rows = conn.execute(sql, [*args, max(4 * k, 200), *chosen, *params, k]).fetchall()
+            if len(rows) < k:  # the filters rejected too many of the best: all of the user's matches
+                rows = conn.execute(sql, [*args, -1, *chosen, *params, k]).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
     def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Hits:
         """``lexical_candidates`` alone: the reads beside them cost no round trip in process."""
         return Hits(self.lexical_candidates(filters, terms, k))
@@ -113,6 +171,18 @@ class SQLiteSearch:
     def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Hits:
         """``semantic_candidates`` alone (as ``lexical_hits``)."""
         return Hits(self.semantic_candidates(filters, model, query, k))
+
+    def _rare_words(self, conn: sqlite3.Connection, holding: dict[str, int]) -> tuple[list[str], bool]:
+        """``_rare_terms`` on the per-user index: the words (``lex_fts`` tokens) of which a ranked row
+        must hold one (or, second, all); none with no budget. ``holding``: the user's rows per word."""
+        if not self.lexical_row_budget or len(holding) < 2:
+            return [], False
+        chosen, every = select_matching_terms(list(holding), {w: float(n) for w, n in holding.items()},
+                                              self.lexical_row_budget)
+        if not every:
+            return ([], False) if len(chosen) == len(holding) else (chosen, False)
+        held = conn.execute("SELECT 1 FROM lex_fts WHERE lex_fts MATCH ? LIMIT 1", [" AND ".join(map(fts5_quote, chosen))]).fetchone()
+        return (chosen, True) if held else ([min(holding, key=lambda w: holding[w])], False)
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
