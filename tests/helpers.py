@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:
@@ -73,3 +75,23 @@ def postgres_back_to(url: str, version: int, *undo: str) -> None:
         for statement in undo:
             conn.execute(statement)
         conn.execute("DELETE FROM navi_schema_migrations WHERE version > %s", (version,))
+
+
+@contextmanager
+def sqlite_connections_used() -> Iterator[list[int]]:
+    """Counts every database connection a SQLite store takes meanwhile (each statement, read or
+    write, runs on one): a call that got none never reached the database."""
+    from navi_memory.backends.sqlite.backend import SQLiteBackend
+
+    used: list[int] = []
+    original = SQLiteBackend._connection
+
+    def counted(self: SQLiteBackend):  # type: ignore[no-untyped-def]
+        used.append(1)
+        return original(self)
+
+    SQLiteBackend._connection = counted  # type: ignore[method-assign]
+    try:
+        yield used
+    finally:
+        SQLiteBackend._connection = original  # type: ignore[method-assign]
