@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+
+# Soaks (many writes from many workers at once) run in every suite at a size that finds a lock or
+# pool fault in seconds; NAVI_MEMORY_TEST_SOAK=full runs them at the sizes docs/reliability.md quotes
+# (read at import: the tests' own environment is cleared of NAVI_MEMORY_* variables).
+SOAK_FULL = os.environ.get("NAVI_MEMORY_TEST_SOAK", "").lower() == "full"
+
+
+def soak_size(every_run: int, full: int) -> int:
+    return full if SOAK_FULL else every_run
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:
