@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+
+# Soaks (many writes from many workers at once) run in every suite at a size that finds a lock or
+# pool fault in seconds; NAVI_MEMORY_TEST_SOAK=full runs them at the sizes docs/reliability.md quotes
+# (read at import: the tests' own environment is cleared of NAVI_MEMORY_* variables).
+SOAK_FULL = os.environ.get("NAVI_MEMORY_TEST_SOAK", "").lower() == "full"
+
+
+def soak_size(every_run: int, full: int) -> int:
+    return full if SOAK_FULL else every_run
 
 
 def _connect(path: Path | str) -> sqlite3.Connection:
@@ -73,3 +86,23 @@ def postgres_back_to(url: str, version: int, *undo: str) -> None:
         for statement in undo:
             conn.execute(statement)
         conn.execute("DELETE FROM navi_schema_migrations WHERE version > %s", (version,))
+
+
+@contextmanager
+def sqlite_connections_used() -> Iterator[list[int]]:
+    """Counts every database connection a SQLite store takes meanwhile (each statement, read or
+    write, runs on one): a call that got none never reached the database."""
+    from navi_memory.backends.sqlite.backend import SQLiteBackend
+
+    used: list[int] = []
+    original = SQLiteBackend._connection
+
+    def counted(self: SQLiteBackend):  # type: ignore[no-untyped-def]
+        used.append(1)
+        return original(self)
+
+    SQLiteBackend._connection = counted  # type: ignore[method-assign]
+    try:
+        yield used
+    finally:
+        SQLiteBackend._connection = original  # type: ignore[method-assign]

@@ -13,6 +13,8 @@ import navi_memory
 from navi_memory.backends.base import Backend
 from navi_memory.backends.sqlite import SQLiteBackend
 
+from .typing_support import PROBES, mypy_report
+
 PROTOCOL = {n: f for n, f in vars(Backend).items() if inspect.isfunction(f) and not n.startswith("_")}
 
 
@@ -67,16 +69,11 @@ def test_every_backend_has_the_method_with_the_protocol_parameters(name):
 
 
 def test_mypy_accepts_the_sqlite_backend_as_a_backend():
-    from mypy import api
-
-    probe = Path(__file__).parent / "typing" / "backend_probe.py"
-    out, err, status = api.run(["--strict", "--follow-imports=silent", "--no-incremental", str(probe)])
-    assert status == 0, out + err
+    report = mypy_report()
+    assert report.errors_of(PROBES / "backend_probe.py") == [], report.out + report.err
 
 
 def test_mypy_checks_every_backend_request_against_the_protocol():
-    from mypy import api
-
-    probe = Path(__file__).parent / "typing" / "request_probe.py"
-    out, err, status = api.run(["--strict", "--follow-imports=silent", "--no-incremental", str(probe)])
-    assert status == 0, out + err  # every ignore was used: a wrong name, type or method is an error
+    report = mypy_report()
+    # every ignore was used (strict warns of an unused one): a wrong name, type or method is an error
+    assert report.errors_of(PROBES / "request_probe.py") == [], report.out + report.err

@@ -8,7 +8,7 @@ import pytest
 
 from navi_memory import MemoryStore, NotFoundError, Settings, ValidationError
 
-from .bad_input_support import MAX, U, seed, unchanged_after
+from .bad_input_support import MAX, U, before_the_database, seed, unchanged_after
 
 
 @pytest.fixture
@@ -29,12 +29,14 @@ BAD_CONTENT = [
 ]
 
 
+@before_the_database
 @pytest.mark.parametrize("content", BAD_CONTENT)
 def test_bad_content_on_add(seeded, dump, content):
     store, _ = seeded
     unchanged_after(dump, lambda: store.add(user_id=U, content=content), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("content", BAD_CONTENT)
 def test_bad_content_on_update_fact_and_summary(seeded, dump, content):
     store, ids = seeded
@@ -72,6 +74,7 @@ def test_content_limit_from_environment(db_url, monkeypatch, clock):
             s.add(user_id=U, content="eleven char")
 
 
+@before_the_database
 @pytest.mark.parametrize("kwargs", [
     {"category": "hobbies"}, {"category": None}, {"source": "rumour"}, {"confidence": 101}, {"confidence": -1},
     {"confidence": 50.5}, {"confidence": "high"}, {"key": ""}, {"key": "k\x00"}, {"expires_days": -1},
@@ -83,6 +86,7 @@ def test_bad_fact_fields(seeded, dump, kwargs):
     unchanged_after(dump, lambda: store.upsert_fact(user_id=U, **fields), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("fields", [
     {"type": "diary"}, {"status": "deleted"}, {"theme": "!!!"}, {"tags": 5}, {"tags": ["ok", ""]},
     {"tags": [f"t{n}" for n in range(33)]}, {"metadata": "text"}, {"metadata": {1: "a"}},
@@ -96,12 +100,14 @@ def test_bad_item_fields(seeded, dump, fields):
     unchanged_after(dump, lambda: store.add(user_id=U, content="fine", **fields), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("changes", [{"type": "diary"}, {"status": "any"}, {"confidence": -5}, {"id": 9}, {"expires_days": 3}, {"tags": [""]}])
 def test_bad_item_updates(seeded, dump, changes):
     store, ids = seeded
     unchanged_after(dump, lambda: store.update(ids["item"], user_id=U, **changes), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("user_id", [None, "", "   ", "u" * 257, "a\x00b", 3.5, ["alice"]])
 def test_bad_user_ids(seeded, dump, user_id):
     store, _ = seeded
@@ -111,12 +117,14 @@ def test_bad_user_ids(seeded, dump, user_id):
         store.search("lattes", user_id=user_id)
 
 
+@before_the_database
 @pytest.mark.parametrize("limit", [0, -1, 51, 10**9, 1.5, "10", True, None])
 def test_bad_search_limits(seeded, dump, limit):
     store, _ = seeded
     unchanged_after(dump, lambda: store.search("lattes", user_id=U, limit=limit), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("kwargs", [
     {"status": "deleted"}, {"types": ["diary"]}, {"fusion": "bm25"}, {"recency": "fresh"},
     {"recency_days": -1}, {"recency_days": math.inf}, {"theme": "!!!"}, {"query_embedding": [math.nan, 1.0]},
@@ -127,12 +135,14 @@ def test_bad_search_options(seeded, dump, kwargs):
     unchanged_after(dump, lambda: store.search("lattes", user_id=U, **kwargs), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("query", [b"\xff", 42, "a\x00b"])
 def test_bad_queries(seeded, dump, query):
     store, _ = seeded
     unchanged_after(dump, lambda: store.search(query, user_id=U), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("kwargs", [
     {"sort_by": "value"}, {"sort_by": "id; DROP TABLE facts"}, {"sort_order": "up"}, {"limit": 0},
     {"limit": -1}, {"offset": -1}, {"offset": "1"}, {"offset": 2**63}, {"category": "hobbies"},
@@ -142,6 +152,7 @@ def test_bad_fact_listing_options(seeded, dump, kwargs):
     unchanged_after(dump, lambda: store.get_all_facts(user_id=U, **kwargs), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 10_001}, {"offset": -1}, {"offset": 2**63},
                                     {"status": "gone"},
                                     {"types": ["diary"]}])
@@ -150,6 +161,7 @@ def test_bad_item_listing_options(seeded, dump, kwargs):
     unchanged_after(dump, lambda: store.list_items(user_id=U, **kwargs), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("bad_id", ["abc", "", 0, -3, 1.0, 2**63, None, True, [1]])
 def test_non_int_or_out_of_range_ids(seeded, dump, bad_id):
     store, _ = seeded
@@ -182,6 +194,7 @@ def test_validation_error_is_also_value_error():
     assert issubclass(ValidationError, ValueError) and issubclass(NotFoundError, LookupError)
 
 
+@before_the_database
 def test_bad_maintenance_arguments(seeded, dump):
     store, _ = seeded
     unchanged_after(dump, lambda: store.backfill(batch_size=0), ValidationError)
@@ -190,6 +203,7 @@ def test_bad_maintenance_arguments(seeded, dump):
     unchanged_after(dump, lambda: store.mark_session_extracted("s2", user_id=U, at="soon"), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("call", [
     pytest.param(lambda s: s.search("lattes", user_id=U, types=5), id="search-types-int"),
     pytest.param(lambda s: s.list_items(user_id=U, types=5), id="list-types-int"),
@@ -202,12 +216,14 @@ def test_wrongly_typed_collections_raise_validation_error(seeded, dump, call):
     unchanged_after(dump, lambda: call(store), ValidationError)
 
 
+@before_the_database
 @pytest.mark.parametrize("value", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
 def test_out_of_range_datetimes_raise_validation_error(seeded, dump, value):
     store, _ = seeded
     unchanged_after(dump, lambda: store.add(user_id=U, content="x", observed_at=value), ValidationError)
 
 
+@before_the_database
 def test_string_false_does_not_pin(seeded, dump):
     store, ids = seeded
     try:
@@ -276,6 +292,7 @@ def test_a_precomputed_vector_of_another_size_does_not_break_search(seeded):
     assert store.search("something else", user_id=U) is not None
 
 
+@before_the_database
 @pytest.mark.parametrize("vector", [[[0.1] * 64], [math.nan] * 64, [math.inf] * 64,
                                     [-math.inf] + [0.0] * 63, [None] * 64, ["x"] * 64, {"a": 1}])
 def test_wrong_dimension_or_non_finite_vectors(seeded, dump, vector):
@@ -286,6 +303,7 @@ def test_wrong_dimension_or_non_finite_vectors(seeded, dump, vector):
 
 # -- limits of every listing --------------------------------------------------------------------------
 
+@before_the_database
 @pytest.mark.parametrize("limit", [0, -1, 10**9, 2**63])
 def test_listing_limits(seeded, dump, limit):
     store, _ = seeded
@@ -317,6 +335,7 @@ MALFORMED_TRANSCRIPTS = [
 ]
 
 
+@before_the_database
 @pytest.mark.parametrize("messages", MALFORMED_TRANSCRIPTS)
 def test_malformed_transcripts_are_rejected_whole(seeded, dump, messages):
     store, _ = seeded

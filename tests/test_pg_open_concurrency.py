@@ -14,9 +14,11 @@ import pytest
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, StorageError
 from navi_memory.backends.postgres.pool import CONFLICT_ATTEMPTS, retry_delays
 
+from .helpers import soak_size
+
 pytestmark = pytest.mark.postgres
 
-WRITERS, WRITES, OPENERS = 3, 150, 2
+WRITERS, WRITES, OPENERS = 3, soak_size(60, 150), 2  # NAVI_MEMORY_TEST_SOAK=full: 150 adds per writer
 
 
 def _with_option(url: str, option: str) -> str:
