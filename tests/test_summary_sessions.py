@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from datetime import datetime, timezone
-
 
 from navi_memory import Summary
 
@@ -72,6 +73,8 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
     populate(store, "alice")
     populate(store, "bob")
     bob_before = {t: count_rows(db_path, t, "user_id = ?", ("bob",)) for t in USER_TABLES}
+    with closing(sqlite3.connect(db_path)) as conn:  # the per-user lexical index keys rows by the user's pk
+        alice_pk = conn.execute("SELECT pk FROM users WHERE id = 'alice'").fetchone()[0]
     counts = store.forget(user_id="alice")
     assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 4,
                       "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0, "persons": 1,
@@ -79,6 +82,8 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
     for table in USER_TABLES:
         assert count_rows(db_path, table, "user_id = ?", ("alice",)) == 0, table
     assert count_rows(db_path, "users", "id = ?", ("alice",)) == 0
+    for table in ("lex_rows", "lex_users"):  # the per-user lexical index forgot alice's words and counts
+        assert count_rows(db_path, table, "user_pk = ?", (alice_pk,)) == 0, table
     assert {t: count_rows(db_path, t, "user_id = ?", ("bob",)) for t in USER_TABLES} == bob_before
     fts_integrity_ok(db_path)  # the FTS index forgot alice's text too
     dump = repr(dump_tables(db_path))
@@ -94,10 +99,10 @@ def test_every_user_table_is_covered_by_forget(db_path, store):
     populate(store, "alice")
     user_tables = set()
     for table in table_names(db_path):
-        if table.startswith("items_fts") or table in ("sqlite_sequence", "schema_migrations"):
+        if table.startswith(("items_fts", "lex_fts")) or table in ("sqlite_sequence", "schema_migrations"):
             continue
         user_tables.add(table)
-    assert user_tables == set(USER_TABLES) | {"users"}
+    assert user_tables == set(USER_TABLES) | {"users", "lex_rows", "lex_users"}
 
 
 def test_forget_then_reuse_the_same_user_id(store):

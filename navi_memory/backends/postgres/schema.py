@@ -315,6 +315,10 @@ STATEMENT_TIMES = [
     " WHERE source_session_id IS NOT NULL",
 ]
 
+# version 12: SQLite's per-user lexical index. ts_rank reads no statistics of other rows, so PostgreSQL
+# has nothing to change; the step keeps one version history on both backends.
+PER_USER_LEXICAL: list[str] = []
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -327,6 +331,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (9, MEMORY_OFF),
     (10, PERSON_DEVICES),
     (11, STATEMENT_TIMES),
+    (12, PER_USER_LEXICAL),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

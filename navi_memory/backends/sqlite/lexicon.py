@@ -170,4 +170,6 @@ LEXICON = [
     _trigger("lex_delete", "DELETE", _remove("old.id")),
     _trigger("lex_update", "UPDATE OF user_id, title, content, context",
              [*_remove("old.id"), *_add("i.id = new.id")]),
+    # a forgotten user's counts go with them (their rows' deletes have emptied them)
+    "CREATE TRIGGER lex_user_delete AFTER DELETE ON users BEGIN DELETE FROM lex_users WHERE user_pk = old.pk; END",
 ]
