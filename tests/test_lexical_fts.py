@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -19,7 +20,7 @@ from navi_memory import MemoryStore
 from navi_memory.backends.base import Filters
 from navi_memory.backends.sqlite import lexicon
 from navi_memory.backends.sqlite.schema import LATEST_VERSION
-from navi_memory.retrieval.lexical import COLUMN_WEIGHTS, Bm25
+from navi_memory.retrieval.lexical import COLUMN_WEIGHTS, Bm25, Occurrences, best_first
 
 from .fakes import FakeClock
 from .helpers import sqlite_at_version
@@ -105,6 +106,23 @@ def test_scores_are_bm25_over_the_users_rows(filled, clock, tmp_path):
     conn.close()
 
 
+def test_filters_rejecting_the_best_rows_leave_the_best_that_pass(tmp_path, clock):
+    """More than max(4k, 200) better rows fail the filters: the ranking goes on past them."""
+    store = _open(tmp_path, clock)
+    rejected = store.add_many([{"user_id": "alice", "content": f"quince quince tea w{n}"} for n in range(230)])
+    for item in rejected:
+        store.archive(item, user_id="alice")
+    kept = [store.add(user_id="alice", content=f"quince and a longer note on tea number {n}", dedup=False)
+            for n in range(3)]
+    conn = sqlite3.connect(tmp_path / "lexical.db")
+    expected = _reference(conn, "alice", ["quince", "tea"])
+    conn.close()
+    got = store.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["quince", "tea"], 2)
+    assert [i for i, _ in got] == kept[:2]
+    assert dict(got) == pytest.approx({i: expected[i] for i in kept[:2]}, rel=1e-9)
+    store.close()
+
+
 def _index_matches_items(path: Path) -> None:
     """The per-user index holds exactly the stored rows' words, and each user's counts add up."""
     conn = sqlite3.connect(path)
@@ -171,6 +189,32 @@ def test_no_other_users_rows_move_a_users_top_k(tmp_path_factory, others):
             store.add(user_id=user, content=text or "x", dedup=False)
     assert {k: _candidates(store.backend, clock, k=k) for k in (1, 5, 20)} == before
     store.close()
+
+
+# -- the ranking itself (pure) ---------------------------------------------------------------------------
+
+_occurrence = st.tuples(st.integers(1, 12), st.sampled_from(list(COLUMN_WEIGHTS)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(found=st.dictionaries(st.sampled_from(["tea", "garden", "quince"]), st.lists(_occurrence, max_size=25)),
+       limit=st.one_of(st.none(), st.integers(0, 15)))
+def test_row_scores_and_best_first_are_bm25_per_row_by_score_then_row(found, limit):
+    length = {row: 3 + row % 4 for row in range(1, 13)}
+    bm25 = Bm25.create({"tea": 1, "garden": 2, "quince": 1}, {w: len(o) for w, o in found.items()}, 12, 50)
+    occurrences = {w: Occurrences(np.array(sorted(r for r, _ in o), dtype=np.int64),
+                                  np.array([length[r] for r, _ in sorted(o)], dtype=np.int64),
+                                  np.array([COLUMN_WEIGHTS[c] for _, c in sorted(o)])) for w, o in found.items()}
+    rows, scores = bm25.row_scores(occurrences)
+    counts: dict[int, dict[str, float]] = {}
+    for word, held in found.items():
+        for row, column in held:
+            counts.setdefault(row, {}).setdefault(word, 0.0)
+            counts[row][word] += COLUMN_WEIGHTS[column]
+    expected = {row: bm25.score(c, length[row]) for row, c in counts.items()}
+    assert dict(zip(rows.tolist(), scores.tolist())) == pytest.approx(expected, rel=1e-12)
+    ordered = sorted(zip(rows.tolist(), scores.tolist()), key=lambda p: (-p[1], p[0]))
+    assert best_first(rows, scores, limit) == ordered[:limit]
 
 
 # -- across users: the shared FTS5 index ------------------------------------------------------------------

@@ -16,6 +16,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from .query import STOP_WORDS, tokenize
 from .words import stem
 
@@ -55,6 +57,44 @@ class Bm25:
         """A row's score from its column-weighted word counts and length."""
         norm = self.base + self.slope * length
         return sum(self.weights[w] * f / (f + norm) for w, f in counts.items() if w in self.weights and f > 0)
+
+    def row_scores(self, found: Mapping[str, "Occurrences"]) -> tuple[np.ndarray, np.ndarray]:
+        """Every row holding a weighted word (ascending) and its score: ``score`` of each row, from
+        the words' occurrences."""
+        rows: list[np.ndarray] = []
+        parts: list[np.ndarray] = []
+        for word, weight in self.weights.items():
+            occurrences = found.get(word)
+            if occurrences is None or not len(occurrences.rows):
+                continue
+            held, first, which = np.unique(occurrences.rows, return_index=True, return_inverse=True)
+            counts = np.bincount(which, weights=occurrences.weights)
+            rows.append(held)
+            parts.append(weight * counts / (counts + self.base + self.slope * occurrences.lengths[first]))
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        held, which = np.unique(np.concatenate(rows), return_inverse=True)
+        return held, np.bincount(which, weights=np.concatenate(parts))
+
+
+@dataclass(frozen=True)
+class Occurrences:
+    """One word's occurrences in one user's rows, one entry each: the row, the row's length (words)
+    and the weight of the column it is in (``COLUMN_WEIGHTS``)."""
+
+    rows: np.ndarray
+    lengths: np.ndarray
+    weights: np.ndarray
+
+
+def best_first(rows: np.ndarray, scores: np.ndarray, limit: int | None = None) -> list[tuple[int, float]]:
+    """``(row, score)`` by score, highest first, ties by row; the first ``limit`` (None: all)."""
+    if limit is not None and len(scores) > limit > 0:
+        # only rows scoring at least the limit-th best can be among the first (ties included)
+        kept = np.flatnonzero(scores >= np.partition(scores, len(scores) - limit)[len(scores) - limit])
+        rows, scores = rows[kept], scores[kept]
+    order = np.lexsort((rows, -scores))[:limit]
+    return list(zip(rows[order].tolist(), scores[order].tolist()))
 
 
 def _folded(word: str) -> str:

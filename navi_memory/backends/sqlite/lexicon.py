@@ -20,6 +20,10 @@ import threading
 import unicodedata
 from typing import Iterable
 
+import numpy as np
+
+from ...retrieval.lexical import COLUMN_WEIGHTS, Occurrences
+
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: what FTS5's unicode61 keeps as a token
 _CACHE_LIMIT = 200_000
 _stems: dict[str, str] = {}
@@ -104,6 +108,22 @@ COLUMNS = ("title", "content", "context")
 LENGTH_BITS = 16
 MAX_LENGTH = (1 << LENGTH_BITS) - 1
 _DOC = f"r.item_id * {1 << LENGTH_BITS} + r.length"
+
+
+# One query word's occurrences, one number each: the lex_fts rowid shifted left 2 bits, the column's
+# index in the low bits. One string (group_concat) parsed by numpy: reading 10,000s of occurrences
+# as Python rows cost ~3x more than the whole ranking does now (docs/benchmarks.md).
+_OCCURRENCES = ("SELECT group_concat((doc << 2) | CASE col " + " ".join(f"WHEN '{c}' THEN {n}" for n, c in enumerate(COLUMNS))
+                + " END) FROM lex_instances WHERE term = ?")
+_COLUMN_WEIGHT = np.array([COLUMN_WEIGHTS[c] for c in COLUMNS])
+
+
+def occurrences(conn: sqlite3.Connection, term: str) -> Occurrences:
+    """Every occurrence of ``term`` (a ``token``) in ``lex_fts``."""
+    listed = conn.execute(_OCCURRENCES, [term]).fetchone()[0]
+    codes = np.fromstring(listed, dtype=np.int64, sep=",") if listed else np.zeros(0, dtype=np.int64)
+    docs = codes >> 2
+    return Occurrences(docs >> LENGTH_BITS, docs & MAX_LENGTH, _COLUMN_WEIGHT[codes & 3])
 
 
 def _tokens(column: str) -> str:

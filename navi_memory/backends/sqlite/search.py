@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...retrieval.lexical import COLUMN_WEIGHTS, Bm25
+from ...retrieval.lexical import Bm25, Occurrences, best_first
 from ...retrieval.query import fts5_or_expression, fts5_quote, like_pattern, select_matching_terms
 from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
@@ -56,28 +56,6 @@ def filter_sql(f: Filters) -> tuple[str, list[Any]]:
     clauses += extra
     params += extra_params
     return " AND ".join(clauses), params
-
-
-_WEIGHTED = "CASE col " + " ".join(f"WHEN '{c}' THEN {w}" for c, w in COLUMN_WEIGHTS.items()) + " ELSE 0 END"
-
-
-def _user_scored(words: int, chosen: int = 0, every: bool = False) -> str:
-    """One user's rows holding one of ``words`` query words (``lex_fts`` tokens of that user), scored
-    by BM25 with that user's statistics (``retrieval.lexical.Bm25``), best first. Parameters: base,
-    slope, the words' weights, the words, limit, then ``chosen`` words of which the rows must hold one
-    (``every``: all). One pass over the words' occurrences, grouped by row (the row's length is in
-    its ``lex_fts`` rowid)."""
-    weight, word = (lambda n: f"?{3 + n}"), (lambda n: f"?{3 + words + n}")
-    holding = ""
-    if chosen:
-        listed = ", ".join(f"?{4 + 2 * words + n}" for n in range(chosen))
-        holding = (f" AND doc IN (SELECT doc FROM lex_instances WHERE term IN ({listed})"
-                   + (f" GROUP BY doc HAVING count(DISTINCT term) = {chosen})" if every else ")"))
-    counts = ", ".join(f"sum(CASE WHEN term = {word(n)} THEN {_WEIGHTED} ELSE 0 END) AS f{n}" for n in range(words))
-    score = " + ".join(f"{weight(n)} * f{n} / (f{n} + ?1 + ?2 * (doc & {lexicon.MAX_LENGTH}))" for n in range(words))
-    return (f"SELECT doc >> {lexicon.LENGTH_BITS} AS id, {score} AS score FROM (SELECT doc, {counts} FROM lex_instances"
-            f" WHERE term IN ({', '.join(word(n) for n in range(words))}){holding} GROUP BY doc)"
-            f" ORDER BY score DESC, id LIMIT ?{3 + 2 * words}")
 
 
 _RANKED = "SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts WHERE items_fts MATCH ?"
@@ -139,6 +117,9 @@ class SQLiteSearch:
         return [(r[0], -float(r[1])) for r in rows]
 
     def _user_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """BM25 with the user's statistics over the user's rows holding a query word: their
+        occurrences read from ``lex_fts`` and scored in numpy (``Bm25.row_scores``), then the best
+        that pass the filters."""
         asked = lexicon.query_stems(terms)
         if not asked:
             return []
@@ -154,15 +135,18 @@ class SQLiteSearch:
             bm25 = Bm25.create(asked, holding, user[1], user[2])
             if not bm25.weights:
                 return []
-            words = {lexicon.token(user[0], stem): weight for stem, weight in bm25.weights.items()}
-            chosen, every = self._rare_words(conn, {lexicon.token(user[0], s): holding[s] for s in bm25.weights})
-            sql = (f"SELECT i.id, f.score FROM ({_user_scored(len(words), len(chosen), every)}) f JOIN items i"
-                   f" ON i.id = f.id WHERE {where} ORDER BY f.score DESC, f.id LIMIT ?")
-            args = [bm25.base, bm25.slope, *words.values(), *words]
-            rows = conn.execute(sql, [*args, max(4 * k, 200), *chosen, *params, k]).fetchall()
-            if len(rows) < k:  # the filters rejected too many of the best: all of the user's matches
-                rows = conn.execute(sql, [*args, -1, *chosen, *params, k]).fetchall()
-        return [(r[0], float(r[1])) for r in rows]
+            found = {stem: lexicon.occurrences(conn, lexicon.token(user[0], stem)) for stem in bm25.weights}
+            rows, scores = bm25.row_scores(found)
+            only = self._rare_rows(conn, found, {stem: holding[stem] for stem in bm25.weights})
+            if only is not None:
+                kept = np.isin(rows, only)
+                rows, scores = rows[kept], scores[kept]
+            ranked = best_first(rows, scores, max(4 * k, 200))
+            passing = _passing(conn, where, params, [r for r, _ in ranked], k)
+            if len(passing) < k and len(ranked) < len(rows):  # the filters rejected too many of the best
+                ranked = best_first(rows, scores)
+                passing = _passing(conn, where, params, [r for r, _ in ranked], k)
+        return [(row, score) for row, score in ranked if row in passing][:k]
 
     def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Hits:
         """``lexical_candidates`` alone: the reads beside them cost no round trip in process."""
@@ -172,17 +156,23 @@ class SQLiteSearch:
         """``semantic_candidates`` alone (as ``lexical_hits``)."""
         return Hits(self.semantic_candidates(filters, model, query, k))
 
-    def _rare_words(self, conn: sqlite3.Connection, holding: dict[str, int]) -> tuple[list[str], bool]:
-        """``_rare_terms`` on the per-user index: the words (``lex_fts`` tokens) of which a ranked row
-        must hold one (or, second, all); none with no budget. ``holding``: the user's rows per word."""
+    def _rare_rows(self, conn: sqlite3.Connection, found: dict[str, Occurrences],
+                   holding: dict[str, int]) -> np.ndarray | None:
+        """``_rare_terms`` on the per-user index: the rows (ascending) a ranked row must be one of,
+        those holding one of the rarest words (or, over the budget, all of them, else the rarest);
+        None with no budget. ``holding``: the user's rows per word."""
         if not self.lexical_row_budget or len(holding) < 2:
-            return [], False
+            return None
         chosen, every = select_matching_terms(list(holding), {w: float(n) for w, n in holding.items()},
                                               self.lexical_row_budget)
         if not every:
-            return ([], False) if len(chosen) == len(holding) else (chosen, False)
-        held = conn.execute("SELECT 1 FROM lex_fts WHERE lex_fts MATCH ? LIMIT 1", [" AND ".join(map(fts5_quote, chosen))]).fetchone()
-        return (chosen, True) if held else ([min(holding, key=lambda w: holding[w])], False)
+            if len(chosen) == len(holding):
+                return None
+            return np.unique(np.concatenate([found[w].rows for w in chosen]))
+        rows = np.unique(found[chosen[0]].rows)
+        for word in chosen[1:]:
+            rows = np.intersect1d(rows, found[word].rows)
+        return rows if len(rows) else np.unique(found[min(holding, key=lambda w: holding[w])].rows)
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
