@@ -68,11 +68,13 @@ def test_every_backend_has_the_method_with_the_protocol_parameters(name):
         assert _parameters(method) == expected, f"{cls.__name__}.{name}"
 
 
+@pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
 def test_mypy_accepts_the_sqlite_backend_as_a_backend():
     report = mypy_report()
     assert report.errors_of(PROBES / "backend_probe.py") == [], report.out + report.err
 
 
+@pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
 def test_mypy_checks_every_backend_request_against_the_protocol():
     report = mypy_report()
     # every ignore was used (strict warns of an unused one): a wrong name, type or method is an error

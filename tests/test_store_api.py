@@ -64,6 +64,7 @@ def test_both_stores_have_every_operation_with_its_signature(name: str) -> None:
         assert not inspect.isgeneratorfunction(method)
 
 
+@pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
 def test_mypy_sees_the_real_types_of_the_public_api() -> None:
     report = mypy_report()
     probe = PROBES / "probe.py"
@@ -73,6 +74,7 @@ def test_mypy_sees_the_real_types_of_the_public_api() -> None:
     assert report.errors_of(probe) == [], report.out + report.err
 
 
+@pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
 def test_mypy_finds_no_error_in_the_public_api_and_the_probes() -> None:
     """The check `python -m mypy` makes ([tool.mypy] in pyproject.toml), made once with the probes'
     (.ci/run runs no separate mypy)."""
