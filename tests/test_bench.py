@@ -223,6 +223,28 @@ def test_locomo_leave_one_out_chooses_on_the_others_and_reports_the_held_out(tmp
     assert "leave-one-out" in locomo_loo.format_report(report)
 
 
+def test_locomo_grid_reorders_a_page_as_the_search_ordered_it(tmp_path):
+    """The grid re-scores pages from each result's rank key less its boosts: with the product's own
+    boosts that is the search's own order (``score`` is relevance, not what orders the page)."""
+    from navi_memory import MemoryStore
+    from navi_memory.bench import locomo_loo
+    from navi_memory.embeddings import HashingEmbeddings
+    from navi_memory.retrieval import rerank
+
+    texts = ["We moved to Lisbon in May 2023", "Biscuit the puppy chewed my shoes yesterday",
+             "Pottery class is on Tuesday", "When did we go to Lisbon? Last May", "Lisbon trip photos",
+             "My teacher lives in Lisbon", "A puppy needs a walk every morning"]
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'grid.db'}", HashingEmbeddings(64)) as store:
+        for n, text in enumerate(texts):
+            store.add(user_id="u", content=text, metadata={"dia_id": f"D1:{n}"})
+        for query in ("When did we move to Lisbon?", "puppy shoes", "what happened on 8 May 2023 in Lisbon"):
+            found = store.search(query, user_id="u", limit=10, min_score=0)
+            cands: dict = {}
+            locomo_loo._candidates(found, cands)
+            boosts = {"WHEN_BOOST": rerank.WHEN_BOOST, "DATE_BOOST": rerank.DATE_BOOST}
+            assert locomo_loo._ranked(cands, boosts) == [r.metadata["dia_id"] for r in found][:max(locomo_loo.KS)]
+
+
 def test_bench_embedding_cache_asks_the_model_once_per_text(tmp_path):
     from navi_memory.bench.embed_cache import CachedEmbeddings, cached
     from navi_memory.embeddings import Embedder, HashingEmbeddings

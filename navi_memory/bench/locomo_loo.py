@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ..core.validation import MAX_LIMIT
 from ..progress import Progress
 from ..retrieval import context, rerank
+from ..retrieval.superseded import order_key
 from ..store import MemoryStore
 from .locomo_data import CATEGORIES, KS, questions, score, summarise
 
@@ -97,12 +98,13 @@ BOOSTS = {"WHEN_BOOST": "when", "DATE_BOOST": "date"}
 
 
 def _candidates(found: Sequence[Any], into: dict[str, tuple[float, frozenset[str]]]) -> None:
-    """Each result's score without the boosts, and which boosts applied to it."""
+    """Each result's rank key (what orders the page; ``score`` is its relevance since issue 32)
+    without the boosts, and which boosts applied to it."""
     for r in found:
         dia = r.metadata.get("dia_id")
         if dia not in into:
             keys = frozenset(key for key in BOOSTS.values() if key in r.scores)
-            into[dia] = (r.score - sum(r.scores[key] for key in keys), keys)
+            into[dia] = (order_key(r) - sum(r.scores[key] for key in keys), keys)
 
 
 def _ranked(cands: Mapping[str, tuple[float, frozenset[str]]], boosts: Mapping[str, float]) -> list[str]:

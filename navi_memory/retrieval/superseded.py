@@ -57,7 +57,7 @@ def replaced_turns(rows: Sequence[Mapping[str, Any]], past: Sequence[Mapping[str
     return out
 
 
-def _order_key(result: SearchResult) -> float:
+def order_key(result: SearchResult) -> float:
     """What orders ``result`` in its list: the blend with a reranking model's score when one ran,
     else the first stage's rank key."""
     return result.scores.get("rerank_blend", result.scores.get("rank", result.score))
@@ -74,14 +74,14 @@ def demote(results: Sequence[SearchResult], replaced: Mapping[int, Mapping[str, 
     facts = {r.id: r for r in results if r.kind == "fact"}
     keyed = []
     for r in results:
-        key, said = _order_key(r), replaced.get(r.id)
+        key, said = order_key(r), replaced.get(r.id)
         if said is None:
             keyed.append((key, r))
             continue
         score, key = r.score * SUPERSEDED_FACTOR, key * SUPERSEDED_FACTOR
         current = facts.get(said.get("item_id"))  # type: ignore[arg-type]
         if current is not None:
-            score, key = min(score, current.score * BELOW), min(key, _order_key(current) * BELOW)
+            score, key = min(score, current.score * BELOW), min(key, order_key(current) * BELOW)
         scores = {**r.scores, "superseded": score - r.score}
         scores["rerank_blend" if "rerank_blend" in r.scores else "rank"] = key
         keyed.append((key, replace(r, score=score, superseded_by=f"{said['key']}: {said['current_value']}",
