@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .backends import open_async_backend, open_backend
+from .backends.base import SharesReads
 from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Rerank, Spawn
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
@@ -39,15 +40,6 @@ from .operations import StoreOperations
 log = logging.getLogger("navi_memory")
 
 
-def _shared(backend: Any, calls: tuple[BackendCall, ...]) -> tuple[list[int], list[int]]:
-    """The indexes of the calls of an ``AtOnce`` the backend sends together on one connection (when
-    two or more may: ``can_share``; PostgreSQL pipelines short reads), and of the others."""
-    can_share = getattr(backend, "can_share", None)
-    shared = [i for i, call in enumerate(calls) if can_share is not None and can_share(call.method)]
-    shared = shared if len(shared) > 1 else []
-    return shared, [i for i in range(len(calls)) if i not in shared]
-
-
 class _StoreBase:
     """State and helpers shared by both runners; the operations live in ``self._ops``."""
 
@@ -56,10 +48,21 @@ class _StoreBase:
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
                  pipeline: PipelineOptions | None = None, reranker: Reranker | None = None) -> None:
         self._backend = backend
+        # checked once: an isinstance of a runtime Protocol costs ~13 us, and a search asks at each at_once
+        self._shares_reads = isinstance(backend, SharesReads)
         self._ops = StoreOperations(embedder=embedder, settings=settings, embedding_model=embedding_model,
                                     fusion=fusion, embed_on_write=embed_on_write, clock=clock, chat=chat,
                                     pipeline=pipeline)
         self._ops.shared.reranker = reranker
+
+    def _shared(self, calls: tuple[BackendCall, ...]) -> tuple[list[int], list[int]]:
+        """The indexes of the calls of an ``AtOnce`` the backend sends together on one connection
+        (when two or more may: a ``SharesReads`` backend; PostgreSQL pipelines short reads), and of
+        the others."""
+        backend = self._backend
+        shared = [i for i, call in enumerate(calls) if self._shares_reads and backend.can_share(call.method)]
+        shared = shared if len(shared) > 1 else []
+        return shared, [i for i in range(len(calls)) if i not in shared]
 
     @staticmethod
     def _schema_error(version: int, settings: Settings) -> SchemaError:
@@ -161,8 +164,8 @@ class _StoreBase:
 
     @staticmethod
     def _lexical_only_backend(backend: Any, embedder: Embedder | None) -> Embedder | None:
-        if getattr(backend, "has_vector", True) is False:
-            reason = getattr(backend, "vector_error", None) or "the vector extension is not installed"
+        if not backend.has_vector:
+            reason = backend.vector_error or "the vector extension is not installed"
             log.warning("pgvector is not available (%s): memory runs lexical-only (full-text search)", reason)
             return None
         return embedder
@@ -268,7 +271,7 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         the longest), the calls it sends together (``_shared``) and the other ones on worker
         threads. The calling thread then waits for the longest call directly: a result a worker
         hands over wakes it later, a thread switch after the call finished."""
-        shared, alone = _shared(self._backend, calls)
+        shared, alone = self._shared(calls)
         if not alone:
             outcomes: list[tuple[Any, NaviMemoryError | None]] = self._backend.run_shared(list(calls))
             return outcomes
@@ -380,7 +383,7 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
     async def _execute_all(self, calls: tuple[BackendCall, ...]) -> list[tuple[Any, NaviMemoryError | None]]:
         """All at the same time: the calls the backend sends together (``_shared``) as one task, each
         other call as a task of its own."""
-        shared, alone = _shared(self._backend, calls)
+        shared, alone = self._shared(calls)
         together = [self._backend.run_shared([calls[i] for i in shared])] if shared else []
         done = await asyncio.gather(*together, *(self._outcome(calls[i]) for i in alone))
         out = {**dict(zip(shared, done[0] if shared else [])), **dict(zip(alone, done[len(together):]))}

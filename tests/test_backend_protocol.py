@@ -1,5 +1,6 @@
 """The ``Backend`` Protocol is complete and true: operations ask only for its methods, and every
-backend (SQLite, PostgreSQL blocking and asyncio) has each with the Protocol's parameters."""
+backend (SQLite, PostgreSQL blocking and asyncio) has each with the Protocol's parameters. ``Backend``
+is the composition of one Protocol per concern, each method in one of them."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from pathlib import Path
 import pytest
 
 import navi_memory
-from navi_memory.backends.base import Backend
+from navi_memory.backends.base import Backend, FactHistoryRow, FactRow, Filters, ItemRow, RankRow, SharesReads
 from navi_memory.backends.sqlite import SQLiteBackend
 
 from .typing_support import PROBES, mypy_report
 
-PROTOCOL = {n: f for n, f in vars(Backend).items() if inspect.isfunction(f) and not n.startswith("_")}
+CONCERNS = [c for c in Backend.__mro__[1:] if c.__module__ == Backend.__module__]
+PROTOCOL = {n: f for concern in CONCERNS for n, f in vars(concern).items()
+            if inspect.isfunction(f) and not n.startswith("_")}
+ATTRIBUTES = {n for concern in CONCERNS for n in getattr(concern, "__annotations__", {})}
 
 
 def _parameters(fn) -> list[tuple[str, object, object]]:
@@ -49,6 +53,54 @@ def test_operations_ask_only_for_protocol_methods():
     for path in package.rglob("*.py"):
         asked |= _backend_requests(ast.parse(path.read_text()))
     assert len(asked) > 40 and asked <= set(PROTOCOL), sorted(asked - set(PROTOCOL))
+
+
+def test_each_method_belongs_to_one_concern_and_backend_adds_none():
+    methods = [n for concern in CONCERNS for n, f in vars(concern).items()
+               if inspect.isfunction(f) and not n.startswith("_")]
+    assert len(CONCERNS) == 9 and len(methods) == len(set(methods)) == len(PROTOCOL) > 70
+    assert not [n for n, f in vars(Backend).items() if inspect.isfunction(f) and not n.startswith("_")]
+
+
+def test_every_backend_declares_the_protocol_attributes():
+    assert ATTRIBUTES == {"schema_latest", "has_vector", "vector_error"}
+    for cls in _backend_classes():
+        assert [a for a in sorted(ATTRIBUTES) if not hasattr(cls, a)] == [], cls.__name__
+
+
+def test_only_postgresql_sends_reads_together(tmp_path):
+    backend = SQLiteBackend(str(tmp_path / "m.db"))
+    try:
+        assert not isinstance(backend, SharesReads)
+    finally:
+        backend.close()
+    if pytest.importorskip("psycopg", reason="the postgres extra is not installed"):
+        from navi_memory.backends.postgres.pool import AsyncPostgresBackend, PostgresBackend
+
+        assert all(issubclass(cls, SharesReads) for cls in (PostgresBackend, AsyncPostgresBackend))
+
+
+def _keys(row_type: type) -> set[str]:
+    return set(row_type.__required_keys__) | set(row_type.__optional_keys__)  # type: ignore[attr-defined]
+
+
+def test_the_typed_rows_are_the_rows_each_backend_returns(store, clock):
+    backend = store.backend
+    item_id = store.add(user_id="u1", content="I like green tea")
+    keyed = store.put_keyed(user_id="u1", namespace=("prefs",), key="drink", content="green tea", ttl_minutes=5)
+    for value in ("green tea", "coffee"):
+        store.upsert_fact(user_id="u1", category="preferences", key="drink", value=value)
+    items = [backend.get_item("u1", item_id), *backend.list_items(Filters(user_id="u1", now=clock.now), 10, 0),
+             *backend.fetch_items("u1", [item_id]), backend.get_keyed("u1", "prefs", "drink", clock.now)]
+    assert keyed.id in {row["id"] for row in items}
+    assert [sorted(row) for row in items] == [sorted(_keys(ItemRow))] * len(items)
+    fact = backend.get_fact("u1", "preferences", "drink")
+    facts = [fact, *backend.list_facts("u1", None, 0, "updated_at", True, None, None, clock.now)]
+    assert [sorted(row) for row in facts] == [sorted(_keys(FactRow))] * 2
+    (earlier,) = backend.fact_history("u1", [fact["id"]])[fact["id"]]
+    assert sorted(earlier) == sorted(_keys(FactHistoryRow)) and earlier["value"] == "green tea"
+    (ranked,) = backend.rank_rows("u1", [item_id])
+    assert sorted(ranked) == sorted(_keys(RankRow))
 
 
 def test_backend_calls_take_keyword_arguments_only():

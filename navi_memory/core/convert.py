@@ -1,8 +1,8 @@
-"""Backend rows (plain dicts) to the public models."""
+"""Backend rows (``backends.base.ItemRow``, ``FactRow``, ...; read as mappings) to the public models."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..models import EmbeddingInfo, Fact, FactVersion, Item, SearchResult
 from .contract import NOT_INDEXED
@@ -14,7 +14,7 @@ def snippet(content: str, size: int = SNIPPET_CHARS) -> str:
     return content if len(content) <= size else content[: size - 1].rstrip() + "…"
 
 
-def item(row: dict[str, Any]) -> Item:
+def item(row: Mapping[str, Any]) -> Item:
     embedding = None
     if row.get("emb_state") == "error" and row.get("emb_error") == NOT_INDEXED:  # stored so, but no failure
         embedding = EmbeddingInfo(state="skipped", model=row.get("emb_model"), updated_at=row.get("emb_updated"))
@@ -40,7 +40,7 @@ def namespace_labels(stored: str | None) -> tuple[str, ...] | None:
     return None if stored is None else tuple(stored.split("."))
 
 
-def fact(row: dict[str, Any], history: dict[int, list[dict]] | None = None) -> Fact:
+def fact(row: Mapping[str, Any], history: Mapping[int, Sequence[Mapping[str, Any]]] | None = None) -> Fact:
     versions = [
         FactVersion(value=h["value"], source=h["source"], confidence=h["confidence"],
                     source_context=h.get("source_context"), valid_from=h["valid_from"], valid_to=h["valid_to"],
@@ -51,7 +51,7 @@ def fact(row: dict[str, Any], history: dict[int, list[dict]] | None = None) -> F
     return Fact(**fields, history=versions)
 
 
-def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], scores: dict[str, float]) -> SearchResult:
+def search_result(row: Mapping[str, Any], score: float, signals: dict[str, bool], scores: dict[str, float]) -> SearchResult:
     metadata = dict(row.get("metadata") or {})
     fact_ref = None
     if row.get("fact_id") is not None:
@@ -68,5 +68,5 @@ def search_result(row: dict[str, Any], score: float, signals: dict[str, bool], s
     )
 
 
-def match_all_result(row: dict[str, Any]) -> SearchResult:
+def match_all_result(row: Mapping[str, Any]) -> SearchResult:
     return search_result(row, 0.0, {"fts": False, "semantic": False, "substring": False, "context": False}, {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.base import NewItem
+from ..backends.base import FactHistoryRow, FactRow, ItemRow, NewItem
 from ..calls import db
 from ..core import convert
 from ..core import validation as v
@@ -124,11 +124,11 @@ class FactOperations:
                                                      now=now)
         return action, row, previous, requested, mirror
 
-    def edit_from_item(self, uid: str, item: dict, content: str) -> Op:
+    def edit_from_item(self, uid: str, item: ItemRow, content: str) -> Op:
         """A new content for a fact's searchable item, as the fact's new value: ``key: value``
         (the form the item shows) gives value, any other text is the value itself."""
         ref = (item.get("metadata") or {}).get("fact") or {}
-        fact = yield db.get_fact(user_id=uid, category=str(ref.get("category")), key=str(ref.get("key")),
+        fact: FactRow | None = yield db.get_fact(user_id=uid, category=str(ref.get("category")), key=str(ref.get("key")),
                                  agent_id=item.get("agent_id"))
         if fact is None:
             raise NotFoundError(f"item {item['id']} names a fact that is no longer stored")
@@ -196,18 +196,19 @@ class FactOperations:
             yield db.record_llm_calls(user_id=uid, calls=self._shared.named_calls(ledger), now=self._shared.now())
         return stored
 
-    def facts_removed(self, uid: str, rows: list[dict]) -> Op[None]:
+    def facts_removed(self, uid: str, rows: list[FactRow]) -> Op[None]:
         """After facts were deleted: the raw text they came from is forgotten (their values, past
         ones included, in their source session, and in the summary's versions), then the summary
         is written from the facts left."""
-        history = (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if rows else {}
+        history: dict[int, list[FactHistoryRow]] = \
+            (yield db.fact_history(user_id=uid, fact_ids=[r["id"] for r in rows])) if rows else {}
         for row in rows:
             values = [row, *history.get(row["id"], [])]
             phrases = sorted({p for value in values for p in said({**row, **value})})
             yield from self.follow.forget_sources(uid, phrases, row.get("source_session_id"))
         yield from self.follow.facts_changed(uid, removed=True)
 
-    def item_changed(self, uid: str, item: dict, what: str) -> Op[None]:
+    def item_changed(self, uid: str, item: ItemRow, what: str) -> Op[None]:
         """An item was deleted (``what`` = deleted) or archived / restored (its new status). A
         fact's searchable item takes its fact along: deleted, the fact is deleted; archived, the
         fact leaves the summary until restored. Any other deleted item forgets its raw text."""
@@ -226,7 +227,7 @@ class FactOperations:
         yield db.delete_facts(user_id=uid, key=key, category=category, fact_id=item["fact_id"])
         yield from self.facts_removed(uid, rows)
 
-    def _forget_item(self, uid: str, item: dict) -> Op[None]:
+    def _forget_item(self, uid: str, item: ItemRow) -> Op[None]:
         ref = item.get("source_ref") or {}
         session = ref.get("session_id")
         if not isinstance(session, str):
@@ -247,7 +248,7 @@ class FactOperations:
         ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
         the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        rows = yield db.list_facts(
+        rows: list[FactRow] = yield db.list_facts(
             user_id=uid,
             limit=None if limit is None else v.limit(limit, 100_000),
             offset=v.offset(offset),

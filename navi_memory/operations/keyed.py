@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Sequence
 
+from ..backends.base import ItemRow
 from ..calls import db
 from ..core import convert, keyed
 from ..core import validation as v
@@ -77,6 +78,8 @@ class KeyedOperations:
         item = replace(item, namespace=keyed.stored(namespace), key=_key(key), ttl_minutes=ttl)
         embed = v.flag(embed, "embed")
         yield from self._memory.refuse_if_off([item.user_id])
+        row: ItemRow
+        needs: bool
         row, needs = yield db.put_keyed(item=item, model=self._shared.model, embed=embed, now=now)
         if needs and self._shared.embed_on_write:
             yield from self._memory.embed_new([(row["id"], item.user_id, embedding_text(row["title"], row["content"],
@@ -90,14 +93,14 @@ class KeyedOperations:
         """The item stored under (``namespace``, ``key``), or None (also when it has expired).
         ``refresh_ttl``: an item put with ``ttl_minutes`` now expires that long after this read."""
         uid, now = v.user_id(user_id), self._shared.now()
-        row = yield db.get_keyed(user_id=uid, namespace=keyed.stored(namespace), key=_key(key), now=now)
-        if row is not None and v.flag(refresh_ttl, "refresh_ttl") and row.get("ttl_minutes") is not None:
+        row: ItemRow | None = yield db.get_keyed(user_id=uid, namespace=keyed.stored(namespace), key=_key(key), now=now)
+        if row is not None and v.flag(refresh_ttl, "refresh_ttl") and (ttl := row["ttl_minutes"]) is not None:
             yield db.refresh_ttl(user_id=uid, ids=[row["id"]], now=now)
-            row = {**row, "expires_at": now + timedelta(minutes=row["ttl_minutes"])}
+            row = {**row, "expires_at": now + timedelta(minutes=ttl)}
         return self._maybe(row)
 
     @staticmethod
-    def _maybe(row: dict | None) -> Item | None:
+    def _maybe(row: ItemRow | None) -> Item | None:
         return None if row is None else convert.item(row)
 
     @operation

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import convert
 from ..core import validation as v
-from ..backends.base import ORDER_COLUMNS, Filters, NewItem
+from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem
 from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
 from ..models import (ITEM_STATUSES, ITEM_TYPES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
@@ -48,9 +48,9 @@ class MemoryOperations:
         self._shared = shared
         # (user id, the item row, its new content) -> Op: writes a fact's item edit to the fact.
         # Set by StoreOperations (the fact operations build on this class, so they come in this way).
-        self.edit_fact: Callable[[str, dict, str], Op] | None = None
+        self.edit_fact: Callable[[str, ItemRow, str], Op] | None = None
         # (user id, the item row, "deleted" or its new status) -> Op: what follows (facts, summary, raw text)
-        self.item_changed: Callable[[str, dict, str], Op] | None = None
+        self.item_changed: Callable[[str, ItemRow, str], Op] | None = None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -131,11 +131,11 @@ class MemoryOperations:
             log.info("the embedding provider answers again: embedding the rows the outage left behind")
             yield Spawn("backfill", (), {})
 
-    def _item(self, row: dict) -> Item:
+    def _item(self, row: ItemRow) -> Item:
         return convert.item(row)
 
-    def _require_item(self, user_id: str, item_id: int, scope: Mapping[str, str | None] | None = None) -> Op:
-        row = yield db.get_item(user_id=user_id, item_id=item_id, **(scope or {}))
+    def _require_item(self, user_id: str, item_id: int, scope: Mapping[str, str | None] | None = None) -> Op[ItemRow]:
+        row: ItemRow | None = yield db.get_item(user_id=user_id, item_id=item_id, **(scope or {}))
         if row is None:
             raise NotFoundError(f"no item {item_id} for this user")
         return row
@@ -320,6 +320,7 @@ class MemoryOperations:
             clean["person"] = yield from self.person_name(uid, clean["person"])
         if {"content", "theme", "type"} & set(clean):
             yield from self._follow_fact(uid, iid, clean)
+        row: ItemRow | None
         if clean:
             row = yield db.update_item(user_id=uid, item_id=iid, changes=clean, model=self._shared.model,
                                        now=self._shared.now(), **scope)
@@ -374,7 +375,7 @@ class MemoryOperations:
         ``run_id``: the call's scope, as in ``get`` (an item outside it is ``NotFoundError`` and stays)."""
         uid, iid = v.user_id(user_id), v.item_id(item_id)
         scope = item_scope(agent_id, run_id)
-        row = yield db.get_item(user_id=uid, item_id=iid, **scope)
+        row: ItemRow | None = yield db.get_item(user_id=uid, item_id=iid, **scope)
         if row is None or not (yield db.delete_item(user_id=uid, item_id=iid, **scope)):
             raise NotFoundError(f"no item {iid} for this user")
         if self.item_changed is not None:
@@ -394,7 +395,7 @@ class MemoryOperations:
         that household member (a name or an alias, as in ``search``)."""
         f = yield from self._listing_filters(user_id, all_users, status, theme, types, include_expired,
                                              namespace_prefix, agent_id, run_id, filters, person)
-        rows = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset),
+        rows: list[ItemRow] = yield db.list_items(filters=f, limit=v.limit(limit, 10_000), offset=v.offset(offset),
                                    order=v.choice(order, "order", tuple(ORDER_COLUMNS)))
         return [self._item(r) for r in rows]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone as tz
 from typing import Any, Mapping, Sequence, cast
 
-from ..backends.base import Beside, Hits
+from ..backends.base import Beside, Hits, RankRow
 from ..calls import EmbedQuery, Rerank, at_once, db, together
 from ..core import convert
 from ..core import validation as v
@@ -258,7 +258,7 @@ class _Read:
     candidates they left without re-ranking columns or without looked-up neighbours."""
 
     candidates: list[int]
-    rows: list[dict]
+    rows: list[RankRow]
     neighbours: dict[int, list[int]]
     cosines: dict[int, float]
     without_rows: list[int]

@@ -25,7 +25,7 @@ from ...retrieval.query import like_pattern
 from ...core import timeline
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
-from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
+from ..base import ORDER_COLUMNS, FactHistoryRow, FactRow, Filters, ItemRow, NewItem, RankRow, scope_columns
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
@@ -35,7 +35,7 @@ from .transfer import SQLiteTransfer
 from .vectors import VectorCache
 from .keyed import SQLiteKeyed
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
-from .rows import fact_from_row as _fact_from_row, item_from_row, to_json as _json
+from .rows import fact_from_row as _fact_from_row, history_from_row, item_from_row, to_json as _json
 
 def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]:
     """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
@@ -71,6 +71,8 @@ def _translate_errors(cls: type) -> type:
 @_translate_errors
 class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteKeyed):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
+    has_vector = True  # vectors live in the file (blobs) and in memory: always available
+    vector_error: str | None = None
 
     def __init__(self, path: str, busy_timeout_ms: int = 30_000, vector_cache_bytes: int = 1 << 30,
                  create: bool = True, lexical_row_budget: int | None = None,
@@ -254,7 +256,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             return self._insert_rows(conn, items, model, to_db(now))
 
     def get_item(self, user_id: str, item_id: int, agent_id: str | None = None,
-                 run_id: str | None = None) -> dict | None:
+                 run_id: str | None = None) -> ItemRow | None:
         scope, scoped = _in_scope(agent_id, run_id)
         with self._transaction(write=False) as conn:
             row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ? AND i.user_id = ?{scope}",
@@ -262,7 +264,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         return None if row is None else item_from_row(row)
 
     def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
-                    agent_id: str | None = None, run_id: str | None = None) -> dict | None:
+                    agent_id: str | None = None, run_id: str | None = None) -> ItemRow | None:
         stamp = to_db(now)
         scope, scoped = _in_scope(agent_id, run_id)
         with self._transaction(write=True) as conn:
@@ -296,7 +298,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             return conn.execute(f"DELETE FROM items AS i WHERE i.id = ? AND i.user_id = ?{scope}",
                                 (item_id, user_id, *scoped)).rowcount > 0
 
-    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[dict]:
+    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[ItemRow]:
         where, params = filter_sql(filters)
         # The page's ids first, then their columns: OFFSET then skips bare index entries instead of
         # joined rows (a deep page of a 100k-item user is about 4x faster).
@@ -311,7 +313,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         with self._transaction(write=False) as conn:
             return conn.execute(f"SELECT count(*) FROM items i WHERE {where}", params).fetchone()[0]
 
-    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[dict]:
+    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[ItemRow]:
         sql = f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT value FROM json_each(?))"
         params: list[Any] = [json.dumps([int(i) for i in ids])]
         if user_id is not None:
@@ -320,7 +322,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         with self._statement() as conn:
             return [item_from_row(r) for r in conn.execute(sql, params)]
 
-    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> list[dict]:
+    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> list[RankRow]:
         # a few columns instead of whole rows: search re-ranks ~100 candidates and shows ~10
         sql = ("SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.content FROM items i NOT INDEXED"
                " WHERE i.id IN (SELECT value FROM json_each(?))")
@@ -344,7 +346,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     # -- facts ------------------------------------------------------------------------------
 
-    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, dict, str | None]:
+    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, FactRow, str | None]:
         stamp, said = to_db(now), fact.get("observed_at") or now  # said: when the statement was made
         with self._transaction(write=True) as conn:
             self._ensure_user(conn, user_id, stamp)
@@ -418,7 +420,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         if (old["content"], old["title"]) != (item.content, item.title):
             self._mark_stale(conn, user_id, item_id, model, stamp)
 
-    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> dict | None:
+    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> FactRow | None:
         with self._transaction(write=False) as conn:
             row = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
                                (user_id, agent_id, category, key)).fetchone()
@@ -439,7 +441,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
                    search: str | None, category: str | None, now: datetime, include_expired: bool = False,
-                   agent_id: str | None = None, run_id: str | None = None) -> list[dict]:
+                   agent_id: str | None = None, run_id: str | None = None) -> list[FactRow]:
         clauses, params = ["1=1"], []
         for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
                               ("run_id", run_id)):
@@ -462,19 +464,19 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             rows = conn.execute(sql, [*params, -1 if limit is None else limit, offset]).fetchall()
         return [_fact_from_row(r) for r in rows]
 
-    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> dict[int, list[dict]]:
+    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> dict[int, list[FactHistoryRow]]:
         with self._transaction(write=False) as conn:
             return self._fact_history(conn, fact_ids, user_id)
 
     @staticmethod
-    def _fact_history(conn: sqlite3.Connection, fact_ids: Sequence[int], user_id: str | None = None) -> dict[int, list[dict]]:
+    def _fact_history(conn: sqlite3.Connection, fact_ids: Sequence[int], user_id: str | None = None) -> dict[int, list[FactHistoryRow]]:
         """Each fact's earlier values in the order they were said."""
-        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
+        out: dict[int, list[FactHistoryRow]] = {int(i): [] for i in fact_ids}
         rows = conn.execute("SELECT * FROM fact_history WHERE (? IS NULL OR user_id = ?) AND fact_id IN"
                             " (SELECT value FROM json_each(?)) ORDER BY valid_from, valid_to, id",
                             (user_id, user_id, json.dumps(list(out)))).fetchall()
         for row in rows:
-            out[row["fact_id"]].append(_fact_from_row(row))
+            out[row["fact_id"]].append(history_from_row(row))
         return out
 
     # -- summaries, sessions, users ---------------------------------------------------------

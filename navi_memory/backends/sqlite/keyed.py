@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from ...core.contract import NOT_INDEXED
 from ...core.timeutil import to_db
-from ..base import NewItem
+from ..base import ItemRow, NewItem
 from .rows import EMBED_TEXT, ITEM_SELECT, item_from_row, to_json
 
 
@@ -26,7 +26,7 @@ class SQLiteKeyed:
     _mark_stale: Any
     _bump_gen: Any
 
-    def put_keyed(self, item: NewItem, model: str | None, embed: bool, now: datetime) -> tuple[dict, bool]:
+    def put_keyed(self, item: NewItem, model: str | None, embed: bool, now: datetime) -> tuple[ItemRow, bool]:
         """Insert the item, or replace the one with its (user, namespace, key): same id and
         created_at, everything else from ``item``. ``embed`` False: no vector is kept (the row is
         marked ``NOT_INDEXED``). Returns the row and whether it needs embedding."""
@@ -76,7 +76,7 @@ class SQLiteKeyed:
                      " updated_at = excluded.updated_at",
                      (item_id, user_id, model, NOT_INDEXED, self._bump_gen(conn, user_id), stamp))
 
-    def get_keyed(self, user_id: str, namespace: str, key: str, now: datetime) -> dict | None:
+    def get_keyed(self, user_id: str, namespace: str, key: str, now: datetime) -> ItemRow | None:
         with self._transaction(write=False) as conn:
             row = conn.execute(f"{ITEM_SELECT} WHERE i.user_id = ? AND i.namespace = ? AND i.ext_key = ?"
                                " AND (i.expires_at IS NULL OR i.expires_at > ?)",

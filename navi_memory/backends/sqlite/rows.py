@@ -1,13 +1,14 @@
-"""SQLite rows: the item SELECT (with its embedding state) and rows to plain dicts."""
+"""SQLite rows: the item SELECT (with its embedding state) and rows to the typed rows of ``backends.base``."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import Any, cast
 
 from ...core.contract import embed_text_sql
 from ...core.timeutil import from_db
+from ..base import FactHistoryRow, FactRow, ItemRow
 
 ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
     e.error AS emb_error, e.updated_at AS emb_updated
@@ -24,7 +25,7 @@ def to_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
+def item_from_row(row: sqlite3.Row) -> ItemRow:
     d = dict(row)
     for key in ("created_at", "updated_at", "observed_at", "expires_at", "emb_updated"):
         d[key] = from_db(d.get(key))
@@ -32,12 +33,22 @@ def item_from_row(row: sqlite3.Row) -> dict[str, Any]:
     d["metadata"] = json.loads(d["metadata"] or "{}")
     d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
     d["pinned"] = bool(d["pinned"])
-    return d
+    return cast(ItemRow, d)  # the columns of ITEM_SELECT, checked on both backends by the tests
 
 
-def fact_from_row(row: sqlite3.Row) -> dict[str, Any]:
+def _with_times(row: sqlite3.Row) -> dict[str, Any]:
     d = dict(row)
     for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at"):
         if key in d:
             d[key] = from_db(d[key])
     return d
+
+
+def fact_from_row(row: sqlite3.Row) -> FactRow:
+    """A ``facts`` row (``SELECT *``)."""
+    return cast(FactRow, _with_times(row))
+
+
+def history_from_row(row: sqlite3.Row) -> FactHistoryRow:
+    """A ``fact_history`` row (``SELECT *``)."""
+    return cast(FactHistoryRow, _with_times(row))
