@@ -91,6 +91,14 @@ def test_other_users_memories_change_neither_order_nor_scores(store, lexical_sto
     assert _ranking(s) == before
 
 
+def test_a_title_match_is_judged_relevant_without_vectors(lexical_store):
+    """A row found by the words of its title holds them: the relevance floor keeps it."""
+    found = lexical_store.add(user_id=U, title="Dentist appointment", content="Tuesday at nine, bring the card")
+    lexical_store.add(user_id=U, content="Green tea in the morning")
+    results = lexical_store.search("dentist appointment", user_id=U)
+    assert [r.id for r in results] == [found] and results[0].score == 1.0
+
+
 def test_scores_are_bounded_and_unrelated_queries_find_nothing_by_default(store):
     for text in NOTES:
         store.add(user_id=U, content=text)

@@ -100,13 +100,15 @@ class FactHistoryRow(Statement):
 
 
 class RankRow(TypedDict):
-    """What re-ranking reads of a candidate (``rank_rows``, ``Hits.rows``)."""
+    """What re-ranking reads of a candidate (``rank_rows``, ``Hits.rows``); title and content are
+    also the text its relevance is judged on."""
 
     id: int
     created_at: datetime
     observed_at: datetime | None
     pinned: bool
     person: str | None
+    title: str | None
     content: str
 
 

@@ -147,7 +147,7 @@ def ivfflat_lists(rows: int) -> int:
 
 
 # What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
-RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "content")
+RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "title", "content")
 
 
 def rank_columns(alias: str) -> sql.Composed:

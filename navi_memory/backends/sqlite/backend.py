@@ -324,7 +324,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> list[RankRow]:
         # a few columns instead of whole rows: search re-ranks ~100 candidates and shows ~10
-        sql = ("SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.content FROM items i NOT INDEXED"
+        sql = ("SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.title, i.content FROM items i NOT INDEXED"
                " WHERE i.id IN (SELECT value FROM json_each(?))")
         params: list[Any] = [json.dumps([int(i) for i in ids])]
         if user_id is not None:
@@ -333,7 +333,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         with self._statement() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [{"id": r[0], "created_at": from_db(r[1]), "observed_at": from_db(r[2]), "pinned": bool(r[3]),
-                 "person": r[4], "content": r[5]} for r in rows]
+                 "person": r[4], "title": r[5], "content": r[6]} for r in rows]
 
     def list_themes(self, user_id: str, now: datetime) -> list[dict]:
         with self._transaction(write=False) as conn:
