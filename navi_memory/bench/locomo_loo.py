@@ -161,7 +161,7 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]],
 
 
 def _brief(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Objective, R@5 and R@10 overall and per category (for the ablations of docs/benchmarks.md)."""
+    """Objective, R@5 and R@10 overall and per category (for the ablations of docs/benchmarks-history.md)."""
     part = pooled(rows)
     return {"objective": round(objective(rows), 4), "recall": {k: part["recall"][k] for k in ("5", "10")},
             "per_category": {c: {k: p["recall"][k] for k in ("5", "10")} for c, p in part["per_category"].items()}}

@@ -24,7 +24,7 @@ from .search import Fused
 NEIGHBOUR_WEIGHT = 0.2
 MAX_NAME_WORDS = 3
 # Share of the name-less query's vector in the query vector of semantic search when the query
-# names a known person; chosen leave one conversation out on LoCoMo dev (docs/benchmarks.md).
+# names a known person; chosen leave one conversation out on LoCoMo dev (docs/benchmarks-history.md).
 PERSON_FOCUS = 0.7
 
 

@@ -32,7 +32,7 @@ RRF_K = 60
 # Cosine spread from which candidate similarities are min-max scaled in full; below it the
 # relative scaling is trusted in proportion to the spread and the absolute cosine fills the rest
 # (near-equal similarities are not blown up to 0..1). On LoCoMo dev the semantic candidates of a
-# question always spread wider (docs/benchmarks.md), so ranking there is plain min-max.
+# question always spread wider (docs/benchmarks-history.md), so ranking there is plain min-max.
 SIMILARITY_SPREAD = 0.1
 
 

@@ -29,7 +29,7 @@ COLUMN_WEIGHTS = {"title": 2.0, "content": 1.0, "context": 0.3}
 def rarity(holding: int, rows: int) -> float:
     """BM25's inverse document frequency of a word ``holding`` of ``rows`` rows hold, always positive
     (Lucene's form; FTS5's ``bm25()`` drops to 1e-6 for a word in half the rows or more: with one
-    user's statistics that form ranked LoCoMo dev's evidence lower, docs/benchmarks.md)."""
+    user's statistics that form ranked LoCoMo dev's evidence lower, docs/benchmarks-history.md)."""
     return math.log(1.0 + (rows - holding + 0.5) / (holding + 0.5))
 
 

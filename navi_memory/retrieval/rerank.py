@@ -20,7 +20,7 @@ PINNED_BOOST = 0.20
 PERSON_BOOST = 0.15
 RECENCY_PENALTY = 0.10
 RECENCY_HORIZON_DAYS = 90.0
-# Chosen leave one conversation out on LoCoMo dev (MiniLM), every fold the same: docs/benchmarks.md.
+# Chosen leave one conversation out on LoCoMo dev (MiniLM), every fold the same: docs/benchmarks-history.md.
 WHEN_BOOST = 0.20
 DATE_BOOST = 0.75
 

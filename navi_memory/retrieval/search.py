@@ -21,7 +21,7 @@ RRF_K_CANDIDATES = 40  # per-signal candidates before RRF
 SIGNALS = ("fts", "semantic", "substring")  # candidate lists; "context" marks a borrowed neighbour score
 # How much cosine similarity a full-text match of a content word is worth toward a result's
 # relevance: common words match many unrelated rows, so a match alone is not enough, but it lowers
-# the similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks.md, "Relevance floor").
+# the similarity a row needs (LoCoMo dev, MiniLM: docs/benchmarks-history.md, "Relevance floor").
 LEXICAL_CREDIT = 0.1
 # A row holding every content word of the query is relevant on that alone (0.5 >= the default
 # floor 0.25, whatever the vector says: "cafe creme" finds "Café crème" with any embedder); one
