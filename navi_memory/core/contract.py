@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..models import FACT_SORT_FIELDS
 
 __all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "PERSON_LIST_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
-           "embedding_text", "fact_item_content"]
+           "embedding_text", "fact_item_content", "theme_display_name"]
 
 SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
 DEFAULT_CONFIDENCE = 70
@@ -21,6 +21,11 @@ DEFAULT_CONFIDENCE = 70
 NOT_INDEXED = "not indexed (embed=False)"
 PERSON_COLUMNS = ("display_name", "pronouns", "role", "aliases", "birth_date", "notes", "devices")
 PERSON_LIST_COLUMNS = ("aliases", "devices")  # JSON lists of text
+
+
+def theme_display_name(slug: str) -> str:
+    """The display name a theme is created with: ``home-office`` -> ``Home Office``."""
+    return slug.replace("-", " ").replace("_", " ").title()
 
 
 def embedding_text(title: str | None, content: str, context: str | None = None) -> str:

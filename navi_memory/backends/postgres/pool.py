@@ -27,7 +27,6 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from ...config import DatabaseURL
 from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
-from .keyed import PostgresKeyedQueries
 from .persons import PostgresPersonQueries
 from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
@@ -36,6 +35,7 @@ from .sessions import PostgresSessionQueries
 from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
+from ..shared.keyed import KeyedQueries
 
 log = logging.getLogger(__name__)
 
@@ -373,6 +373,6 @@ def iter_once(query: Q) -> Op:
 
 
 for _queries in (PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 PostgresKeyedQueries, PostgresQueries):
+                 KeyedQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

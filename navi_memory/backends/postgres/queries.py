@@ -17,16 +17,16 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
-from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
+from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED, theme_display_name
 from ...errors import StorageError, ValidationError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation, reads
 from ...core import timeline
 from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
+from ..shared.keyed import KeyedQueries
 from . import schema as schema
 from . import sql as q
-from .keyed import PostgresKeyedQueries
 from .persons import PERSON_TABLES, PostgresPersonQueries
 from .search import Pins, PostgresSearchQueries
 from .sessions import SESSION_TABLES, PostgresSessionQueries
@@ -41,10 +41,11 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 
 class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      PostgresKeyedQueries):
+                      KeyedQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
+    dialect = q.POSTGRES
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
@@ -197,7 +198,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
                 [(u, now) for u in sorted({u for u, _ in themes})], many=True)
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING",
-                [(u, t, t.replace("-", " ").replace("_", " ").title(), now, now) for u, t in sorted(themes)], many=True)
+                [(u, t, theme_display_name(t), now, now) for u, t in sorted(themes)], many=True)
         rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
                        [count])
         return [r["id"] for r in rows]
@@ -234,6 +235,12 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         if model is not None and self.has_vector:
             yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)"
                     " ON CONFLICT DO NOTHING", [user_id, item_id, model, now])
+
+    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, state, error, updated_at)"
+                " VALUES (%s, %s, %s, 'error', %s, %s) ON CONFLICT (user_id, item_id) DO UPDATE SET state = 'error',"
+                " error = excluded.error, embedding = NULL, dimensions = NULL, updated_at = excluded.updated_at",
+                [user_id, item_id, model, NOT_INDEXED, now])
 
     def _item_by_id(self, user_id: str, item_id: int) -> Op:
         rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = %s"), [user_id, item_id])

@@ -7,31 +7,18 @@ and vector size, which a partial HNSW index must see as literals) are composed i
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
-from typing import Any, NamedTuple, Sequence
+from typing import Any
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from ...retrieval.query import like_pattern
 from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
-from ...core.timeutil import to_utc
 from ..base import Beside, Filters, scope_columns
+from ..shared import dialect as shared
+from ..shared.dialect import Dialect, Q, row_times  # Q, row_times: for the PostgreSQL modules
 from .metadata import metadata_sql
-
-
-class Q(NamedTuple):
-    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions). ``local``: the
-    (setting, value) pairs the statement runs under, SET LOCAL in a transaction of its own that
-    the runner sends with it in one round trip (a session SET would not survive a
-    transaction-mode pooler such as PgBouncer)."""
-
-    text: Any
-    params: Sequence[Any] | None = None
-    many: bool = False
-    own_tx: bool = False
-    local: tuple[tuple[str, int | str], ...] = ()
 
 
 def set_local(name: str, value: int | str) -> sql.Composed:
@@ -51,23 +38,14 @@ def adapt_vectors(conn: Any) -> None:
     conn.adapters.register_dumper(np.ndarray, VectorBinaryDumper)
 
 
-def row_times(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with every timestamp as an aware UTC datetime."""
-    for key, value in row.items():
-        if isinstance(value, datetime):
-            row[key] = to_utc(value)
-    return row
-
-
-ITEM_SELECT = sql.SQL(
-    "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
-    " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.context, i.fact_id, i.created_at,"
-    " i.updated_at, i.agent_id, i.run_id, i.namespace, i.ext_key, i.ttl_minutes, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
-    " e.updated_at AS emb_updated FROM items i"
-    " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
-)
-
-EMBED_TEXT = sql.SQL(embed_text_sql("chr(10)"))  # the text an item is embedded from (contract)
+ITEM_SELECT = sql.SQL(shared.ITEM_SELECT)
+# How PostgreSQL binds and spells what the storage generators of ``backends/shared`` yield.
+POSTGRES = Dialect(
+    name="postgresql", placeholder="%s", time=lambda value: value,
+    json=lambda value: None if value is None else Jsonb(value), ids=list, in_ids="{column} = ANY(%s)",
+    plus_minutes="{time} + {minutes} * interval '1 minute'", embed_text=embed_text_sql("chr(10)"),
+    for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
+EMBED_TEXT = sql.SQL(POSTGRES.embed_text)  # the text an item is embedded from (contract)
 HNSW_MAX_DIMENSIONS = 2000
 
 

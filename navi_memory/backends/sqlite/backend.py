@@ -6,21 +6,20 @@ IMMEDIATE`` so two writers queue on the busy timeout instead of failing on upgra
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from urllib.parse import quote
 
 import numpy as np
 
 from ... import ann
-from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED
-from ...errors import BackendUnavailableError, SchemaError, StorageError
+from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED, theme_display_name
+from ...errors import SchemaError, StorageError
 from ...retrieval.query import like_pattern
 from ...core import timeline
 from ...core.timeutil import from_db, to_db
@@ -33,7 +32,9 @@ from .search import SQLiteSearch, filter_sql
 from .sessions import SESSION_TABLES, SQLiteSessions
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
-from .keyed import SQLiteKeyed
+from .runner import SQLiteRunner, register, translate_errors
+from ..shared.keyed import KeyedQueries
+from ...sansio import install
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
 from .rows import fact_from_row as _fact_from_row, history_from_row, item_from_row, to_json as _json
 
@@ -43,33 +44,13 @@ def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]
     return "".join(f" AND i.{column} = ?" for column, _ in pairs), [value for _, value in pairs]
 
 
-def _translate_errors(cls: type) -> type:
-    """Wrap every public method so sqlite3 errors leave as StorageError (original chained)."""
-
-    def wrap(fn: Any) -> Any:
-        @functools.wraps(fn)
-        def method(self: "SQLiteBackend", *args: Any, **kwargs: Any) -> Any:
-            try:
-                return fn(self, *args, **kwargs)
-            except sqlite3.OperationalError as exc:
-                if "unable to open" in str(exc) or "disk I/O" in str(exc):
-                    raise BackendUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
-                raise StorageError(f"SQLite error: {exc}") from exc
-            except sqlite3.Error as exc:
-                raise StorageError(f"SQLite error: {type(exc).__name__}: {exc}") from exc
-
-        return method
-
-    methods: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__[:-1]):  # the mixins' methods too; the class's own win
-        methods.update((n, f) for n, f in vars(klass).items() if callable(f) and not n.startswith("_"))
-    for name, fn in methods.items():
-        setattr(cls, name, wrap(fn))
-    return cls
+if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
+    from ..base import KeyedStore as _Shared
+else:
+    _Shared = KeyedQueries
 
 
-@_translate_errors
-class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteKeyed):
+class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
     has_vector = True  # vectors live in the file (blobs) and in memory: always available
     vector_error: str | None = None
@@ -114,6 +95,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys = ON")
         lexicon.register(conn)  # the function the items triggers call (the per-user lexical index)
+        register(conn)  # the functions the shared generators' statements call
         if not self._memory:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -200,7 +182,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
     def _ensure_theme(conn: sqlite3.Connection, user_id: str, slug: str, now: str) -> None:
         conn.execute(
             "INSERT OR IGNORE INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-            (user_id, slug, slug.replace("-", " ").replace("_", " ").title(), now, now),
+            (user_id, slug, theme_display_name(slug), now, now),
         )
 
     @staticmethod
@@ -240,7 +222,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             )
         return ids
 
-    def _mark_stale(self, conn: sqlite3.Connection, user_id: str, item_id: int, model: str | None, now: str) -> None:
+    def _mark_stale_on(self, conn: sqlite3.Connection, user_id: str, item_id: int, model: str | None, now: str) -> None:
         """Content changed: any stored vector is wrong now, whatever model made it."""
         gen = self._bump_gen(conn, user_id)
         conn.execute("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = ?, updated_at = ?"
@@ -288,7 +270,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                          [*values.values(), stamp, item_id])
             new = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ?", (item_id,)).fetchone()
             if new[0] != old[0]:
-                self._mark_stale(conn, user_id, item_id, model, stamp)
+                self._mark_stale_on(conn, user_id, item_id, model, stamp)
             row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
         return item_from_row(row)
 
@@ -418,7 +400,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                       fact["confidence"], fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], stamp,
                       fact["observed_at"], item_id))
         if (old["content"], old["title"]) != (item.content, item.title):
-            self._mark_stale(conn, user_id, item_id, model, stamp)
+            self._mark_stale_on(conn, user_id, item_id, model, stamp)
 
     def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> FactRow | None:
         with self._transaction(write=False) as conn:
@@ -594,3 +576,7 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
             stats[state if current or state == "skipped" else "other_model"] += count
         stats["missing"] = total - sum(c for _, _, c in rows)
         return stats
+
+
+install(SQLiteBackend, KeyedQueries, sync=True)
+translate_errors(SQLiteBackend)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 from ...core.contract import embed_text_sql
 from ...core.timeutil import from_db
@@ -25,15 +25,27 @@ def to_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def item_from_row(row: sqlite3.Row) -> ItemRow:
+# Columns read by name (``typed``): a timestamp is named ``*_at`` or one of these; JSON and flags.
+_TIMES = frozenset({"valid_from", "valid_to", "emb_updated", "memory_off_since"})
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "tags": lambda v: json.loads(v or "[]"), "metadata": lambda v: json.loads(v or "{}"),
+    "source_ref": lambda v: json.loads(v) if v else None, "pinned": lambda v: None if v is None else bool(v)}
+
+
+def typed(row: sqlite3.Row) -> dict[str, Any]:
+    """A row with the types psycopg reads PostgreSQL's as, by column name: timestamps aware UTC
+    datetimes, JSON columns (tags, metadata, source_ref) Python values, ``pinned`` a bool."""
     d = dict(row)
-    for key in ("created_at", "updated_at", "observed_at", "expires_at", "emb_updated"):
-        d[key] = from_db(d.get(key))
-    d["tags"] = json.loads(d["tags"] or "[]")
-    d["metadata"] = json.loads(d["metadata"] or "{}")
-    d["source_ref"] = json.loads(d["source_ref"]) if d.get("source_ref") else None
-    d["pinned"] = bool(d["pinned"])
-    return cast(ItemRow, d)  # the columns of ITEM_SELECT, checked on both backends by the tests
+    for key, value in d.items():
+        if key.endswith("_at") or key in _TIMES:
+            d[key] = from_db(value)
+        elif key in _READERS:
+            d[key] = _READERS[key](value)
+    return d
+
+
+def item_from_row(row: sqlite3.Row) -> ItemRow:
+    return cast(ItemRow, typed(row))  # the columns of ITEM_SELECT, checked on both backends by the tests
 
 
 def _with_times(row: sqlite3.Row) -> dict[str, Any]:

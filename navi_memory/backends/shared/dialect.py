@@ -1,0 +1,89 @@
+"""What the storage generators shared by SQLite and PostgreSQL yield, and how the two dialects differ.
+
+A shared generator (``backends/shared/``) yields ``Q`` statements whose text uses ``%s``
+placeholders (psycopg's style: ``%%`` is a literal ``%``) and binds every value through the
+backend's ``Dialect``: a time, a JSON value, a list of ids. Where the SQL itself differs it
+takes a fragment of the ``Dialect`` (the embedded text, ``FOR UPDATE``, adding minutes to a
+time) or calls a step of the backend's own (a thin generator per backend, e.g. ``_not_indexed``).
+Each runner executes the statements of one call in one transaction and sends back rows as dicts
+(timestamps aware datetimes, JSON columns as Python values, as psycopg reads them) or, for a
+statement without rows, the row count.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, NamedTuple, Sequence
+
+from ...core.timeutil import to_utc
+
+
+class Q(NamedTuple):
+    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
+    returning the error instead of raising (for optional DDL such as extensions). ``local``: the
+    (setting, value) pairs the statement runs under, SET LOCAL in a transaction of its own that
+    the runner sends with it in one round trip (a session SET would not survive a
+    transaction-mode pooler such as PgBouncer). ``own_tx`` and ``local``: PostgreSQL only."""
+
+    text: Any
+    params: Sequence[Any] | None = None
+    many: bool = False
+    own_tx: bool = False
+    local: tuple[tuple[str, int | str], ...] = ()
+
+
+class Native(NamedTuple):
+    """A step only the SQLite runner takes: ``call(connection)`` inside the call's transaction, its
+    result sent back. A bridge to SQLite's plain helpers (``_insert_rows``, ``_mark_stale_on``)
+    until the concerns they serve (items) run on the shared generators too."""
+
+    call: Callable[[Any], Any]
+
+
+_PLACEHOLDER = re.compile(r"%[s%]")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one SQL dialect binds values and spells what the two write differently."""
+
+    name: str
+    placeholder: str  # what ``%s`` becomes in the text sent to the driver
+    time: Callable[[datetime | None], Any]  # a time as bound (and stored)
+    json: Callable[[Any], Any]  # a JSON value as bound
+    ids: Callable[[Sequence[int]], Any]  # a list of ids as bound for ``in_ids``
+    in_ids: str  # "{column} is one of the bound ids", one %s
+    plus_minutes: str  # "{time} plus {minutes} minutes", a time as stored
+    embed_text: str  # the text an item ``i`` is embedded from (``core.contract``)
+    for_update: str  # the row lock a SELECT of rows about to change takes ("" where BEGIN locked all)
+    key_lock: str | None  # a statement taking a transaction lock on one text key (%s), if needed
+
+    def render(self, text: str) -> str:
+        """``text`` with this dialect's placeholders."""
+        return text if self.placeholder == "%s" else _render(text, self.placeholder)
+
+
+@functools.lru_cache(maxsize=512)
+def _render(text: str, placeholder: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: placeholder if m.group() == "%s" else "%", text)
+
+
+def row_times(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with every timestamp as an aware UTC datetime."""
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            row[key] = to_utc(value)
+    return row
+
+
+# An item with the state of its embedding (``backends.base.ItemRow``), as both dialects read it.
+ITEM_SELECT = (
+    "SELECT i.user_id, i.id, i.theme, i.type, i.title, i.content, i.tags, i.status, i.pinned, i.source,"
+    " i.source_ref, i.person, i.confidence, i.observed_at, i.expires_at, i.metadata, i.context, i.fact_id, i.created_at,"
+    " i.updated_at, i.agent_id, i.run_id, i.namespace, i.ext_key, i.ttl_minutes, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims, e.error AS emb_error,"
+    " e.updated_at AS emb_updated FROM items i"
+    " LEFT JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id"
+)

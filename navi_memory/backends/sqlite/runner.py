@@ -1,0 +1,115 @@
+"""SQLite's runner for the storage generators shared with PostgreSQL (``backends/shared``), its
+``Dialect``, and the steps those generators call that SQLite writes its own way.
+
+A call runs in one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, taken at the start: the
+row and advisory locks PostgreSQL takes are not needed), or, marked ``reads``, each statement on
+its own (SQLite gives one statement a consistent snapshot). Rows go back into the generator typed
+as PostgreSQL's driver reads them (``rows.typed``). sqlite3 errors leave as ``StorageError``
+(``translate_errors``, on every public method).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any, Callable, Sequence
+
+from ...core.contract import NOT_INDEXED
+from ...core.timeutil import from_db, to_db
+from ...errors import BackendUnavailableError, StorageError
+from ...sansio import Op, advance
+from ..base import NewItem
+from ..shared.dialect import Dialect, Native, Q
+from .rows import EMBED_TEXT, to_json, typed
+
+
+def add_minutes(stamp: str | None, minutes: float | None) -> str | None:
+    """A stored time plus ``minutes``, stored: SQLite's ``navi_add_minutes`` (its own date
+    functions write another text form than ``to_db``)."""
+    if stamp is None or minutes is None:
+        return None
+    moment = from_db(stamp)
+    return None if moment is None else to_db(moment + timedelta(minutes=minutes))
+
+
+def register(conn: sqlite3.Connection) -> None:
+    """The functions SQLITE's statements call, on a new connection."""
+    conn.create_function("navi_add_minutes", 2, add_minutes, deterministic=True)
+
+
+SQLITE = Dialect(
+    name="sqlite", placeholder="?", time=to_db, json=to_json, ids=lambda ids: json.dumps([int(i) for i in ids]),
+    in_ids="{column} IN (SELECT value FROM json_each(%s))", plus_minutes="navi_add_minutes({time}, {minutes})",
+    embed_text=EMBED_TEXT, for_update="", key_lock=None)
+
+
+def _execute(conn: sqlite3.Connection, step: Q | Native) -> Any:
+    if isinstance(step, Native):
+        return step.call(conn)
+    if step.own_tx or step.local:
+        raise TypeError("own_tx and local statements are PostgreSQL's")
+    text = SQLITE.render(step.text)
+    if step.many:
+        return conn.executemany(text, step.params or []).rowcount
+    cur = conn.execute(text, step.params or ())
+    return [typed(row) for row in cur.fetchall()] if cur.description is not None else cur.rowcount
+
+
+class SQLiteRunner:
+    """``_run`` for the shared generators installed on ``SQLiteBackend``, and SQLite's own steps."""
+
+    dialect = SQLITE
+    _transaction: Any
+    _statement: Any
+    _insert_rows: Any
+    _mark_stale_on: Any
+    _bump_gen: Any
+
+    def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+        with self._statement() if reads else self._transaction(write=True) as conn:
+            gen = make()
+            done, step = advance(gen, None)
+            while not done:
+                done, step = advance(gen, _execute(conn, step))
+            return step
+
+    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+        return (yield Native(lambda conn: self._insert_rows(conn, items, model, to_db(now))))
+
+    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
+        yield Native(lambda conn: self._mark_stale_on(conn, user_id, item_id, model, to_db(now)))
+
+    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
+        """No vector for this item (a new generation: cached vectors of it are dropped)."""
+        gen = yield Native(lambda conn: self._bump_gen(conn, user_id))
+        yield Q("INSERT INTO embeddings (item_id, user_id, model, state, error, gen, updated_at)"
+                " VALUES (%s, %s, %s, 'error', %s, %s, %s) ON CONFLICT (item_id) DO UPDATE SET state = 'error',"
+                " error = excluded.error, vector = NULL, dimensions = NULL, gen = excluded.gen,"
+                " updated_at = excluded.updated_at", [item_id, user_id, model, NOT_INDEXED, gen, to_db(now)])
+
+
+def translate_errors(cls: type) -> type:
+    """Wrap every public method so sqlite3 errors leave as StorageError (original chained)."""
+
+    def wrap(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if "unable to open" in str(exc) or "disk I/O" in str(exc):
+                    raise BackendUnavailableError(f"cannot open SQLite database {self.path}: {exc}") from exc
+                raise StorageError(f"SQLite error: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite error: {type(exc).__name__}: {exc}") from exc
+
+        return method
+
+    methods: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # the mixins' methods too; the class's own win
+        methods.update((n, f) for n, f in vars(klass).items() if callable(f) and not n.startswith("_"))
+    for name, fn in methods.items():
+        setattr(cls, name, wrap(fn))
+    return cls
