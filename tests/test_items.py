@@ -158,6 +158,15 @@ def test_theme_slugs_keep_non_ascii_letters(store, raw, slugs):
     assert store.get(store.add(user_id=U, content="x", theme=raw), user_id=U).theme in slugs
 
 
+def test_a_theme_has_one_display_name_whichever_write_made_it(store):
+    """add and update create themes under the same rule on both backends."""
+    store.add(user_id=U, content="desk lamp", theme="home-office")
+    moved = store.add(user_id=U, content="standing desk")
+    store.update(moved, user_id=U, theme="garden-shed")
+    names = {t.slug: t.display_name for t in store.list_themes(user_id=U)}
+    assert names["home-office"] == "Home Office" and names["garden-shed"] == "Garden Shed"
+
+
 def test_list_themes_counts_active_items_largest_first(store):
     store.add(user_id=U, content="a", theme="Cooking")
     store.add(user_id=U, content="b", theme="cooking")

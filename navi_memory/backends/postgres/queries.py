@@ -264,7 +264,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
             return None
         if "theme" in changes:
             yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                    " ON CONFLICT DO NOTHING", [user_id, changes["theme"], changes["theme"].title(), now, now])
+                    " ON CONFLICT DO NOTHING", [user_id, changes["theme"], theme_display_name(changes["theme"]), now, now])
         values = {k: (Jsonb(v) if k in ("tags", "source_ref", "metadata") and v is not None else v)
                   for k, v in changes.items()}
         assignments = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in [*values, "updated_at"])
@@ -397,7 +397,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
             yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, user_id, fact["id"]])
             rows = [{"content": item.content, "title": item.title}]
         yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING", [user_id, item.theme, item.theme.title(), now, now])
+                " ON CONFLICT DO NOTHING", [user_id, item.theme, theme_display_name(item.theme), now, now])
         yield Q("UPDATE items SET content = %s, title = %s, theme = %s, metadata = %s, source = %s, confidence = %s,"
                 " person = %s, expires_at = %s, agent_id = %s, run_id = %s, updated_at = %s, observed_at = %s"
                 " WHERE user_id = %s AND id = %s",
