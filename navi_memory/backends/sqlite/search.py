@@ -69,6 +69,21 @@ def _passing(conn: sqlite3.Connection, where: str, params: list[Any], ids: list[
         f" WHERE {where} LIMIT ?", [json.dumps(ids), *params, k])}
 
 
+def _rare_rows(found: dict[str, Occurrences], holding: dict[str, int], budget: int | None) -> np.ndarray | None:
+    """``_rare_terms`` on the per-user index: the rows (ascending) a ranked row must be one of, those
+    holding one of the rarest words (or, over the budget, all of them, else the rarest); None with no
+    budget. ``holding``: the user's rows per word."""
+    if not budget or len(holding) < 2:
+        return None
+    chosen, every = select_matching_terms(list(holding), {w: float(n) for w, n in holding.items()}, budget)
+    if not every:
+        return None if len(chosen) == len(holding) else np.unique(np.concatenate([found[w].rows for w in chosen]))
+    rows = np.unique(found[chosen[0]].rows)
+    for word in chosen[1:]:
+        rows = np.intersect1d(rows, found[word].rows)
+    return rows if len(rows) else np.unique(found[min(holding, key=lambda w: holding[w])].rows)
+
+
 class SQLiteSearch:
     """Candidate queries of hybrid search (mixed into ``SQLiteBackend``)."""
 
@@ -137,7 +152,7 @@ class SQLiteSearch:
                 return []
             found = {stem: lexicon.occurrences(conn, lexicon.token(user[0], stem)) for stem in bm25.weights}
             rows, scores = bm25.row_scores(found)
-            only = self._rare_rows(conn, found, {stem: holding[stem] for stem in bm25.weights})
+            only = _rare_rows(found, {stem: holding[stem] for stem in bm25.weights}, self.lexical_row_budget)
             if only is not None:
                 kept = np.isin(rows, only)
                 rows, scores = rows[kept], scores[kept]
@@ -155,24 +170,6 @@ class SQLiteSearch:
     def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Hits:
         """``semantic_candidates`` alone (as ``lexical_hits``)."""
         return Hits(self.semantic_candidates(filters, model, query, k))
-
-    def _rare_rows(self, conn: sqlite3.Connection, found: dict[str, Occurrences],
-                   holding: dict[str, int]) -> np.ndarray | None:
-        """``_rare_terms`` on the per-user index: the rows (ascending) a ranked row must be one of,
-        those holding one of the rarest words (or, over the budget, all of them, else the rarest);
-        None with no budget. ``holding``: the user's rows per word."""
-        if not self.lexical_row_budget or len(holding) < 2:
-            return None
-        chosen, every = select_matching_terms(list(holding), {w: float(n) for w, n in holding.items()},
-                                              self.lexical_row_budget)
-        if not every:
-            if len(chosen) == len(holding):
-                return None
-            return np.unique(np.concatenate([found[w].rows for w in chosen]))
-        rows = np.unique(found[chosen[0]].rows)
-        for word in chosen[1:]:
-            rows = np.intersect1d(rows, found[word].rows)
-        return rows if len(rows) else np.unique(found[min(holding, key=lambda w: holding[w])].rows)
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
