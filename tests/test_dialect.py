@@ -11,7 +11,7 @@ import pytest
 
 from navi_memory.backends.shared.dialect import ITEM_SELECT, Q
 from navi_memory.backends.sqlite.runner import SQLITE, add_minutes
-from navi_memory.core.timeutil import to_db
+from navi_memory.core.timeutil import from_db, to_db
 
 
 def _statement(query: Q):
@@ -60,3 +60,36 @@ def test_refresh_ttl_stores_the_text_form_of_a_time_on_sqlite(tmp_path, clock):
     with sqlite3.connect(path) as conn:
         (stored,) = conn.execute("SELECT expires_at FROM items WHERE id = ?", (item.id,)).fetchone()
     assert stored == to_db(clock() + timedelta(minutes=10))
+
+
+def test_a_fact_and_its_item_store_times_in_the_text_form_of_to_db_on_sqlite(tmp_path, clock):
+    """The shared fact generators read times back as datetimes and bind them again (the item
+    mirrors the fact's expiry and statement time): the stored text stays ``to_db``'s."""
+    from navi_memory import MemoryStore
+
+    path = tmp_path / "m.db"
+    expires, said = clock() + timedelta(days=3), clock() - timedelta(hours=2)
+    with MemoryStore.open(f"sqlite:///{path}", embeddings=False, clock=clock) as store:
+        store.upsert_fact(user_id="u1", category="profile", key="city", value="Lisbon", expires_at=expires,
+                          observed_at=said)
+        clock.advance(minutes=5)
+        store.upsert_fact(user_id="u1", category="profile", key="city", value="Porto", expires_at=expires)
+        store.upsert_fact(user_id="u1", category="profile", key="city", value="Faro", expires_at=expires,
+                          observed_at=said - timedelta(hours=1))  # said before both: history only
+        fact = store.get_fact(user_id="u1", category="profile", key="city")
+    with sqlite3.connect(path) as conn:
+        stored = conn.execute("SELECT f.expires_at, f.observed_at, f.updated_at, i.expires_at, i.observed_at"
+                              " FROM facts f JOIN items i ON i.id = f.item_id").fetchone()
+        spans = conn.execute("SELECT value, valid_from, valid_to FROM fact_history ORDER BY valid_from").fetchall()
+    assert fact.value == "Porto"
+    assert stored == (to_db(expires), to_db(clock()), to_db(clock()), to_db(expires), to_db(clock()))
+    assert [value for value, _, _ in spans] == ["Faro", "Lisbon"]
+    assert all(to_db(from_db(t)) == t for _, start, end in spans for t in (start, end))
+
+
+def test_a_shared_fact_and_an_agents_fact_of_one_key_are_two_facts(store):
+    store.upsert_fact(user_id="u1", category="profile", key="tone", value="formal")
+    store.upsert_fact(user_id="u1", category="profile", key="tone", value="casual", agent_id="a1")
+    assert store.get_fact(user_id="u1", category="profile", key="tone").value == "formal"
+    assert store.get_fact(user_id="u1", category="profile", key="tone", agent_id="a1").value == "casual"
+    assert store.upsert_fact(user_id="u1", category="profile", key="tone", value="formal").action == "unchanged"

@@ -35,6 +35,7 @@ from .sessions import PostgresSessionQueries
 from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
+from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
 
 log = logging.getLogger(__name__)
@@ -373,6 +374,6 @@ def iter_once(query: Q) -> Op:
 
 
 for _queries in (PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 KeyedQueries, PostgresQueries):
+                 KeyedQueries, FactQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

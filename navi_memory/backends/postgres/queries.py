@@ -17,13 +17,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
-from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED, theme_display_name
-from ...errors import StorageError, ValidationError
-from ...retrieval.query import like_pattern
+from ...core.contract import NOT_INDEXED, theme_display_name
+from ...errors import ValidationError
 from ...sansio import Op, operation, reads
-from ...core import timeline
 from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
+from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
 from . import schema as schema
 from . import sql as q
@@ -41,7 +40,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 
 class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      KeyedQueries):
+                      KeyedQueries, FactQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -327,145 +326,6 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
                        "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
                        " FROM themes t WHERE t.user_id = %s ORDER BY active_count DESC, t.slug", [now, user_id])
         return [_row_times(r) for r in rows]
-
-    # -- facts ------------------------------------------------------------------------------
-
-    @operation
-    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
-        said = fact.get("observed_at") or now  # when the statement was made
-        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
-        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND category = %s"
-                       " AND key = %s FOR UPDATE", [user_id, fact.get("agent_id"), fact["category"], fact["key"]])
-        if not rows:
-            (item_id,) = yield from self._insert([item], model, now)
-            rows = yield Q(
-                "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
-                " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at, updated_at,"
-                " item_id, agent_id, run_id, observed_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                [user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
-                 fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
-                 fact.get("person"), fact.get("expires_at"), now, now, now, item_id, fact.get("agent_id"),
-                 fact.get("run_id"), said])
-            fact_id = rows[0]["id"]
-            yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact_id, user_id, item_id])
-            action, previous = "added", None
-        else:
-            current = _row_times(rows[0])
-            fact_id, previous = current["id"], current["value"]
-            history = [] if said >= current["observed_at"] else (yield from self._fact_history(user_id, [fact_id]))[fact_id]
-            plan = timeline.place(current, history, fact, said)
-            for span in plan.insert:
-                yield Q("INSERT INTO fact_history (user_id, fact_id, value, source, confidence, source_context,"
-                        " source_session_id, source_message_id, valid_from, valid_to)"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        [user_id, fact_id, *(span.statement.get(c) for c in timeline.STATEMENT_COLUMNS),
-                         span.valid_from, span.valid_to])
-            for history_id, times in plan.edits.items():
-                for column, value in times.items():  # column: valid_from or valid_to (timeline.place)
-                    yield Q(sql.SQL("UPDATE fact_history SET {} = %s WHERE user_id = %s AND id = %s").format(
-                        sql.Identifier(column)), [value, user_id, history_id])
-            action = plan.action
-            if action == "unchanged":
-                yield Q("UPDATE facts SET last_verified_at = %s, expires_at = coalesce(%s, expires_at),"
-                        " confidence = greatest(confidence, %s), run_id = coalesce(%s, run_id),"
-                        " observed_at = coalesce(%s, observed_at) WHERE user_id = %s AND id = %s",
-                        [now, fact.get("expires_at"), fact["confidence"], fact.get("run_id"), plan.current_since,
-                         user_id, fact_id])
-            elif action == "updated":
-                yield Q("UPDATE facts SET value = %s, source = %s, confidence = %s, source_context = %s,"
-                        " source_session_id = %s, source_message_id = %s, person = %s, expires_at = %s,"
-                        " last_verified_at = %s, updated_at = %s, run_id = coalesce(%s, run_id), observed_at = %s"
-                        " WHERE user_id = %s AND id = %s",
-                        [fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
-                         fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         fact.get("expires_at"), now, now, fact.get("run_id"), said, user_id, fact_id])
-            if action != "history":
-                current_rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
-                yield from self._sync_fact_item(current_rows[0], item, model, now)
-        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
-        return action, _row_times(rows[0]), previous
-
-    def _sync_fact_item(self, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
-        """Make the fact's searchable item match the stored fact (recreated if it was deleted)."""
-        user_id, item_id = fact["user_id"], fact["item_id"]
-        rows = [] if item_id is None else (yield Q("SELECT content, title FROM items WHERE user_id = %s AND id = %s",
-                                                     [user_id, item_id]))
-        if not rows:
-            (item_id,) = yield from self._insert([item], model, now)
-            yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact["id"], user_id, item_id])
-            yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, user_id, fact["id"]])
-            rows = [{"content": item.content, "title": item.title}]
-        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING", [user_id, item.theme, theme_display_name(item.theme), now, now])
-        yield Q("UPDATE items SET content = %s, title = %s, theme = %s, metadata = %s, source = %s, confidence = %s,"
-                " person = %s, expires_at = %s, agent_id = %s, run_id = %s, updated_at = %s, observed_at = %s"
-                " WHERE user_id = %s AND id = %s",
-                [item.content, item.title, item.theme, Jsonb(item.metadata or {}), fact["source"], fact["confidence"],
-                 fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], now, fact["observed_at"],
-                 user_id, item_id])
-        if (rows[0]["content"], rows[0]["title"]) != (item.content, item.title):
-            yield from self._mark_stale(user_id, item_id, model, now)
-
-    @operation
-    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> Op:
-        rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND agent_id IS NOT DISTINCT FROM %s AND category = %s"
-                       " AND key = %s", [user_id, agent_id, category, key])
-        return _row_times(rows[0]) if rows else None
-
-    @operation
-    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
-                     run_id: str | None = None, fact_id: int | None = None) -> Op:
-        parts, params = [sql.SQL("user_id = %s AND key = %s")], [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id), ("id", fact_id)):
-            if value is not None:
-                parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
-                params.append(value)
-        rows = yield Q(sql.SQL("DELETE FROM facts WHERE {} RETURNING item_id").format(sql.SQL(" AND ").join(parts)),
-                       params)
-        item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
-        if item_ids:
-            yield Q("DELETE FROM items WHERE user_id = %s AND id = ANY(%s)", [user_id, item_ids])
-        return len(rows)
-
-    @operation
-    def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
-                   search: str | None, category: str | None, now: datetime, include_expired: bool = False,
-                   agent_id: str | None = None, run_id: str | None = None) -> Op:
-        parts, params = [sql.SQL("TRUE")], []
-        for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
-                              ("run_id", run_id)):
-            if value is not None:
-                parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
-                params.append(value)
-        if search:
-            parts.append(sql.SQL("(key ILIKE %s OR value ILIKE %s OR category ILIKE %s)"))
-            params.extend([like_pattern(search)] * 3)
-        if not include_expired:
-            parts.append(sql.SQL("(expires_at IS NULL OR expires_at > %s)"))
-            params.append(now)
-        if sort_by not in FACT_SORT_FIELDS:
-            raise StorageError(f"cannot sort facts by {sort_by!r}")
-        order = sql.SQL("{} {}, updated_at DESC, id").format(sql.Identifier(sort_by),
-                                                            sql.SQL("DESC" if descending else "ASC"))
-        rows = yield Q(sql.SQL("SELECT * FROM facts WHERE {} ORDER BY {} LIMIT %s OFFSET %s")
-                       .format(sql.SQL(" AND ").join(parts), order), [*params, limit, offset])
-        return [_row_times(r) for r in rows]
-
-    @operation
-    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
-        return (yield from self._fact_history(user_id, fact_ids))
-
-    def _fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
-        """Each fact's earlier values in the order they were said."""
-        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
-        user = sql.SQL("TRUE") if user_id is None else sql.SQL("user_id = %s")
-        rows = yield Q(sql.SQL("SELECT * FROM fact_history WHERE {} AND fact_id = ANY(%s)"
-                               " ORDER BY valid_from, valid_to, id").format(user),
-                       ([] if user_id is None else [user_id]) + [list(out)])
-        for row in rows:
-            out[row["fact_id"]].append(_row_times(row))
-        return out
 
     # -- summaries, sessions, users ---------------------------------------------------------
 

@@ -44,7 +44,8 @@ POSTGRES = Dialect(
     name="postgresql", placeholder="%s", time=lambda value: value,
     json=lambda value: None if value is None else Jsonb(value), ids=list, in_ids="{column} = ANY(%s)",
     plus_minutes="{time} + {minutes} * interval '1 minute'", embed_text=embed_text_sql("chr(10)"),
-    for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))")
+    for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+    null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="ILIKE", greatest="greatest")
 EMBED_TEXT = sql.SQL(POSTGRES.embed_text)  # the text an item is embedded from (contract)
 HNSW_MAX_DIMENSIONS = 2000
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, NamedTuple, Sequence
 
+from ...core.contract import theme_display_name
 from ...core.timeutil import to_utc
 
 
@@ -60,6 +61,9 @@ class Dialect:
     embed_text: str  # the text an item ``i`` is embedded from (``core.contract``)
     for_update: str  # the row lock a SELECT of rows about to change takes ("" where BEGIN locked all)
     key_lock: str | None  # a statement taking a transaction lock on one text key (%s), if needed
+    null_safe_eq: str  # "{column} equals the bound value, NULL equal to NULL", one %s
+    like_any_case: str  # the LIKE operator that ignores case
+    greatest: str  # the scalar function of the larger of two values
 
     def render(self, text: str) -> str:
         """``text`` with this dialect's placeholders."""
@@ -69,6 +73,13 @@ class Dialect:
 @functools.lru_cache(maxsize=512)
 def _render(text: str, placeholder: str) -> str:
     return _PLACEHOLDER.sub(lambda m: placeholder if m.group() == "%s" else "%", text)
+
+
+def ensure_theme(d: Dialect, user_id: str, slug: str, now: datetime) -> Q:
+    """The statement creating the user's theme ``slug`` unless it exists."""
+    stamp = d.time(now)
+    return Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+             " ON CONFLICT DO NOTHING", [user_id, slug, theme_display_name(slug), stamp, stamp])
 
 
 def row_times(row: dict[str, Any]) -> dict[str, Any]:

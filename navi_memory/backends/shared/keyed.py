@@ -12,10 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from ...core.contract import theme_display_name
 from ...sansio import Op, operation, reads
 from ..base import NewItem
-from .dialect import ITEM_SELECT, Dialect, Q, row_times
+from .dialect import ITEM_SELECT, Dialect, Q, ensure_theme, row_times
 
 
 class KeyedQueries:
@@ -46,8 +45,7 @@ class KeyedQueries:
                 yield from self._not_indexed(item.user_id, item_id, model, now)
             return (yield from self._keyed_row(item.user_id, item_id)), indexed and embed
         item_id, stamp = old[0]["id"], d.time(now)
-        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING", [item.user_id, item.theme, theme_display_name(item.theme), stamp, stamp])
+        yield ensure_theme(d, item.user_id, item.theme, now)
         yield Q("UPDATE items SET type = %s, theme = %s, title = %s, content = %s, metadata = %s, expires_at = %s,"
                 " status = 'active', agent_id = %s, run_id = %s, ttl_minutes = %s, updated_at = %s"
                 " WHERE user_id = %s AND id = %s",

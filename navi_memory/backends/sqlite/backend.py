@@ -18,13 +18,11 @@ from urllib.parse import quote
 import numpy as np
 
 from ... import ann
-from ...core.contract import FACT_SORT_FIELDS, NOT_INDEXED, theme_display_name
+from ...core.contract import NOT_INDEXED, theme_display_name
 from ...errors import SchemaError, StorageError
-from ...retrieval.query import like_pattern
-from ...core import timeline
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
-from ..base import ORDER_COLUMNS, FactHistoryRow, FactRow, Filters, ItemRow, NewItem, RankRow, scope_columns
+from ..base import ORDER_COLUMNS, Filters, ItemRow, NewItem, RankRow, scope_columns
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
@@ -33,10 +31,11 @@ from .sessions import SESSION_TABLES, SQLiteSessions
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
 from .runner import SQLiteRunner, register, translate_errors
+from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
-from .rows import fact_from_row as _fact_from_row, history_from_row, item_from_row, to_json as _json
+from .rows import item_from_row, to_json as _json
 
 def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]:
     """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
@@ -45,9 +44,11 @@ def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]
 
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import KeyedStore as _Shared
+    from ..base import FactStore, KeyedStore
+
+    class _Shared(KeyedStore, FactStore): ...
 else:
-    _Shared = KeyedQueries
+    class _Shared(KeyedQueries, FactQueries): ...
 
 
 class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
@@ -326,141 +327,6 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
                 " FROM themes t WHERE t.user_id = ? ORDER BY active_count DESC, t.slug", (to_db(now), user_id)).fetchall()
         return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
 
-    # -- facts ------------------------------------------------------------------------------
-
-    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> tuple[str, FactRow, str | None]:
-        stamp, said = to_db(now), fact.get("observed_at") or now  # said: when the statement was made
-        with self._transaction(write=True) as conn:
-            self._ensure_user(conn, user_id, stamp)
-            old = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
-                               (user_id, fact.get("agent_id"), fact["category"], fact["key"])).fetchone()
-            if old is None:
-                (item_id,) = self._insert_rows(conn, [item], model, stamp)
-                cur = conn.execute(
-                    "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
-                    " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                    " updated_at, item_id, agent_id, run_id, observed_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (user_id, fact["category"], fact["key"], fact["value"], fact["source"], fact["confidence"],
-                     fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
-                     fact.get("person"), to_db(fact.get("expires_at")), stamp, stamp, stamp, item_id,
-                     fact.get("agent_id"), fact.get("run_id"), to_db(said)))
-                conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (cur.lastrowid, item_id))
-                action, previous = "added", None
-                fact_id = cur.lastrowid
-            else:
-                fact_id, previous, current = old["id"], old["value"], _fact_from_row(old)
-                history = [] if said >= current["observed_at"] else self._fact_history(conn, [fact_id])[fact_id]
-                plan = timeline.place(current, history, fact, said)
-                for span in plan.insert:
-                    conn.execute(
-                        "INSERT INTO fact_history (fact_id, user_id, value, source, confidence, source_context,"
-                        " source_session_id, source_message_id, valid_from, valid_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (fact_id, user_id, *(span.statement.get(c) for c in timeline.STATEMENT_COLUMNS),
-                         to_db(span.valid_from), to_db(span.valid_to)))
-                for history_id, times in plan.edits.items():
-                    for column, value in times.items():  # column: valid_from or valid_to (timeline.place)
-                        conn.execute(f"UPDATE fact_history SET {column} = ? WHERE id = ?", (to_db(value), history_id))
-                action = plan.action
-                if action == "unchanged":
-                    conn.execute(
-                        "UPDATE facts SET last_verified_at = ?, expires_at = coalesce(?, expires_at),"
-                        " confidence = max(confidence, ?), run_id = coalesce(?, run_id),"
-                        " observed_at = coalesce(?, observed_at) WHERE id = ?",
-                        (stamp, to_db(fact.get("expires_at")), fact["confidence"], fact.get("run_id"),
-                         to_db(plan.current_since), fact_id))
-                elif action == "updated":
-                    conn.execute(
-                        "UPDATE facts SET value = ?, source = ?, confidence = ?, source_context = ?,"
-                        " source_session_id = ?, source_message_id = ?, person = ?, expires_at = ?,"
-                        " last_verified_at = ?, updated_at = ?, run_id = coalesce(?, run_id), observed_at = ? WHERE id = ?",
-                        (fact["value"], fact["source"], fact["confidence"], fact.get("source_context"),
-                         fact.get("source_session_id"), fact.get("source_message_id"), fact.get("person"),
-                         to_db(fact.get("expires_at")), stamp, stamp, fact.get("run_id"), to_db(said), fact_id))
-                if action != "history":
-                    current_row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
-                    self._sync_fact_item(conn, current_row, item, model, stamp)
-            row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
-        return action, _fact_from_row(row), previous
-
-    def _sync_fact_item(self, conn: sqlite3.Connection, fact: sqlite3.Row, item: NewItem, model: str | None,
-                        stamp: str) -> None:
-        """Make the fact's searchable item match the stored fact (recreated if it was deleted)."""
-        user_id, item_id = fact["user_id"], fact["item_id"]
-        exists = item_id is not None and conn.execute("SELECT 1 FROM items WHERE id = ?", (item_id,)).fetchone()
-        if not exists:
-            (item_id,) = self._insert_rows(conn, [item], model, stamp)
-            conn.execute("UPDATE items SET fact_id = ? WHERE id = ?", (fact["id"], item_id))
-            conn.execute("UPDATE facts SET item_id = ? WHERE id = ?", (item_id, fact["id"]))
-        self._ensure_theme(conn, user_id, item.theme, stamp)
-        old = conn.execute("SELECT content, title FROM items WHERE id = ?", (item_id,)).fetchone()
-        conn.execute("UPDATE items SET content = ?, title = ?, theme = ?, metadata = ?, source = ?, confidence = ?,"
-                     " person = ?, expires_at = ?, agent_id = ?, run_id = ?, updated_at = ?, observed_at = ? WHERE id = ?",
-                     (item.content, item.title, item.theme, _json(item.metadata or {}), fact["source"],
-                      fact["confidence"], fact["person"], fact["expires_at"], fact["agent_id"], fact["run_id"], stamp,
-                      fact["observed_at"], item_id))
-        if (old["content"], old["title"]) != (item.content, item.title):
-            self._mark_stale_on(conn, user_id, item_id, model, stamp)
-
-    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> FactRow | None:
-        with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT * FROM facts WHERE user_id = ? AND agent_id IS ? AND category = ? AND key = ?",
-                               (user_id, agent_id, category, key)).fetchone()
-        return None if row is None else _fact_from_row(row)
-
-    def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
-                     run_id: str | None = None, fact_id: int | None = None) -> int:
-        sql, params = "FROM facts WHERE user_id = ? AND key = ?", [user_id, key]
-        for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id), ("id", fact_id)):
-            if value is not None:
-                sql += f" AND {column} = ?"  # one of four known column names
-                params.append(value)
-        with self._transaction(write=True) as conn:
-            item_ids = [r[0] for r in conn.execute(f"SELECT item_id {sql}", params) if r[0] is not None]
-            count = conn.execute(f"DELETE {sql}", params).rowcount
-            conn.executemany("DELETE FROM items WHERE id = ?", [(i,) for i in item_ids])
-        return count
-
-    def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
-                   search: str | None, category: str | None, now: datetime, include_expired: bool = False,
-                   agent_id: str | None = None, run_id: str | None = None) -> list[FactRow]:
-        clauses, params = ["1=1"], []
-        for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
-                              ("run_id", run_id)):
-            if value is not None:
-                clauses.append(f"{column} = ?")  # known column names only
-                params.append(value)
-        if search:
-            pattern = like_pattern(search)
-            clauses.append("(key LIKE ? ESCAPE '\\' OR value LIKE ? ESCAPE '\\' OR category LIKE ? ESCAPE '\\')")
-            params.extend([pattern] * 3)
-        if not include_expired:
-            clauses.append("(expires_at IS NULL OR expires_at > ?)")
-            params.append(to_db(now))
-        direction = "DESC" if descending else "ASC"
-        if sort_by not in FACT_SORT_FIELDS:  # composed into the SQL: only the known column names
-            raise StorageError(f"cannot sort facts by {sort_by!r}")
-        order = f"{sort_by} {direction}, updated_at DESC, id"
-        sql = f"SELECT * FROM facts WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT ? OFFSET ?"
-        with self._transaction(write=False) as conn:
-            rows = conn.execute(sql, [*params, -1 if limit is None else limit, offset]).fetchall()
-        return [_fact_from_row(r) for r in rows]
-
-    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> dict[int, list[FactHistoryRow]]:
-        with self._transaction(write=False) as conn:
-            return self._fact_history(conn, fact_ids, user_id)
-
-    @staticmethod
-    def _fact_history(conn: sqlite3.Connection, fact_ids: Sequence[int], user_id: str | None = None) -> dict[int, list[FactHistoryRow]]:
-        """Each fact's earlier values in the order they were said."""
-        out: dict[int, list[FactHistoryRow]] = {int(i): [] for i in fact_ids}
-        rows = conn.execute("SELECT * FROM fact_history WHERE (? IS NULL OR user_id = ?) AND fact_id IN"
-                            " (SELECT value FROM json_each(?)) ORDER BY valid_from, valid_to, id",
-                            (user_id, user_id, json.dumps(list(out)))).fetchall()
-        for row in rows:
-            out[row["fact_id"]].append(history_from_row(row))
-        return out
-
     # -- summaries, sessions, users ---------------------------------------------------------
 
     def get_summary(self, user_id: str) -> dict | None:
@@ -579,4 +445,5 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
 
 install(SQLiteBackend, KeyedQueries, sync=True)
+install(SQLiteBackend, FactQueries, sync=True)
 translate_errors(SQLiteBackend)

@@ -8,7 +8,7 @@ from typing import Any, Callable, cast
 
 from ...core.contract import embed_text_sql
 from ...core.timeutil import from_db
-from ..base import FactHistoryRow, FactRow, ItemRow
+from ..base import ItemRow
 
 ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
     e.error AS emb_error, e.updated_at AS emb_updated
@@ -46,21 +46,3 @@ def typed(row: sqlite3.Row) -> dict[str, Any]:
 
 def item_from_row(row: sqlite3.Row) -> ItemRow:
     return cast(ItemRow, typed(row))  # the columns of ITEM_SELECT, checked on both backends by the tests
-
-
-def _with_times(row: sqlite3.Row) -> dict[str, Any]:
-    d = dict(row)
-    for key in ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at"):
-        if key in d:
-            d[key] = from_db(d[key])
-    return d
-
-
-def fact_from_row(row: sqlite3.Row) -> FactRow:
-    """A ``facts`` row (``SELECT *``)."""
-    return cast(FactRow, _with_times(row))
-
-
-def history_from_row(row: sqlite3.Row) -> FactHistoryRow:
-    """A ``fact_history`` row (``SELECT *``)."""
-    return cast(FactHistoryRow, _with_times(row))

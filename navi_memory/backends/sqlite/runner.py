@@ -42,7 +42,8 @@ def register(conn: sqlite3.Connection) -> None:
 SQLITE = Dialect(
     name="sqlite", placeholder="?", time=to_db, json=to_json, ids=lambda ids: json.dumps([int(i) for i in ids]),
     in_ids="{column} IN (SELECT value FROM json_each(%s))", plus_minutes="navi_add_minutes({time}, {minutes})",
-    embed_text=EMBED_TEXT, for_update="", key_lock=None)
+    embed_text=EMBED_TEXT, for_update="", key_lock=None,
+    null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max")
 
 
 def _execute(conn: sqlite3.Connection, step: Q | Native) -> Any:
