@@ -1,4 +1,5 @@
-"""PostgreSQL storage of the household (persons, single or multi mode) and of the promotion job.
+"""PostgreSQL storage of the household (persons, single or multi mode) and the promotion job's
+candidates (they read the vector column; the ``promotions`` it records: ``shared/facts.py``).
 
 Generator methods mixed into ``PostgresQueries`` (installed on both runners by ``pool``);
 each runs as one transaction and names ``user_id`` first (Citus-ready, like the rest).
@@ -7,7 +8,6 @@ each runs as one transaction and names ``user_id`` first (Citus-ready, like the 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
 
 import numpy as np
 from psycopg import sql
@@ -117,20 +117,3 @@ class PostgresPersonQueries:
             r["vector"] = np.asarray(r["vector"], dtype=np.float32)
             row_times(r)
         return rows
-
-    @operation
-    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> Op:
-        """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
-        count = yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
-                        " FROM items WHERE user_id = %s AND id = ANY(%s) ON CONFLICT DO NOTHING",
-                        [fact_id, now, user_id, [int(i) for i in item_ids]])
-        return count
-
-    @operation
-    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> Op:
-        """Unexpired facts made by the promotion job, most confirmed (most items) first."""
-        rows = yield Q("SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
-                       " ON p.user_id = f.user_id AND p.fact_id = f.id WHERE f.user_id = %s"
-                       " AND (f.expires_at IS NULL OR f.expires_at > %s) GROUP BY f.user_id, f.id"
-                       " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT %s", [user_id, now, limit])
-        return [row_times(r) for r in rows]

@@ -173,3 +173,24 @@ class FactQueries:
         for row in rows:
             out[row["fact_id"]].append(row_times(row))
         return out
+
+    # -- promotion (its candidates read vectors: per dialect) -----------------------------------
+
+    @operation
+    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> Op:
+        """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
+        d = self.dialect  # the WHERE also settles SQLite's reading of ON CONFLICT after a SELECT
+        return (yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
+                        f" FROM items WHERE user_id = %s AND {d.in_ids.format(column='id')} ON CONFLICT DO NOTHING",
+                        [fact_id, d.time(now), user_id, d.ids([int(i) for i in item_ids])]))
+
+    @operation
+    @reads
+    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> Op:
+        """Unexpired facts made by the promotion job, most confirmed (most items) first."""
+        rows = yield Q("SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
+                       " ON p.user_id = f.user_id AND p.fact_id = f.id WHERE f.user_id = %s"
+                       " AND (f.expires_at IS NULL OR f.expires_at > %s) GROUP BY f.user_id, f.id"
+                       " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT %s",
+                       [user_id, self.dialect.time(now), limit])
+        return [row_times(r) for r in rows]

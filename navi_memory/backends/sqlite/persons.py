@@ -1,7 +1,8 @@
 """SQLite storage of the household (persons, single or multi mode) and of the promotion job.
 
 A mixin of ``SQLiteBackend`` (its ``_transaction`` and ``_ensure_user``); each write method is one
-transaction. ``promotions`` records the items the promotion job turned into a fact.
+transaction. The promotion job's candidates (they read the vector blobs); the ``promotions`` it records
+are written by ``shared/facts.py``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from ...core.timeutil import from_db, to_db
@@ -133,30 +134,5 @@ class SQLitePersons:
             d["vector"], d["promoted"], d["created_at"] = from_blob(d["vector"]), bool(d["promoted"]), \
                 from_db(d["created_at"])
             d["observed_at"] = from_db(d["observed_at"])
-            out.append(d)
-        return out
-
-    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> int:
-        """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
-        with self._transaction(write=True) as conn:
-            return sum(conn.execute("INSERT INTO promotions (item_id, user_id, fact_id, promoted_at)"
-                                    " SELECT id, user_id, ?, ? FROM items WHERE id = ? AND user_id = ?"
-                                    " ON CONFLICT (item_id) DO NOTHING",
-                                    (fact_id, to_db(now), int(i), user_id)).rowcount for i in item_ids)
-
-    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> list[dict]:
-        """Unexpired facts made by the promotion job, most confirmed (most items) first."""
-        with self._transaction(write=False) as conn:
-            rows = conn.execute(
-                "SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
-                " ON p.fact_id = f.id AND p.user_id = f.user_id WHERE f.user_id = ?"
-                " AND (f.expires_at IS NULL OR f.expires_at > ?) GROUP BY f.id"
-                " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT ?",
-                (user_id, to_db(now), limit)).fetchall()
-        out = []
-        for r in rows:
-            d = dict(r)
-            for key in ("created_at", "updated_at", "expires_at", "last_verified_at"):
-                d[key] = from_db(d[key])
             out.append(d)
         return out
