@@ -93,3 +93,15 @@ def test_a_shared_fact_and_an_agents_fact_of_one_key_are_two_facts(store):
     assert store.get_fact(user_id="u1", category="profile", key="tone").value == "formal"
     assert store.get_fact(user_id="u1", category="profile", key="tone", agent_id="a1").value == "casual"
     assert store.upsert_fact(user_id="u1", category="profile", key="tone", value="formal").action == "unchanged"
+
+
+def test_a_promoted_fact_reads_the_same_types_on_both_backends(store):
+    change = store.upsert_fact(user_id="u1", category="profile", key="drink", value="tea")
+    now = datetime.now(timezone.utc)
+    db = store.backend
+    assert db.record_promotion(user_id="u1", fact_id=change.fact.id, item_ids=[change.fact.item_id], now=now) == 1
+    assert db.record_promotion(user_id="u1", fact_id=change.fact.id, item_ids=[change.fact.item_id], now=now) == 0
+    (row,) = db.promoted_facts(user_id="u1", limit=5, now=now)
+    assert (row["id"], row["value"], row["promoted_items"]) == (change.fact.id, "tea", 1)
+    assert all(isinstance(row[k], datetime) and row[k].utcoffset() == timedelta(0)
+               for k in ("created_at", "updated_at", "last_verified_at", "observed_at"))
