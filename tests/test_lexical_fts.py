@@ -290,3 +290,21 @@ def test_row_budget_over_budget_needs_every_term_else_the_rarest(budgeted, clock
     assert all(score == exact[i] for i, score in both)
     # no row holds garden and quince: the rarest (quince) selects
     assert ids(budget_backend, ["garden", "quince"]) == ids(exact_backend, ["quince"])
+
+
+def test_row_budget_across_users_ranks_rows_of_the_rare_terms_on_every_term(budgeted, clock):
+    """The same rules on the shared index (a search across users: ``_rare_terms``)."""
+    exact_backend, budget_backend, tight = budgeted(None), budgeted(10), budgeted(2)
+    everyone = Filters(user_id=None, now=clock.now)
+
+    def ids(backend, terms: list[str]) -> set[int]:
+        return {i for i, _ in backend.lexical_candidates(everyone, terms, 100)}
+
+    exact = dict(exact_backend.lexical_candidates(everyone, ["tea", "quince"], 100))
+    cut = budget_backend.lexical_candidates(everyone, ["tea", "quince"], 100)
+    assert {i for i, _ in cut} == ids(exact_backend, ["quince"])  # tea (70 rows) is over the budget
+    assert all(score == exact[i] for i, score in cut)
+    both = tight.lexical_candidates(everyone, ["tea", "quince"], 100)  # even quince is over 2 rows
+    assert {i for i, _ in both} == ids(exact_backend, ["quince"]) & ids(exact_backend, ["tea"])
+    assert all(score == exact[i] for i, score in both)
+    assert ids(tight, ["garden", "quince"]) == ids(exact_backend, ["quince"])  # none holds both: the rarest
