@@ -2,7 +2,7 @@
 statistics) beside FTS5's ``bm25()`` on the shared ``items_fts`` (``_shared_candidates``, the query used
 before, statistics of every user), on one database built by the current code. CPU time of this thread
 (``thread_time``: other processes' load counts less than in wall time), the overlap of the two top k,
-and the CPU time of ``add_many`` while building (``--build`` compares nothing, it only builds).
+and the CPU time of ``add_many`` when it builds the database (only when ``--dir`` does not hold it yet).
 
     PYTHONPATH=. python benchmarks/sqlite_user_lexical_ab.py --layout one [--n 100000] [--dir /tmp/lexab]
 """
