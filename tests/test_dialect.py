@@ -105,3 +105,34 @@ def test_a_promoted_fact_reads_the_same_types_on_both_backends(store):
     assert (row["id"], row["value"], row["promoted_items"]) == (change.fact.id, "tea", 1)
     assert all(isinstance(row[k], datetime) and row[k].utcoffset() == timedelta(0)
                for k in ("created_at", "updated_at", "last_verified_at", "observed_at"))
+
+
+def test_a_session_reads_the_same_types_on_both_backends(store):
+    db, now = store.backend, datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    calls = [{"id": "c1", "name": "lookup", "args": {"q": "tea"}}]
+    session, created = db.append_messages("u1", "s1", [{"role": "user", "content": "hi"},
+                                                       {"role": "assistant", "content": "", "tool_calls": calls}], now)
+    assert created and session["message_count"] == 2 and session["last_active"] == now
+    assert session["created_at"].utcoffset() == timedelta(0)
+    (again, created) = db.open_session("u1", "s1", now - timedelta(hours=1))
+    assert not created and again["last_active"] == now  # an earlier time never moves last_active back
+    got = db.get_session("u1", "s1")
+    assert [m["tool_calls"] for m in got["messages"]] == [[], calls]
+    assert got["messages"][0]["created_at"] == now
+    assert db.redact_messages("u1", "s1", [2], "[removed]") == 1
+    assert db.get_session("u1", "s1")["messages"][1]["tool_calls"] == []
+
+
+def test_usage_counts_each_session_of_a_purpose_once(store):
+    db, now = store.backend, datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    call = {"purpose": "extract", "model": None, "input_tokens": 10, "output_tokens": 2, "estimated": False, "ok": True}
+    db.append_messages("u1", "s1", [{"role": "user", "content": "hi"}], now)
+    db.finish_session("u1", "s1", {"state": "extracted"}, [call, dict(call, ok=False)], now)
+    db.record_llm_calls("u1", [call], now)  # outside any session: counts as one more
+    stats = db.usage_stats("u1", 5)
+    assert stats["purposes"] == {"extract": {"calls": 3, "input_tokens": 30, "output_tokens": 6, "failed": 1,
+                                             "sessions": 2}}
+    assert stats["models"]["unknown"]["sessions"] == 2 and stats["states"] == {"extracted": {"sessions": 1,
+                                                                                              "messages": 1}}
+    (costliest,) = stats["sessions"]
+    assert (costliest["llm_calls"], costliest["input_tokens"], costliest["extracted_at"]) == (2, 20, now)

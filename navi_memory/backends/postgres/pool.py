@@ -31,12 +31,12 @@ from .persons import PostgresPersonQueries
 from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
-from .sessions import PostgresSessionQueries
 from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
 from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.sessions import SessionQueries
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +373,7 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 KeyedQueries, FactQueries, PostgresQueries):
+for _queries in (PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
+                 KeyedQueries, FactQueries, SessionQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

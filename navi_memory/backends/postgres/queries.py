@@ -20,15 +20,14 @@ from ...config import DatabaseURL
 from ...core.contract import NOT_INDEXED, theme_display_name
 from ...errors import ValidationError
 from ...sansio import Op, operation, reads
-from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
 from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.sessions import SESSION_TABLES, SessionQueries
 from . import schema as schema
 from . import sql as q
 from .persons import PERSON_TABLES, PostgresPersonQueries
 from .search import Pins, PostgresSearchQueries
-from .sessions import SESSION_TABLES, PostgresSessionQueries
 from .sql import Q
 from .sql import row_times as _row_times
 from .transfer import PostgresTransferQueries
@@ -39,8 +38,8 @@ log = logging.getLogger(__name__)
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      KeyedQueries, FactQueries):
+class PostgresQueries(PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
+                      KeyedQueries, FactQueries, SessionQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -327,43 +326,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
                        " FROM themes t WHERE t.user_id = %s ORDER BY active_count DESC, t.slug", [now, user_id])
         return [_row_times(r) for r in rows]
 
-    # -- summaries, sessions, users ---------------------------------------------------------
-
-    @operation
-    def get_summary(self, user_id: str) -> Op:
-        rows = yield from self._summaries(user_id, 1)
-        return rows[0] if rows else None
-
-    @operation
-    def summary_history(self, user_id: str, limit: int) -> Op:
-        return (yield from self._summaries(user_id, limit))
-
-    def _summaries(self, user_id: str, limit: int) -> Op:
-        rows = yield Q("SELECT content, version, created_at FROM summaries WHERE user_id = %s"
-                       " ORDER BY version DESC LIMIT %s", [user_id, limit])
-        return [_row_times(r) for r in rows]
-
-    @operation
-    def set_summary(self, user_id: str, content: str, now: datetime) -> Op:
-        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, now])
-        yield Q("SELECT id FROM users WHERE id = %s FOR UPDATE", [user_id])  # serialises version numbers
-        rows = yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s,"
-                       " coalesce(max(version), 0) + 1, %s, %s FROM summaries WHERE user_id = %s"
-                       " RETURNING content, version, created_at", [user_id, content, now, user_id])
-        return _row_times(rows[0])
-
-    @operation
-    def mark_session_extracted(self, user_id: str, session_id: str, at: datetime) -> Op:
-        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, at])
-        yield Q("INSERT INTO session_state (user_id, session_id, extracted_at, updated_at) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (user_id, session_id) DO UPDATE SET extracted_at = excluded.extracted_at,"
-                " updated_at = excluded.updated_at", [user_id, session_id, at, at])
-
-    @operation
-    def get_extracted_at(self, user_id: str, session_id: str) -> Op:
-        rows = yield Q("SELECT extracted_at FROM session_state WHERE user_id = %s AND session_id = %s",
-                       [user_id, session_id])
-        return to_utc(rows[0]["extracted_at"]) if rows and rows[0]["extracted_at"] else None
+    # -- users ---------------------------------------------------------------------------
 
     @operation
     def forget_user(self, user_id: str) -> Op:

@@ -27,12 +27,12 @@ from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
 from .search import SQLiteSearch, filter_sql
-from .sessions import SESSION_TABLES, SQLiteSessions
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
 from .runner import SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.sessions import SESSION_TABLES, SessionQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
 from .rows import item_from_row, to_json as _json
@@ -44,14 +44,14 @@ def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]
 
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import FactStore, KeyedStore
+    from ..base import FactStore, KeyedStore, SessionStore
 
-    class _Shared(KeyedStore, FactStore): ...
+    class _Shared(KeyedStore, FactStore, SessionStore): ...
 else:
-    class _Shared(KeyedQueries, FactQueries): ...
+    class _Shared(KeyedQueries, FactQueries, SessionQueries): ...
 
 
-class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
+class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
     has_vector = True  # vectors live in the file (blobs) and in memory: always available
     vector_error: str | None = None
@@ -329,40 +329,6 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
     # -- summaries, sessions, users ---------------------------------------------------------
 
-    def get_summary(self, user_id: str) -> dict | None:
-        history = self.summary_history(user_id, 1)
-        return history[0] if history else None
-
-    def set_summary(self, user_id: str, content: str, now: datetime) -> dict:
-        stamp = to_db(now)
-        with self._transaction(write=True) as conn:
-            self._ensure_user(conn, user_id, stamp)
-            version = conn.execute("SELECT coalesce(max(version), 0) + 1 FROM summaries WHERE user_id = ?",
-                                   (user_id,)).fetchone()[0]
-            conn.execute("INSERT INTO summaries (user_id, version, content, created_at) VALUES (?, ?, ?, ?)",
-                         (user_id, version, content, stamp))
-        return {"content": content, "version": version, "created_at": from_db(stamp)}
-
-    def summary_history(self, user_id: str, limit: int) -> list[dict]:
-        with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT content, version, created_at FROM summaries WHERE user_id = ?"
-                                " ORDER BY version DESC LIMIT ?", (user_id, limit)).fetchall()
-        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
-
-    def mark_session_extracted(self, user_id: str, session_id: str, at: datetime) -> None:
-        stamp = to_db(at)
-        with self._transaction(write=True) as conn:
-            self._ensure_user(conn, user_id, stamp)
-            conn.execute("INSERT INTO session_state (user_id, session_id, extracted_at, updated_at) VALUES (?, ?, ?, ?)"
-                         " ON CONFLICT (user_id, session_id) DO UPDATE SET extracted_at = excluded.extracted_at,"
-                         " updated_at = excluded.updated_at", (user_id, session_id, stamp, stamp))
-
-    def get_extracted_at(self, user_id: str, session_id: str) -> datetime | None:
-        with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT extracted_at FROM session_state WHERE user_id = ? AND session_id = ?",
-                               (user_id, session_id)).fetchone()
-        return None if row is None else from_db(row[0])
-
     def forget_user(self, user_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
         with self._transaction(write=True) as conn:
@@ -446,4 +412,5 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
 install(SQLiteBackend, KeyedQueries, sync=True)
 install(SQLiteBackend, FactQueries, sync=True)
+install(SQLiteBackend, SessionQueries, sync=True)
 translate_errors(SQLiteBackend)

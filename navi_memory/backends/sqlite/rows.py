@@ -26,15 +26,16 @@ def to_json(value: Any) -> str | None:
 
 
 # Columns read by name (``typed``): a timestamp is named ``*_at`` or one of these; JSON and flags.
-_TIMES = frozenset({"valid_from", "valid_to", "emb_updated", "memory_off_since"})
+_TIMES = frozenset({"valid_from", "valid_to", "emb_updated", "memory_off_since", "last_active"})
 _READERS: dict[str, Callable[[Any], Any]] = {
     "tags": lambda v: json.loads(v or "[]"), "metadata": lambda v: json.loads(v or "{}"),
-    "source_ref": lambda v: json.loads(v) if v else None, "pinned": lambda v: None if v is None else bool(v)}
+    "source_ref": lambda v: json.loads(v) if v else None, "tool_calls": lambda v: json.loads(v) if v else None,
+    "pinned": lambda v: None if v is None else bool(v)}
 
 
 def typed(row: sqlite3.Row) -> dict[str, Any]:
     """A row with the types psycopg reads PostgreSQL's as, by column name: timestamps aware UTC
-    datetimes, JSON columns (tags, metadata, source_ref) Python values, ``pinned`` a bool."""
+    datetimes, JSON columns (tags, metadata, source_ref, tool_calls) Python values, ``pinned`` a bool."""
     d = dict(row)
     for key, value in d.items():
         if key.endswith("_at") or key in _TIMES:

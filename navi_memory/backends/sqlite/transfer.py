@@ -23,7 +23,7 @@ from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from .persons import person_from_row
-from .sessions import message_from_row, session_from_row
+from .rows import typed
 
 _TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at",
           "promoted_at")
@@ -31,9 +31,10 @@ _TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_f
 
 def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
     if kind == "sessions":
-        return session_from_row(row)
+        return typed(row)
     if kind == "messages":
-        return message_from_row(row)
+        message = typed(row)
+        return dict(message, tool_calls=message["tool_calls"] or [])
     if kind == "persons":
         return person_from_row(row)
     d = dict(row)
