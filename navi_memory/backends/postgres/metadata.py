@@ -10,7 +10,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Sequence
 
-from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from ...core.filters import Condition, json_type
@@ -68,16 +67,3 @@ def condition_sql(c: Condition) -> tuple[str, list[Any]]:
         params = [list(c.path), list(c.path), c.value]
     text = " AND ".join([*guards, f"{test} ELSE false END"])
     return f"coalesce(({text}), false)", [*guard_params, *params]
-
-
-def metadata_sql(conditions: Sequence[Condition]) -> tuple[list[sql.Composable], list[Any]]:
-    """The clauses of every condition; facts (no metadata of their own) never pass a filter."""
-    if not conditions:
-        return [], []
-    clauses: list[sql.Composable] = [sql.SQL("i.fact_id IS NULL")]
-    params: list[Any] = []
-    for c in conditions:
-        text, values = condition_sql(c)
-        clauses.append(sql.SQL(text))  # type: ignore[arg-type]  # built from the constants above only
-        params.extend(values)
-    return clauses, params

@@ -35,6 +35,7 @@ from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
 from ..shared.facts import FactQueries
+from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.sessions import SessionQueries
 
@@ -374,6 +375,6 @@ def iter_once(query: Q) -> Op:
 
 
 for _queries in (PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 KeyedQueries, FactQueries, SessionQueries, PostgresQueries):
+                 ItemQueries, KeyedQueries, FactQueries, SessionQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

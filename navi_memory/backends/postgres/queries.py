@@ -19,9 +19,10 @@ from psycopg.types.json import Jsonb
 from ...config import DatabaseURL
 from ...core.contract import NOT_INDEXED, theme_display_name
 from ...errors import ValidationError
-from ...sansio import Op, operation, reads
-from ..base import ORDER_COLUMNS, Filters, NewItem
+from ...sansio import Op, operation
+from ..base import NewItem
 from ..shared.facts import FactQueries
+from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.sessions import SESSION_TABLES, SessionQueries
 from . import schema as schema
@@ -39,7 +40,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 
 class PostgresQueries(PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      KeyedQueries, FactQueries, SessionQueries):
+                      ItemQueries, KeyedQueries, FactQueries, SessionQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -223,10 +224,6 @@ class PostgresQueries(PostgresSearchQueries, PostgresPersonQueries, PostgresTran
                      for i, it in zip(ids, items)], many=True)
         return ids
 
-    @operation
-    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
-        return (yield from self._insert(items, model, now))
-
     def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
         yield Q("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL, updated_at = %s"
                 " WHERE user_id = %s AND item_id = %s", [now, user_id, item_id])
@@ -239,92 +236,6 @@ class PostgresQueries(PostgresSearchQueries, PostgresPersonQueries, PostgresTran
                 " VALUES (%s, %s, %s, 'error', %s, %s) ON CONFLICT (user_id, item_id) DO UPDATE SET state = 'error',"
                 " error = excluded.error, embedding = NULL, dimensions = NULL, updated_at = excluded.updated_at",
                 [user_id, item_id, model, NOT_INDEXED, now])
-
-    def _item_by_id(self, user_id: str, item_id: int) -> Op:
-        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = %s"), [user_id, item_id])
-        return _row_times(rows[0]) if rows else None
-
-    @operation
-    @reads
-    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
-        scope, scoped = q.in_scope(agent_id, run_id)
-        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = %s") + scope,
-                       [user_id, item_id, *scoped])
-        return _row_times(rows[0]) if rows else None
-
-    @operation
-    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
-                    agent_id: str | None = None, run_id: str | None = None) -> Op:
-        text = sql.SQL("SELECT {} AS text FROM items i WHERE i.user_id = %s AND i.id = %s").format(q.EMBED_TEXT)
-        scope, scoped = q.in_scope(agent_id, run_id)  # the row locked below stays in the scope until commit
-        old = yield Q(text + scope + sql.SQL(" FOR UPDATE"), [user_id, item_id, *scoped])
-        if not old:
-            return None
-        if "theme" in changes:
-            yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                    " ON CONFLICT DO NOTHING", [user_id, changes["theme"], theme_display_name(changes["theme"]), now, now])
-        values = {k: (Jsonb(v) if k in ("tags", "source_ref", "metadata") and v is not None else v)
-                  for k, v in changes.items()}
-        assignments = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in [*values, "updated_at"])
-        yield Q(sql.SQL("UPDATE items SET {} WHERE user_id = %s AND id = %s").format(assignments),
-                [*values.values(), now, user_id, item_id])
-        new = yield Q(text, [user_id, item_id])
-        if new[0]["text"] != old[0]["text"]:
-            yield from self._mark_stale(user_id, item_id, model, now)
-        return (yield from self._item_by_id(user_id, item_id))
-
-    @operation
-    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
-        scope, scoped = q.in_scope(agent_id, run_id)
-        return (yield Q(sql.SQL("DELETE FROM items i WHERE i.user_id = %s AND i.id = %s") + scope,
-                        [user_id, item_id, *scoped])) > 0
-
-    @operation
-    @reads
-    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> Op:
-        cond, params = q.where(filters)
-        # The page's ids first, then their columns: a deep OFFSET skips bare rows, not joined ones.
-        column = sql.Identifier(ORDER_COLUMNS[order])
-        order_by = sql.SQL("ORDER BY i.{} DESC, i.id DESC").format(column)
-        rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE (i.user_id, i.id) IN (SELECT i.user_id, i.id FROM items i WHERE {}"
-                                               " {} LIMIT %s OFFSET %s) {}").format(cond, order_by, order_by),
-                       [*params, limit, offset])
-        return [_row_times(r) for r in rows]
-
-    @operation
-    @reads
-    def count_items(self, filters: Filters) -> Op:
-        cond, params = q.where(filters)
-        rows = yield Q(sql.SQL("SELECT count(*) AS n FROM items i WHERE {}").format(cond), params)
-        return rows[0]["n"]
-
-    @operation
-    @reads
-    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> Op:
-        if user_id is None:
-            rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.id = ANY(%s)"), [list(ids)])
-        else:
-            rows = yield Q(q.ITEM_SELECT + sql.SQL(" WHERE i.user_id = %s AND i.id = ANY(%s)"), [user_id, list(ids)])
-        return [_row_times(r) for r in rows]
-
-    @operation
-    @reads
-    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> Op:
-        # a few columns instead of whole rows (and no embeddings join): search re-ranks ~100, shows ~10
-        select = sql.SQL("SELECT {} FROM items i WHERE ").format(q.RANK_SELECT)
-        if user_id is None:
-            rows = yield Q(select + sql.SQL("i.id = ANY(%s)"), [list(ids)])
-        else:
-            rows = yield Q(select + sql.SQL("i.user_id = %s AND i.id = ANY(%s)"), [user_id, list(ids)])
-        return [_row_times(r) for r in rows]
-
-    @operation
-    def list_themes(self, user_id: str, now: datetime) -> Op:
-        rows = yield Q("SELECT t.slug, t.display_name, t.description, t.created_at,"
-                       " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
-                       "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
-                       " FROM themes t WHERE t.user_id = %s ORDER BY active_count DESC, t.slug", [now, user_id])
-        return [_row_times(r) for r in rows]
 
     # -- users ---------------------------------------------------------------------------
 

@@ -15,10 +15,11 @@ from psycopg.types.json import Jsonb
 from ...retrieval.query import like_pattern
 from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
-from ..base import Beside, Filters, scope_columns
+from ..base import Beside, Filters
 from ..shared import dialect as shared
 from ..shared.dialect import Dialect, Q, row_times  # Q, row_times: for the PostgreSQL modules
-from .metadata import metadata_sql
+from ..shared.items import RANK_COLUMNS, where as shared_where
+from .metadata import condition_sql
 
 
 def set_local(name: str, value: int | str) -> sql.Composed:
@@ -45,51 +46,17 @@ POSTGRES = Dialect(
     json=lambda value: None if value is None else Jsonb(value), ids=list, in_ids="{column} = ANY(%s)",
     plus_minutes="{time} + {minutes} * interval '1 minute'", embed_text=embed_text_sql("chr(10)"),
     for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-    null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="ILIKE", greatest="greatest")
+    null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="ILIKE", greatest="greatest",
+    item_key="i.user_id, i.id", by_id="", metadata=condition_sql,
+    under_namespace=lambda prefix: ("(i.namespace = %s OR i.namespace LIKE %s)", [prefix, like_prefix(prefix)]))
 EMBED_TEXT = sql.SQL(POSTGRES.embed_text)  # the text an item is embedded from (contract)
 HNSW_MAX_DIMENSIONS = 2000
 
 
 def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
-    """The WHERE conditions on items ``i`` for a filter set."""
-    parts: list[sql.Composable] = [sql.SQL("TRUE")]
-    params: list[Any] = []
-
-    def add(text: str, *values: Any) -> None:
-        parts.append(sql.SQL(text))
-        params.extend(values)
-
-    if f.user_id is not None:
-        add("i.user_id = %s", f.user_id)
-    if f.status != "any":
-        add("i.status = %s", f.status)
-    if f.theme is not None:
-        add("i.theme = %s", f.theme)
-    if f.types:
-        add("i.type = ANY(%s)", list(f.types))
-    if f.since is not None:
-        add("i.created_at >= %s", f.since)
-    if f.person is not None:
-        add("i.person = %s", f.person)
-    if not f.include_expired:
-        add("(i.expires_at IS NULL OR i.expires_at > %s)", f.now)
-    if f.namespace_prefix is not None:
-        add("(i.namespace = %s OR i.namespace LIKE %s)", f.namespace_prefix, like_prefix(f.namespace_prefix))
-    if f.agent_id is not None:
-        add("i.agent_id = %s", f.agent_id)
-    if f.run_id is not None:
-        add("i.run_id = %s", f.run_id)
-    extra, extra_params = metadata_sql(f.metadata)
-    parts += extra
-    params += extra_params
-    return sql.SQL(" AND ").join(parts), params
-
-
-def in_scope(agent_id: str | None, run_id: str | None) -> tuple[sql.Composable, list[str]]:
-    """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
-    pairs = scope_columns(agent_id, run_id)
-    return (sql.SQL("").join(sql.SQL(" AND i.{} = %s").format(sql.Identifier(column)) for column, _ in pairs),
-            [value for _, value in pairs])
+    """The WHERE conditions on items ``i`` for a filter set (``shared.items.where``)."""
+    text, params = shared_where(POSTGRES, f)
+    return sql.SQL(text), params  # type: ignore[arg-type]  # composed of constants, values as parameters
 
 
 def vector_index_text(model: str, dimensions: int) -> str:
@@ -126,7 +93,6 @@ def ivfflat_lists(rows: int) -> int:
 
 
 # What re-ranking reads of a row (``rank_rows``): a few columns, not whole rows.
-RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "title", "content")
 
 
 def rank_columns(alias: str) -> sql.Composed:

@@ -64,6 +64,12 @@ class Dialect:
     null_safe_eq: str  # "{column} equals the bound value, NULL equal to NULL", one %s
     like_any_case: str  # the LIKE operator that ignores case
     greatest: str  # the scalar function of the larger of two values
+    item_key: str  # the columns naming an item in ``IN (SELECT ...)``: what the database finds rows by
+    by_id: str  # what follows ``items i`` in a lookup by a list of ids (an index hint, or "")
+    # ``(clause, params)``: items ``i`` whose namespace is the bound one or lies under it
+    under_namespace: Callable[[str], tuple[str, list[Any]]]
+    # ``(clause, params)``: one metadata condition (``core.filters.Condition``) on items ``i``
+    metadata: Callable[[Any], tuple[str, list[Any]]]
 
     def render(self, text: str) -> str:
         """``text`` with this dialect's placeholders."""

@@ -6,7 +6,6 @@ IMMEDIATE`` so two writers queue on the busy timeout instead of failing on upgra
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -18,37 +17,32 @@ from urllib.parse import quote
 import numpy as np
 
 from ... import ann
-from ...core.contract import NOT_INDEXED, theme_display_name
+from ...core.contract import NOT_INDEXED
 from ...errors import SchemaError, StorageError
 from ...core.timeutil import from_db, to_db
 from ...vectors import to_blob
-from ..base import ORDER_COLUMNS, Filters, ItemRow, NewItem, RankRow, scope_columns
+from ..base import NewItem
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import PERSON_TABLES, SQLitePersons
-from .search import SQLiteSearch, filter_sql
+from .search import SQLiteSearch
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
-from .runner import SQLiteRunner, register, translate_errors
+from .runner import SQLITE, SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
+from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.dialect import ensure_theme
 from ..shared.sessions import SESSION_TABLES, SessionQueries
 from ...sansio import install
-from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
-from .rows import item_from_row, to_json as _json
-
-def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]:
-    """The conditions on items ``i`` (and their parameters) of the scopes that are set."""
-    pairs = scope_columns(agent_id, run_id)
-    return "".join(f" AND i.{column} = ?" for column, _ in pairs), [value for _, value in pairs]
-
+from .rows import EMBED_TEXT, to_json as _json
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import FactStore, KeyedStore, SessionStore
+    from ..base import FactStore, ItemStore, KeyedStore, SessionStore
 
-    class _Shared(KeyedStore, FactStore, SessionStore): ...
+    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore): ...
 else:
-    class _Shared(KeyedQueries, FactQueries, SessionQueries): ...
+    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries): ...
 
 
 class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
@@ -181,10 +175,8 @@ class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _
 
     @staticmethod
     def _ensure_theme(conn: sqlite3.Connection, user_id: str, slug: str, now: str) -> None:
-        conn.execute(
-            "INSERT OR IGNORE INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-            (user_id, slug, theme_display_name(slug), now, now),
-        )
+        theme = ensure_theme(SQLITE, user_id, slug, from_db(now))
+        conn.execute(SQLITE.render(theme.text), theme.params)
 
     @staticmethod
     def _bump_gen(conn: sqlite3.Connection, user_id: str) -> int:
@@ -234,100 +226,7 @@ class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _
 
     # -- items ------------------------------------------------------------------------------
 
-    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> list[int]:
-        with self._transaction(write=True) as conn:
-            return self._insert_rows(conn, items, model, to_db(now))
-
-    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None,
-                 run_id: str | None = None) -> ItemRow | None:
-        scope, scoped = _in_scope(agent_id, run_id)
-        with self._transaction(write=False) as conn:
-            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ? AND i.user_id = ?{scope}",
-                               (item_id, user_id, *scoped)).fetchone()
-        return None if row is None else item_from_row(row)
-
-    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
-                    agent_id: str | None = None, run_id: str | None = None) -> ItemRow | None:
-        stamp = to_db(now)
-        scope, scoped = _in_scope(agent_id, run_id)
-        with self._transaction(write=True) as conn:
-            old = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ? AND i.user_id = ?{scope}",
-                               (item_id, user_id, *scoped)).fetchone()
-            if old is None:
-                return None
-            if "theme" in changes:
-                self._ensure_theme(conn, user_id, changes["theme"], stamp)
-            values = {k: v for k, v in changes.items() if k in _ITEM_COLUMNS}
-            for key in ("tags", "source_ref", "metadata"):
-                if key in values:
-                    values[key] = _json(values[key])
-            for key in ("observed_at", "expires_at"):
-                if key in values:
-                    values[key] = to_db(values[key])
-            if "pinned" in values:
-                values["pinned"] = int(values["pinned"])
-            assignments = ", ".join(f"{k} = ?" for k in values)
-            conn.execute(f"UPDATE items SET {assignments}{', ' if values else ''}updated_at = ? WHERE id = ?",
-                         [*values.values(), stamp, item_id])
-            new = conn.execute(f"SELECT {EMBED_TEXT} FROM items i WHERE i.id = ?", (item_id,)).fetchone()
-            if new[0] != old[0]:
-                self._mark_stale_on(conn, user_id, item_id, model, stamp)
-            row = conn.execute(f"{_ITEM_SELECT} WHERE i.id = ?", (item_id,)).fetchone()
-        return item_from_row(row)
-
-    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> bool:
-        scope, scoped = _in_scope(agent_id, run_id)
-        with self._transaction(write=True) as conn:
-            return conn.execute(f"DELETE FROM items AS i WHERE i.id = ? AND i.user_id = ?{scope}",
-                                (item_id, user_id, *scoped)).rowcount > 0
-
-    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> list[ItemRow]:
-        where, params = filter_sql(filters)
-        # The page's ids first, then their columns: OFFSET then skips bare index entries instead of
-        # joined rows (a deep page of a 100k-item user is about 4x faster).
-        order = f"ORDER BY i.{ORDER_COLUMNS[order]} DESC, i.id DESC"
-        with self._transaction(write=False) as conn:
-            rows = conn.execute(f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT i.id FROM items i WHERE {where} {order}"
-                                f" LIMIT ? OFFSET ?) {order}", [*params, limit, offset]).fetchall()
-        return [item_from_row(r) for r in rows]
-
-    def count_items(self, filters: Filters) -> int:
-        where, params = filter_sql(filters)
-        with self._transaction(write=False) as conn:
-            return conn.execute(f"SELECT count(*) FROM items i WHERE {where}", params).fetchone()[0]
-
-    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> list[ItemRow]:
-        sql = f"{_ITEM_SELECT_BY_IDS} WHERE i.id IN (SELECT value FROM json_each(?))"
-        params: list[Any] = [json.dumps([int(i) for i in ids])]
-        if user_id is not None:
-            sql += " AND i.user_id = ?"
-            params.append(user_id)
-        with self._statement() as conn:
-            return [item_from_row(r) for r in conn.execute(sql, params)]
-
-    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> list[RankRow]:
-        # a few columns instead of whole rows: search re-ranks ~100 candidates and shows ~10
-        sql = ("SELECT i.id, i.created_at, i.observed_at, i.pinned, i.person, i.title, i.content FROM items i NOT INDEXED"
-               " WHERE i.id IN (SELECT value FROM json_each(?))")
-        params: list[Any] = [json.dumps([int(i) for i in ids])]
-        if user_id is not None:
-            sql += " AND i.user_id = ?"
-            params.append(user_id)
-        with self._statement() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [{"id": r[0], "created_at": from_db(r[1]), "observed_at": from_db(r[2]), "pinned": bool(r[3]),
-                 "person": r[4], "title": r[5], "content": r[6]} for r in rows]
-
-    def list_themes(self, user_id: str, now: datetime) -> list[dict]:
-        with self._transaction(write=False) as conn:
-            rows = conn.execute(
-                "SELECT t.slug, t.display_name, t.description, t.created_at,"
-                " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
-                "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > ?)) AS active_count"
-                " FROM themes t WHERE t.user_id = ? ORDER BY active_count DESC, t.slug", (to_db(now), user_id)).fetchall()
-        return [dict(r, created_at=from_db(r["created_at"])) for r in rows]
-
-    # -- summaries, sessions, users ---------------------------------------------------------
+    # -- users ------------------------------------------------------------------------------
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -410,6 +309,7 @@ class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _
         return stats
 
 
+install(SQLiteBackend, ItemQueries, sync=True)
 install(SQLiteBackend, KeyedQueries, sync=True)
 install(SQLiteBackend, FactQueries, sync=True)
 install(SQLiteBackend, SessionQueries, sync=True)

@@ -1,24 +1,15 @@
-"""SQLite rows: the item SELECT (with its embedding state) and rows to the typed rows of ``backends.base``."""
+"""SQLite rows: values as stored (JSON text) and rows read back with the types psycopg gives PostgreSQL's."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 from ...core.contract import embed_text_sql
 from ...core.timeutil import from_db
-from ..base import ItemRow
 
-ITEM_SELECT = """SELECT i.*, e.state AS emb_state, e.model AS emb_model, e.dimensions AS emb_dims,
-    e.error AS emb_error, e.updated_at AS emb_updated
-    FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"""
-# Lookups by a list of ids must go through the rowid. Otherwise the planner may pick a user_id index,
-# scan every row of the user and test each against the list: O(items of the user) per search.
-ITEM_SELECT_BY_IDS = ITEM_SELECT.replace("FROM items i", "FROM items i NOT INDEXED", 1)
 EMBED_TEXT = embed_text_sql("char(10)")  # the text an item is embedded from (contract)
-ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
-                "person", "confidence", "observed_at", "expires_at", "metadata", "context")
 
 
 def to_json(value: Any) -> str | None:
@@ -44,6 +35,3 @@ def typed(row: sqlite3.Row) -> dict[str, Any]:
             d[key] = _READERS[key](value)
     return d
 
-
-def item_from_row(row: sqlite3.Row) -> ItemRow:
-    return cast(ItemRow, typed(row))  # the columns of ITEM_SELECT, checked on both backends by the tests

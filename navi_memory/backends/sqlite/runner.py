@@ -22,6 +22,7 @@ from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance
 from ..base import NewItem
 from ..shared.dialect import Dialect, Native, Q
+from .metadata import condition_sql
 from .rows import EMBED_TEXT, to_json, typed
 
 
@@ -43,7 +44,12 @@ SQLITE = Dialect(
     name="sqlite", placeholder="?", time=to_db, json=to_json, ids=lambda ids: json.dumps([int(i) for i in ids]),
     in_ids="{column} IN (SELECT value FROM json_each(%s))", plus_minutes="navi_add_minutes({time}, {minutes})",
     embed_text=EMBED_TEXT, for_update="", key_lock=None,
-    null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max")
+    null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max",
+    # a list of ids through the rowid: an index on user_id would test every row of the user
+    item_key="i.id", by_id=" NOT INDEXED", metadata=condition_sql,
+    # substr, not LIKE: SQLite's LIKE ignores ASCII case
+    under_namespace=lambda prefix: ("(i.namespace = %s OR substr(i.namespace, 1, %s) = %s)",
+                                    [prefix, len(prefix) + 1, prefix + "."]))
 
 
 def _execute(conn: sqlite3.Connection, step: Q | Native) -> Any:

@@ -14,48 +14,17 @@ import numpy as np
 
 from ...retrieval.lexical import Bm25, Occurrences, best_first
 from ...retrieval.query import fts5_or_expression, fts5_quote, like_pattern, select_matching_terms
-from ...core.timeutil import to_db
 from ...vectors import VectorIndex, from_blob
 from ..base import Beside, Filters, Hits
 from . import lexicon
-from .metadata import metadata_sql
+from ..shared.items import where
+from .runner import SQLITE
 
 
 def filter_sql(f: Filters) -> tuple[str, list[Any]]:
-    """The WHERE conditions on items ``i`` for a filter set, with their parameters."""
-    clauses, params = ["1=1"], []
-    if f.user_id is not None:
-        clauses.append("i.user_id = ?")
-        params.append(f.user_id)
-    if f.status != "any":
-        clauses.append("i.status = ?")
-        params.append(f.status)
-    if f.theme is not None:
-        clauses.append("i.theme = ?")
-        params.append(f.theme)
-    if f.types:
-        clauses.append(f"i.type IN ({', '.join('?' * len(f.types))})")
-        params.extend(f.types)
-    if f.since is not None:
-        clauses.append("i.created_at >= ?")
-        params.append(to_db(f.since))
-    if f.person is not None:
-        clauses.append("i.person = ?")
-        params.append(f.person)
-    if not f.include_expired:
-        clauses.append("(i.expires_at IS NULL OR i.expires_at > ?)")
-        params.append(to_db(f.now))
-    if f.namespace_prefix is not None:  # substr, not LIKE: SQLite's LIKE ignores ASCII case
-        clauses.append("(i.namespace = ? OR substr(i.namespace, 1, ?) = ?)")
-        params += [f.namespace_prefix, len(f.namespace_prefix) + 1, f.namespace_prefix + "."]
-    for column in ("agent_id", "run_id"):
-        if getattr(f, column) is not None:
-            clauses.append(f"i.{column} = ?")  # one of two known column names
-            params.append(getattr(f, column))
-    extra, extra_params = metadata_sql(f.metadata)
-    clauses += extra
-    params += extra_params
-    return " AND ".join(clauses), params
+    """The WHERE conditions on items ``i`` for a filter set (``shared.items.where``), as SQLite's text."""
+    text, params = where(SQLITE, f)
+    return SQLITE.render(text), params
 
 
 _RANKED = "SELECT rowid, bm25(items_fts, 2.0, 1.0, 0.3) AS rank FROM items_fts WHERE items_fts MATCH ?"
