@@ -24,9 +24,10 @@ from ...core.timeutil import to_utc
 from ..base import ORDER_COLUMNS, Filters, NewItem
 from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.persons import PERSON_TABLES, PersonQueries
 from . import schema as schema
 from . import sql as q
-from .persons import PERSON_TABLES, PostgresPersonQueries
+from .persons import PostgresPromotionQueries
 from .search import Pins, PostgresSearchQueries
 from .sessions import SESSION_TABLES, PostgresSessionQueries
 from .sql import Q
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      KeyedQueries, FactQueries):
+class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPromotionQueries, PostgresTransferQueries,
+                      KeyedQueries, FactQueries, PersonQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to

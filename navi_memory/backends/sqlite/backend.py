@@ -25,7 +25,7 @@ from ...vectors import to_blob
 from ..base import ORDER_COLUMNS, Filters, ItemRow, NewItem, RankRow, scope_columns
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
-from .persons import PERSON_TABLES, SQLitePersons
+from .persons import SQLitePromotion
 from .search import SQLiteSearch, filter_sql
 from .sessions import SESSION_TABLES, SQLiteSessions
 from .transfer import SQLiteTransfer
@@ -33,6 +33,7 @@ from .vectors import VectorCache
 from .runner import SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.persons import PERSON_TABLES, PersonQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, ITEM_SELECT as _ITEM_SELECT, ITEM_SELECT_BY_IDS as _ITEM_SELECT_BY_IDS, ITEM_COLUMNS as _ITEM_COLUMNS
 from .rows import item_from_row, to_json as _json
@@ -44,14 +45,14 @@ def _in_scope(agent_id: str | None, run_id: str | None) -> tuple[str, list[str]]
 
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import FactStore, KeyedStore
+    from ..base import FactStore, KeyedStore, PersonStore
 
-    class _Shared(KeyedStore, FactStore): ...
+    class _Shared(KeyedStore, FactStore, PersonStore): ...
 else:
-    class _Shared(KeyedQueries, FactQueries): ...
+    class _Shared(KeyedQueries, FactQueries, PersonQueries): ...
 
 
-class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
+class SQLiteBackend(SQLiteSessions, SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
     has_vector = True  # vectors live in the file (blobs) and in memory: always available
     vector_error: str | None = None
@@ -446,4 +447,5 @@ class SQLiteBackend(SQLiteSessions, SQLitePersons, SQLiteTransfer, SQLiteSearch,
 
 install(SQLiteBackend, KeyedQueries, sync=True)
 install(SQLiteBackend, FactQueries, sync=True)
+install(SQLiteBackend, PersonQueries, sync=True)
 translate_errors(SQLiteBackend)

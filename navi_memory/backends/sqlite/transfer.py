@@ -22,7 +22,7 @@ from ...core.timeutil import from_db, to_db
 from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
-from .persons import person_from_row
+from .rows import typed
 from .sessions import message_from_row, session_from_row
 
 _TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at",
@@ -35,7 +35,7 @@ def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
     if kind == "messages":
         return message_from_row(row)
     if kind == "persons":
-        return person_from_row(row)
+        return typed(row)
     d = dict(row)
     for key in _TIMES:
         if key in d:
