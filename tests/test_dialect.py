@@ -136,3 +136,36 @@ def test_usage_counts_each_session_of_a_purpose_once(store):
                                                                                               "messages": 1}}
     (costliest,) = stats["sessions"]
     assert (costliest["llm_calls"], costliest["input_tokens"], costliest["extracted_at"]) == (2, 20, now)
+
+
+def test_a_person_and_the_user_settings_read_the_same_types_on_both_backends(store):
+    db, now = store.backend, datetime.now(timezone.utc)
+    row = db.insert_person(user_id="u1", fields={"display_name": "Zoë", "aliases": ["Z", "zozo"], "devices": ["tab-1"]},
+                           now=now)
+    assert (row["display_name"], row["aliases"], row["devices"], row["role"]) == ("Zoë", ["Z", "zozo"], ["tab-1"], None)
+    changed = db.update_person(user_id="u1", person_id=row["id"], changes={"aliases": [], "role": "child"},
+                               now=now + timedelta(seconds=1))
+    (listed,) = db.list_persons(user_id="u1")
+    assert listed == changed and (changed["aliases"], changed["devices"], changed["role"]) == ([], ["tab-1"], "child")
+    assert all(isinstance(r[k], datetime) and r[k].utcoffset() == timedelta(0)
+               for r in (row, changed) for k in ("created_at", "updated_at"))
+    assert changed["updated_at"] - changed["created_at"] == timedelta(seconds=1)
+    db.set_memory_off(user_id="u1", since=now, now=now)
+    settings = db.user_settings(user_id="u1")
+    assert settings["memory_off_since"] == now and settings["memory_off_since"].utcoffset() == timedelta(0)
+    assert db.user_settings(user_id="nobody") == {"household_mode": "single", "timezone": None, "memory_off_since": None}
+
+
+def test_a_second_person_of_one_name_is_a_storage_error_that_writes_nothing(store):
+    """The store's operations refuse it first; a race past them meets the unique index, which
+    each runner reports as ``StorageError`` (PostgreSQL's after running the call again)."""
+    from navi_memory.errors import StorageError
+
+    db, now = store.backend, datetime.now(timezone.utc)
+    first = db.insert_person(user_id="u1", fields={"display_name": "Ana"}, now=now)
+    other = db.insert_person(user_id="u1", fields={"display_name": "Bo"}, now=now)
+    with pytest.raises(StorageError):
+        db.insert_person(user_id="u1", fields={"display_name": "ANA", "aliases": ["x"]}, now=now)
+    with pytest.raises(StorageError):
+        db.update_person(user_id="u1", person_id=other["id"], changes={"display_name": "ana"}, now=now)
+    assert db.list_persons(user_id="u1") == [first, other]

@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from ...config import DatabaseURL
 from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
-from .persons import PostgresPersonQueries
+from .persons import PostgresPromotionQueries
 from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
 from .search import PostgresSearchQueries
@@ -37,6 +37,7 @@ from .transfer import PostgresTransferQueries
 from ..shared.facts import FactQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
 
 log = logging.getLogger(__name__)
@@ -374,7 +375,7 @@ def iter_once(query: Q) -> Op:
     return (yield query)
 
 
-for _queries in (PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
-                 ItemQueries, KeyedQueries, FactQueries, SessionQueries, PostgresQueries):
+for _queries in (PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
+                 ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

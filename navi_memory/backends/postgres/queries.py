@@ -24,10 +24,11 @@ from ..base import NewItem
 from ..shared.facts import FactQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.persons import PERSON_TABLES, PersonQueries
 from ..shared.sessions import SESSION_TABLES, SessionQueries
 from . import schema as schema
 from . import sql as q
-from .persons import PERSON_TABLES, PostgresPersonQueries
+from .persons import PostgresPromotionQueries
 from .search import Pins, PostgresSearchQueries
 from .sql import Q
 from .sql import row_times as _row_times
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
-class PostgresQueries(PostgresSearchQueries, PostgresPersonQueries, PostgresTransferQueries,
-                      ItemQueries, KeyedQueries, FactQueries, SessionQueries):
+class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
+                      ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to

@@ -24,7 +24,7 @@ from ...vectors import to_blob
 from ..base import NewItem
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
-from .persons import PERSON_TABLES, SQLitePersons
+from .persons import SQLitePromotion
 from .search import SQLiteSearch
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
@@ -33,19 +33,20 @@ from ..shared.facts import FactQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.dialect import ensure_theme
+from ..shared.persons import PERSON_TABLES, PersonQueries
 from ..shared.sessions import SESSION_TABLES, SessionQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, to_json as _json
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import FactStore, ItemStore, KeyedStore, SessionStore
+    from ..base import FactStore, ItemStore, KeyedStore, PersonStore, SessionStore
 
-    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore): ...
+    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore): ...
 else:
-    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries): ...
+    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries): ...
 
 
-class SQLiteBackend(SQLitePersons, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
+class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
     schema_latest = LATEST_VERSION  # the version migrate() brings a database to
     has_vector = True  # vectors live in the file (blobs) and in memory: always available
     vector_error: str | None = None
@@ -313,4 +314,5 @@ install(SQLiteBackend, ItemQueries, sync=True)
 install(SQLiteBackend, KeyedQueries, sync=True)
 install(SQLiteBackend, FactQueries, sync=True)
 install(SQLiteBackend, SessionQueries, sync=True)
+install(SQLiteBackend, PersonQueries, sync=True)
 translate_errors(SQLiteBackend)

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import Any, Callable
 
-from ...core.contract import embed_text_sql
+from ...core.contract import PERSON_LIST_COLUMNS, embed_text_sql
 from ...core.timeutil import from_db
 
 EMBED_TEXT = embed_text_sql("char(10)")  # the text an item is embedded from (contract)
@@ -22,6 +22,7 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "tags": lambda v: json.loads(v or "[]"), "metadata": lambda v: json.loads(v or "{}"),
     "source_ref": lambda v: json.loads(v) if v else None, "tool_calls": lambda v: json.loads(v) if v else None,
     "pinned": lambda v: None if v is None else bool(v)}
+_READERS.update(dict.fromkeys(PERSON_LIST_COLUMNS, _READERS["tags"]))  # a person's aliases, devices
 
 
 def typed(row: sqlite3.Row) -> dict[str, Any]:

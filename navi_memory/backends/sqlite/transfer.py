@@ -22,7 +22,6 @@ from ...core.timeutil import from_db, to_db
 from ...transfer_format import EXPORT_TABLES, item_digest
 from ...vectors import from_blob, to_blob
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
-from .persons import person_from_row
 from .rows import typed
 
 _TIMES = ("created_at", "updated_at", "expires_at", "last_verified_at", "valid_from", "valid_to", "observed_at",
@@ -36,7 +35,7 @@ def _row(kind: str, row: sqlite3.Row) -> dict[str, Any]:
         message = typed(row)
         return dict(message, tool_calls=message["tool_calls"] or [])
     if kind == "persons":
-        return person_from_row(row)
+        return typed(row)
     d = dict(row)
     for key in _TIMES:
         if key in d:

@@ -1,0 +1,107 @@
+"""The household (persons, single or multi mode) and the user's settings for both backends.
+
+Generator methods mixed into each backend and installed on its runners (``sansio.install``).
+What differs by dialect comes from ``self.dialect``: times and the JSON lists (aliases, devices)
+are bound through it, the row lock of an update is its ``for_update``. A second person of one
+name (any case) breaks the unique index on ``(user_id, lower(display_name))`` and leaves as each
+runner reports a driver error (``StorageError``; the store's operations check names first). The
+promotion job's candidates read the vectors: each backend's ``persons`` module.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
+from ...sansio import Op, operation, reads
+from .dialect import Dialect, Q, row_times
+
+PERSON_TABLES = ("persons", "promotions")  # the household's rows (and the promotion job's), per user
+PROMOTION_SKIP_TYPES = ("fact", "summary")  # items the promotion job never reads: facts already
+_NEW_USER = "INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+_NO_SETTINGS = {"household_mode": "single", "timezone": None, "memory_off_since": None}
+
+
+class PersonQueries:
+    """Persons, household mode and user settings (mixed into ``PostgresQueries`` and ``SQLiteBackend``)."""
+
+    dialect: Dialect
+
+    def _bound(self, column: str, value: Any) -> Any:
+        """A person column's value as bound: the lists as JSON (empty when unset)."""
+        return self.dialect.json(list(value or [])) if column in PERSON_LIST_COLUMNS else value
+
+    @operation
+    @reads
+    def list_persons(self, user_id: str) -> Op:
+        rows = yield Q("SELECT * FROM persons WHERE user_id = %s ORDER BY id", [user_id])
+        return [row_times(r) for r in rows]
+
+    @operation
+    @reads
+    def household_mode(self, user_id: str) -> Op:
+        rows = yield Q("SELECT household_mode FROM users WHERE id = %s", [user_id])
+        return rows[0]["household_mode"] if rows else "single"
+
+    @operation
+    def insert_person(self, user_id: str, fields: dict, now: datetime) -> Op:
+        stamp = self.dialect.time(now)
+        yield Q(_NEW_USER, [user_id, stamp])
+        rows = yield Q(f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
+                       f" VALUES (%s, {', '.join(['%s'] * len(PERSON_COLUMNS))}, %s, %s) RETURNING *",
+                       [user_id, *(self._bound(c, fields.get(c)) for c in PERSON_COLUMNS), stamp, stamp])
+        return row_times(rows[0])
+
+    @operation
+    def update_person(self, user_id: str, person_id: int, changes: dict, now: datetime) -> Op:
+        """Change a person; a new display name is carried to the items and facts about them."""
+        d, stamp = self.dialect, self.dialect.time(now)
+        old = yield Q(f"SELECT display_name FROM persons WHERE user_id = %s AND id = %s{d.for_update}",
+                      [user_id, person_id])
+        if not old:
+            return None
+        columns = [c for c in PERSON_COLUMNS if c in changes]  # known column names only
+        rows = yield Q(f"UPDATE persons SET {''.join(f'{c} = %s, ' for c in columns)}updated_at = %s"
+                       " WHERE user_id = %s AND id = %s RETURNING *",
+                       [*(self._bound(c, changes[c]) for c in columns), stamp, user_id, person_id])
+        old_name, new_name = old[0]["display_name"], changes.get("display_name")
+        if new_name is not None and new_name != old_name:
+            for table in ("items", "facts"):
+                yield Q(f"UPDATE {table} SET person = %s, updated_at = %s WHERE user_id = %s"
+                        " AND lower(person) = lower(%s)", [new_name, stamp, user_id, old_name])
+        return row_times(rows[0])
+
+    @operation
+    def delete_person(self, user_id: str, person_id: int) -> Op:
+        return (yield Q("DELETE FROM persons WHERE user_id = %s AND id = %s", [user_id, person_id])) > 0
+
+    @operation
+    def set_household_mode(self, user_id: str, mode: str, primary_id: int | None, now: datetime) -> Op:
+        """Store the mode; ``primary_id``: the person who becomes role 'primary' (single -> multi)."""
+        stamp = self.dialect.time(now)
+        yield Q(_NEW_USER, [user_id, stamp])
+        yield Q("UPDATE users SET household_mode = %s WHERE id = %s", [mode, user_id])
+        if primary_id is not None:
+            yield Q("UPDATE persons SET role = 'primary', updated_at = %s WHERE user_id = %s AND id = %s",
+                    [stamp, user_id, primary_id])
+
+    @operation
+    @reads
+    def user_settings(self, user_id: str) -> Op:
+        """The user's ``household_mode``, ``timezone`` and ``memory_off_since`` in one read
+        (defaults for an unknown user)."""
+        rows = yield Q("SELECT household_mode, timezone, memory_off_since FROM users WHERE id = %s", [user_id])
+        return row_times(rows[0]) if rows else dict(_NO_SETTINGS)
+
+    @operation
+    def set_memory_off(self, user_id: str, since: datetime | None, now: datetime) -> Op:
+        d = self.dialect
+        yield Q("INSERT INTO users (id, created_at, memory_off_since) VALUES (%s, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET memory_off_since = excluded.memory_off_since",
+                [user_id, d.time(now), d.time(since)])
+
+    @operation
+    def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:
+        yield Q("INSERT INTO users (id, created_at, timezone) VALUES (%s, %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET timezone = excluded.timezone", [user_id, self.dialect.time(now), name])
