@@ -169,3 +169,17 @@ def test_a_second_person_of_one_name_is_a_storage_error_that_writes_nothing(stor
     with pytest.raises(StorageError):
         db.update_person(user_id="u1", person_id=other["id"], changes={"display_name": "ana"}, now=now)
     assert db.list_persons(user_id="u1") == [first, other]
+
+
+def test_users_and_embedding_states_read_the_same_on_both_backends(store):
+    store.add(user_id="u2", content="tea in the morning")
+    store.add(user_id="u1", content="coffee after lunch")
+    db = store.backend
+    listed = db.list_users()  # no limit: every user
+    assert [(u["id"], u["items"], u["facts"]) for u in listed] == [("u1", 1, 0), ("u2", 1, 0)]
+    assert listed[0]["created_at"].utcoffset() == timedelta(0) and listed[0]["memory_off_since"] is None
+    assert [u["id"] for u in db.list_users(limit=1, offset=1)] == ["u2"]
+    stats = db.embedding_stats(store._ops.memory._shared.model)
+    assert (stats["items"], stats["ready"] + stats["pending"], stats["missing"], stats["other_model"]) == (2, 2, 0, 0)
+    assert db.embedding_stats("another-model")["other_model"] == 2
+    assert db.forget_user("u1")["items"] == 1 and [u["id"] for u in db.list_users()] == ["u2"]

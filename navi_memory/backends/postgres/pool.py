@@ -35,6 +35,7 @@ from . import sql as q
 from .sql import adapt_vectors
 from .transfer import PostgresTransferQueries
 from ..shared.facts import FactQueries
+from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.persons import PersonQueries
@@ -376,6 +377,7 @@ def iter_once(query: Q) -> Op:
 
 
 for _queries in (PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
-                 ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, PostgresQueries):
+                 ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
+                 PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -22,16 +22,16 @@ from ...errors import ValidationError
 from ...sansio import Op, operation
 from ..base import NewItem
 from ..shared.facts import FactQueries
+from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
-from ..shared.persons import PERSON_TABLES, PersonQueries
-from ..shared.sessions import SESSION_TABLES, SessionQueries
+from ..shared.persons import PersonQueries
+from ..shared.sessions import SessionQueries
 from . import schema as schema
 from . import sql as q
 from .persons import PostgresPromotionQueries
 from .search import Pins, PostgresSearchQueries
 from .sql import Q
-from .sql import row_times as _row_times
 from .transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 
 class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
-                      ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries):
+                      ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to
@@ -240,39 +240,12 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     # -- users ---------------------------------------------------------------------------
 
-    @operation
-    def forget_user(self, user_id: str) -> Op:
-        counts = {}
-        for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
-                      *SESSION_TABLES, *PERSON_TABLES):
-            rows = yield Q(sql.SQL("SELECT count(*) AS n FROM {} WHERE user_id = %s").format(sql.Identifier(table)),
-                           [user_id])
-            counts[table] = rows[0]["n"]
-        yield Q("DELETE FROM users WHERE id = %s", [user_id])
-        return counts
-
-    @operation
-    def list_users(self, limit: int | None = None, offset: int = 0) -> Op:
-        rows = yield Q("SELECT u.id, u.created_at, u.timezone, u.memory_off_since,"
-                       " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
-                       " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
-                       " LIMIT %s OFFSET %s", [limit, offset])
-        return [_row_times(r) for r in rows]
+    def _forget_vectors(self, user_id: str) -> Op:
+        """Nothing to drop: the vectors live in the table only."""
+        return None
+        yield  # a generator
 
     # -- embeddings -------------------------------------------------------------------------
-
-    @operation
-    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> Op:
-        if not self.has_vector:
-            return []
-        user = sql.SQL("") if user_id is None else sql.SQL(" AND i.user_id = %s")
-        rows = yield Q(sql.SQL("SELECT i.id, i.user_id, {t} AS text FROM items i LEFT JOIN embeddings e"
-                               " ON e.user_id = i.user_id AND e.item_id = i.id WHERE i.id > %s"
-                               " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready')"
-                               " AND (e.error IS NULL OR e.error <> %s){u}"
-                               " ORDER BY i.id LIMIT %s").format(t=q.EMBED_TEXT, u=user),
-                       [after_id, model, NOT_INDEXED, *([] if user_id is None else [user_id]), limit])
-        return [(r["id"], r["user_id"], r["text"]) for r in rows]
 
     @operation
     def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
@@ -300,14 +273,3 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         return (yield Q(sql.SQL("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL,"
                                 " updated_at = %s WHERE (error IS NULL OR error <> %s)") + user,
                         [now, NOT_INDEXED] + ([] if user_id is None else [user_id])))
-
-    @operation
-    def embedding_stats(self, model: str | None) -> Op:
-        total = (yield Q("SELECT count(*) AS n FROM items"))[0]["n"]
-        rows = yield Q("SELECT CASE WHEN state = 'error' AND error = %s THEN 'skipped' ELSE state END AS state,"
-                       " model = %s AS current, count(*) AS n FROM embeddings GROUP BY 1, 2", [NOT_INDEXED, model])
-        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
-        for row in rows:
-            stats[row["state"] if row["current"] or row["state"] == "skipped" else "other_model"] += row["n"]
-        stats["missing"] = total - sum(r["n"] for r in rows)
-        return stats

@@ -1,11 +1,14 @@
-"""The household (persons, single or multi mode) and the user's settings for both backends.
+"""The users (listed, forgotten), their settings and their household (persons, single or multi
+mode) for both backends.
 
 Generator methods mixed into each backend and installed on its runners (``sansio.install``).
 What differs by dialect comes from ``self.dialect``: times and the JSON lists (aliases, devices)
 are bound through it, the row lock of an update is its ``for_update``. A second person of one
 name (any case) breaks the unique index on ``(user_id, lower(display_name))`` and leaves as each
 runner reports a driver error (``StorageError``; the store's operations check names first). The
-promotion job's candidates read the vectors: each backend's ``persons`` module.
+promotion job's candidates read the vectors: each backend's ``persons`` module. Forgetting a
+user deletes the ``users`` row (every table's rows go with it, ``ON DELETE CASCADE``) and whatever
+the backend holds beside the tables (``_forget_vectors``: SQLite's in-memory vectors).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from ...sansio import Op, operation, reads
 from .dialect import Dialect, Q, row_times
+from .facts import ALL_ROWS
+from .sessions import SESSION_TABLES
 
 PERSON_TABLES = ("persons", "promotions")  # the household's rows (and the promotion job's), per user
 PROMOTION_SKIP_TYPES = ("fact", "summary")  # items the promotion job never reads: facts already
@@ -27,6 +32,7 @@ class PersonQueries:
     """Persons, household mode and user settings (mixed into ``PostgresQueries`` and ``SQLiteBackend``)."""
 
     dialect: Dialect
+    _forget_vectors: Any  # (user_id) -> Op: drop what the backend holds of the user's vectors beside the tables
 
     def _bound(self, column: str, value: Any) -> Any:
         """A person column's value as bound: the lists as JSON (empty when unset)."""
@@ -105,3 +111,26 @@ class PersonQueries:
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:
         yield Q("INSERT INTO users (id, created_at, timezone) VALUES (%s, %s, %s)"
                 " ON CONFLICT (id) DO UPDATE SET timezone = excluded.timezone", [user_id, self.dialect.time(now), name])
+
+    # -- users -----------------------------------------------------------------------------
+
+    @operation
+    @reads
+    def list_users(self, limit: int | None = None, offset: int = 0) -> Op:
+        rows = yield Q("SELECT u.id, u.created_at, u.timezone, u.memory_off_since,"
+                       " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
+                       " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts FROM users u ORDER BY u.id"
+                       " LIMIT %s OFFSET %s", [ALL_ROWS if limit is None else limit, offset])
+        return [row_times(r) for r in rows]
+
+    @operation
+    def forget_user(self, user_id: str) -> Op:
+        """Delete the user and everything of theirs; the rows each table held."""
+        counts = {}
+        for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
+                      *SESSION_TABLES, *PERSON_TABLES):  # known table names
+            rows = yield Q(f"SELECT count(*) AS n FROM {table} WHERE user_id = %s", [user_id])
+            counts[table] = rows[0]["n"]
+        yield from self._forget_vectors(user_id)
+        yield Q("DELETE FROM users WHERE id = %s", [user_id])
+        return counts

@@ -30,20 +30,21 @@ from .transfer import SQLiteTransfer
 from .vectors import VectorCache
 from .runner import SQLITE, SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
+from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.dialect import ensure_theme
-from ..shared.persons import PERSON_TABLES, PersonQueries
-from ..shared.sessions import SESSION_TABLES, SessionQueries
+from ..shared.persons import PersonQueries
+from ..shared.sessions import SessionQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, to_json as _json
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import FactStore, ItemStore, KeyedStore, PersonStore, SessionStore
+    from ..base import EmbeddingStore, FactStore, ItemStore, KeyedStore, PersonStore, SessionStore
 
-    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore): ...
+    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore, EmbeddingStore): ...
 else:
-    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries): ...
+    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries): ...
 
 
 class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
@@ -229,41 +230,7 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
 
     # -- users ------------------------------------------------------------------------------
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        with self._transaction(write=True) as conn:
-            user = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
-            for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
-                          *SESSION_TABLES, *PERSON_TABLES):
-                counts[table] = conn.execute(f"SELECT count(*) FROM {table} WHERE user_id = ?", (user_id,)).fetchone()[0]
-            conn.execute("DELETE FROM users WHERE id = ?", (user_id,))
-        if user is not None:
-            self.vectors.drop_user(user[0])
-        return counts
-
-    def list_users(self, limit: int | None = None, offset: int = 0) -> list[dict]:
-        with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT u.id, u.created_at, u.timezone, u.memory_off_since,"
-                                " (SELECT count(*) FROM items i WHERE i.user_id = u.id) AS items,"
-                                " (SELECT count(*) FROM facts f WHERE f.user_id = u.id) AS facts"
-                                " FROM users u ORDER BY u.id LIMIT ? OFFSET ?",
-                                (-1 if limit is None else limit, offset)).fetchall()
-        return [dict(r, created_at=from_db(r["created_at"]),
-                     memory_off_since=from_db(r["memory_off_since"]) if r["memory_off_since"] else None) for r in rows]
-
     # -- embeddings -------------------------------------------------------------------------
-
-    def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int) -> list[tuple[int, str, str]]:
-        """(item_id, user_id, text) of rows without a ready vector of ``model``, by id after ``after_id``."""
-        sql = (f"SELECT i.id, i.user_id, {EMBED_TEXT} AS text FROM items i LEFT JOIN embeddings e ON e.item_id = i.id"
-               " WHERE i.id > ? AND (e.item_id IS NULL OR e.model != ? OR e.state != 'ready')"
-               " AND (e.error IS NULL OR e.error != ?)")
-        params: list[Any] = [after_id, model, NOT_INDEXED]
-        if user_id is not None:
-            sql += " AND i.user_id = ?"
-            params.append(user_id)
-        with self._transaction(write=False) as conn:
-            return [(r[0], r[1], r[2]) for r in conn.execute(sql + " ORDER BY i.id LIMIT ?", [*params, limit])]
 
     def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
                          now: datetime) -> int:
@@ -297,22 +264,11 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
                                       (gen, stamp, uid, NOT_INDEXED)).rowcount
         return count
 
-    def embedding_stats(self, model: str | None) -> dict[str, int]:
-        with self._transaction(write=False) as conn:
-            total = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-            rows = conn.execute("SELECT CASE WHEN e.state = 'error' AND e.error = ? THEN 'skipped' ELSE e.state END,"
-                                " e.model = ? AS current, count(*) FROM embeddings e GROUP BY 1, 2",
-                                (NOT_INDEXED, model)).fetchall()
-        stats = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
-        for state, current, count in rows:
-            stats[state if current or state == "skipped" else "other_model"] += count
-        stats["missing"] = total - sum(c for _, _, c in rows)
-        return stats
-
 
 install(SQLiteBackend, ItemQueries, sync=True)
 install(SQLiteBackend, KeyedQueries, sync=True)
 install(SQLiteBackend, FactQueries, sync=True)
 install(SQLiteBackend, SessionQueries, sync=True)
 install(SQLiteBackend, PersonQueries, sync=True)
+install(SQLiteBackend, EmbeddingQueries, sync=True)
 translate_errors(SQLiteBackend)

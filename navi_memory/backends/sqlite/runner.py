@@ -73,6 +73,7 @@ class SQLiteRunner:
     _insert_rows: Any
     _mark_stale_on: Any
     _bump_gen: Any
+    vectors: Any
 
     def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
         with self._statement() if reads else self._transaction(write=True) as conn:
@@ -87,6 +88,16 @@ class SQLiteRunner:
 
     def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
         yield Native(lambda conn: self._mark_stale_on(conn, user_id, item_id, model, to_db(now)))
+
+    def _forget_vectors(self, user_id: str) -> Op:
+        """Drop the user's in-memory vectors. Before the commit: a search that loads them again meanwhile
+        keys them by the deleted user's ``pk``, which AUTOINCREMENT never gives another user."""
+        yield Native(lambda conn: self._drop_cached(conn, user_id))
+
+    def _drop_cached(self, conn: Any, user_id: str) -> None:
+        row = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
+        if row is not None:
+            self.vectors.drop_user(row[0])
 
     def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
         """No vector for this item (a new generation: cached vectors of it are dropped)."""
