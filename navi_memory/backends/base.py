@@ -2,8 +2,9 @@
 
 A backend stores rows and returns candidate lists; it never decides the final order (that is
 ``retrieval``) and never validates user input (that is the store). Each write method is one
-transaction. Rows are dicts with the column names of the schema (the most read shapes typed:
-``ItemRow``, ``FactRow``, ``FactHistoryRow``, ``RankRow``); timestamps are aware UTC datetimes.
+transaction. Rows are dicts with the column names of the schema, typed (``ItemRow``, ``FactRow``,
+``FactHistoryRow``, ``RankRow``, ``SessionRow``, ``SessionRead``, ``MessageRow``, ``SummaryRow``, ``PersonRow``,
+``UserRow``, ``UserSettings``); timestamps are aware UTC datetimes.
 Driver exceptions are translated into ``StorageError`` at this boundary.
 
 ``Backend`` is the composition of one Protocol per concern (``Lifecycle``, ``ItemStore``,
@@ -111,6 +112,91 @@ class RankRow(TypedDict):
     title: str | None
     content: str
 
+
+
+class MessageRow(TypedDict):
+    """A message of a session (``messages``); ``tool_calls`` an empty list when it made none."""
+
+    user_id: str
+    session_id: str
+    seq: int  # 1, 2, ... in the order the session received them
+    role: str
+    content: str
+    name: str | None
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str | None
+    created_at: datetime
+
+
+class SessionRow(TypedDict):
+    """A conversation's state (``session_state``): its counts, its extraction marks and claim."""
+
+    user_id: str
+    session_id: str
+    created_at: datetime | None  # None: known only from mark_session_extracted
+    last_active: datetime | None
+    updated_at: datetime
+    state: str  # open | running | extracted | failed
+    error: str | None
+    attempts: int
+    claimed_at: datetime | None
+    message_count: int
+    user_messages: int
+    extracted_at: datetime | None
+    extracted_seq: int
+    extracted_user_messages: int
+    chunked_seq: int
+    agent_id: str | None
+    run_id: str | None
+
+
+class SessionRead(SessionRow, total=False):
+    """A session as ``get_session`` reads it: with its messages (after a ``seq``) when asked for."""
+
+    messages: list[MessageRow]
+
+
+class SummaryRow(TypedDict):
+    """A version of the user's summary (``summaries``)."""
+
+    content: str
+    version: int
+    created_at: datetime
+
+
+class PersonRow(TypedDict):
+    """A person of the user's household (``persons``; ``core.contract.PERSON_COLUMNS``)."""
+
+    user_id: str
+    id: int
+    display_name: str
+    pronouns: str | None
+    role: str | None
+    aliases: list[str]
+    birth_date: str | None
+    notes: str | None
+    devices: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class UserSettings(TypedDict):
+    """What ``user_settings`` reads of a user (defaults for an unknown one)."""
+
+    household_mode: str  # single | multi
+    timezone: str | None
+    memory_off_since: datetime | None
+
+
+class UserRow(TypedDict):
+    """A user as ``list_users`` lists them, with their counts of items and facts."""
+
+    id: str
+    created_at: datetime
+    timezone: str | None
+    memory_off_since: datetime | None
+    items: int
+    facts: int
 
 
 @dataclass(frozen=True)
@@ -258,18 +344,18 @@ class FactStore(Protocol):
 class SessionStore(Protocol):
     """Conversations (sessions, messages, their extraction), the summary, and the model calls made."""
 
-    def get_summary(self, user_id: str) -> dict | None: ...
-    def set_summary(self, user_id: str, content: str, now: datetime) -> dict: ...
-    def summary_history(self, user_id: str, limit: int) -> list[dict]: ...
+    def get_summary(self, user_id: str) -> SummaryRow | None: ...
+    def set_summary(self, user_id: str, content: str, now: datetime) -> SummaryRow: ...
+    def summary_history(self, user_id: str, limit: int) -> list[SummaryRow]: ...
     def mark_session_extracted(self, user_id: str, session_id: str, at: datetime) -> None: ...
     def get_extracted_at(self, user_id: str, session_id: str) -> datetime | None: ...
-    def open_session(self, user_id: str, session_id: str, now: datetime) -> tuple[dict, bool]: ...
-    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime, agent_id: str | None = None, run_id: str | None = None) -> tuple[dict, bool]: ...
-    def get_session(self, user_id: str, session_id: str, with_messages: bool = True, after_seq: int = 0) -> dict | None: ...
-    def list_sessions(self, user_id: str | None, state: str | None, limit: int, offset: int) -> list[dict]: ...
+    def open_session(self, user_id: str, session_id: str, now: datetime) -> tuple[SessionRow, bool]: ...
+    def append_messages(self, user_id: str, session_id: str, messages: Sequence[dict], now: datetime, agent_id: str | None = None, run_id: str | None = None) -> tuple[SessionRow, bool]: ...
+    def get_session(self, user_id: str, session_id: str, with_messages: bool = True, after_seq: int = 0) -> SessionRead | None: ...
+    def list_sessions(self, user_id: str | None, state: str | None, limit: int, offset: int) -> list[SessionRow]: ...
     def stale_sessions(self, user_id: str | None, cutoff: datetime, lease_cutoff: datetime, max_attempts: int, limit: int) -> list[tuple[str, str]]: ...
-    def claim_session(self, user_id: str, session_id: str, now: datetime, lease_cutoff: datetime) -> dict | None: ...
-    def finish_session(self, user_id: str, session_id: str, outcome: dict, calls: Sequence[dict], now: datetime) -> dict: ...
+    def claim_session(self, user_id: str, session_id: str, now: datetime, lease_cutoff: datetime) -> SessionRow | None: ...
+    def finish_session(self, user_id: str, session_id: str, outcome: dict, calls: Sequence[dict], now: datetime) -> SessionRow | None: ...
     def record_llm_calls(self, user_id: str, calls: Sequence[dict], now: datetime) -> None: ...
     def store_chunks(self, user_id: str, session_id: str, items: Sequence[NewItem], upto_seq: int, model: str | None, now: datetime) -> list[int]: ...
     def usage_stats(self, user_id: str | None, limit: int) -> dict: ...
@@ -280,14 +366,14 @@ class SessionStore(Protocol):
 class PersonStore(Protocol):
     """The users (listed, forgotten), their settings, and the persons of their household."""
 
-    def list_users(self, limit: int | None = None, offset: int = 0) -> list[dict]: ...
+    def list_users(self, limit: int | None = None, offset: int = 0) -> list[UserRow]: ...
     def forget_user(self, user_id: str) -> dict[str, int]: ...
-    def user_settings(self, user_id: str) -> dict: ...
+    def user_settings(self, user_id: str) -> UserSettings: ...
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> None: ...
     def set_memory_off(self, user_id: str, since: datetime | None, now: datetime) -> None: ...
-    def list_persons(self, user_id: str) -> list[dict]: ...
-    def insert_person(self, user_id: str, fields: dict, now: datetime) -> dict: ...
-    def update_person(self, user_id: str, person_id: int, changes: dict, now: datetime) -> dict | None: ...
+    def list_persons(self, user_id: str) -> list[PersonRow]: ...
+    def insert_person(self, user_id: str, fields: dict, now: datetime) -> PersonRow: ...
+    def update_person(self, user_id: str, person_id: int, changes: dict, now: datetime) -> PersonRow | None: ...
     def delete_person(self, user_id: str, person_id: int) -> bool: ...
     def household_mode(self, user_id: str) -> str: ...
     def set_household_mode(self, user_id: str, mode: str, primary_id: int | None, now: datetime) -> None: ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..backends.base import Filters
+from ..backends.base import Filters, SessionRead, SummaryRow
 from ..calls import Spawn, db
 from ..pipeline import rules, summary
 from ..retrieval.query import query_terms
@@ -93,7 +93,7 @@ class Follow:
         else:
             if use_llm:
                 text = summary.compose(facts)
-        current = yield db.get_summary(user_id=uid)
+        current: SummaryRow | None = yield db.get_summary(user_id=uid)
         if text is None or (current["content"] if current else "") == text:
             return False
         yield db.set_summary(user_id=uid, content=self._shared.content(text) if text else "", now=self._shared.now())
@@ -118,7 +118,8 @@ class Follow:
         yield from self._forget_in_summaries(uid, phrases)
         if session_id is None or not (phrases or turns):
             return
-        session = yield db.get_session(user_id=uid, session_id=session_id, with_messages=True, after_seq=0)
+        session: SessionRead | None = yield db.get_session(user_id=uid, session_id=session_id, with_messages=True,
+                                                           after_seq=0)
         if session is not None:
             first, last = turns or (0, -1)
             seqs = [m["seq"] for m in session["messages"]

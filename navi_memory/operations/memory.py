@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import convert
 from ..core import validation as v
-from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem
+from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem, SummaryRow, UserSettings
 from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
 from ..models import (ITEM_STATUSES, ITEM_TYPES, BackfillReport, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
@@ -431,7 +431,7 @@ class MemoryOperations:
     @operation
     def get_summary(self, *, user_id: str) -> Op[SummaryText | None]:
         """The current narrative summary text, or None (also once its facts are all deleted)."""
-        row = yield db.get_summary(user_id=v.user_id(user_id))
+        row: SummaryRow | None = yield db.get_summary(user_id=v.user_id(user_id))
         return SummaryText(row["content"]) if row is not None and row["content"] else None
 
     @operation
@@ -495,7 +495,7 @@ class MemoryOperations:
         ``MemoryOffError``; what is stored stays readable, deletable and exportable (``forget``
         deletes it). Returns the new state."""
         uid, on = v.user_id(user_id), v.flag(enabled, "enabled")
-        settings = yield db.user_settings(user_id=uid)
+        settings: UserSettings = yield db.user_settings(user_id=uid)
         if on != (settings["memory_off_since"] is None):  # turning it off again keeps the first time
             now = self._shared.now()
             yield db.set_memory_off(user_id=uid, since=None if on else now, now=now)

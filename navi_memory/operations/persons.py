@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from ..core import convert
 from ..core import validation as v
-from ..backends.base import Filters
+from ..backends.base import Filters, UserSettings
 from ..calls import db
 from ..errors import NotFoundError, ValidationError
 from ..models import HOUSEHOLD_MODES, ITEM_TYPES, Fact
@@ -174,7 +174,7 @@ class PersonOperations:
         as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
         ``memory_enabled``: ``set_memory_enabled``)."""
         uid = v.user_id(user_id)
-        settings = yield db.user_settings(user_id=uid)
+        settings: UserSettings = yield db.user_settings(user_id=uid)
         return {"mode": settings["household_mode"], "timezone": settings["timezone"],
                 "memory_enabled": settings["memory_off_since"] is None, "persons": (yield from self._persons(uid))}
 

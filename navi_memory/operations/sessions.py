@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ..core import convert
 from ..core import validation as v
-from ..backends.base import Filters, NewItem
+from ..backends.base import Filters, NewItem, SessionRead, SessionRow, SummaryRow
 from ..calls import EmbedDocuments, Spawn, db
 from ..core.contract import embedding_text, fact_item_content
 from ..errors import (
@@ -171,7 +171,8 @@ class SessionOperations:
     def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Op[Session]:
         """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
         uid, sid = v.user_id(user_id), v.text(session_id, "session_id", v.MAX_KEY)
-        row = yield db.get_session(user_id=uid, session_id=sid, with_messages=bool(messages), after_seq=0)
+        row: SessionRead | None = yield db.get_session(user_id=uid, session_id=sid, with_messages=bool(messages),
+                                                       after_seq=0)
         if row is None:
             raise NotFoundError(f"no session {sid!r} for this user")
         return sessions.session(row)
@@ -285,7 +286,7 @@ class SessionOperations:
         if (yield db.get_session(user_id=uid, session_id=sid, with_messages=False, after_seq=0)) is None:
             raise NotFoundError(f"no session {sid!r} for this user")
         memory_on = yield from self._memory_on(uid)
-        claimed = yield db.claim_session(
+        claimed: SessionRow | None = yield db.claim_session(
             user_id=uid, session_id=sid, now=now, lease_cutoff=trigger_rules.cutoff(now, self._shared.pipeline.lease_minutes)
         )
         report = ExtractionReport(session_id=sid, user_id=uid, state="extracted")
@@ -332,16 +333,18 @@ class SessionOperations:
         report.input_tokens = sum(c["input_tokens"] for c in ledger)
         report.output_tokens = sum(c["output_tokens"] for c in ledger)
 
-    def _pipeline_run(self, uid: str, sid: str, claimed: dict, final: bool, force: bool, report: ExtractionReport,
+    def _pipeline_run(self, uid: str, sid: str, claimed: SessionRow, final: bool, force: bool, report: ExtractionReport,
                       ledger: list[dict]) -> Op:
         opts = self._shared.pipeline
         after = 0 if force else claimed["extracted_seq"]
         start = max(0, min(after - opts.context_messages, claimed["chunked_seq"] - TURN_BEFORE_MESSAGES))
-        full = yield db.get_session(user_id=uid, session_id=sid, with_messages=True, after_seq=start)
+        full: SessionRead | None = yield db.get_session(user_id=uid, session_id=sid, with_messages=True, after_seq=start)
+        if full is None:  # forgotten since it was claimed
+            raise NotFoundError(f"no session {sid!r} for this user")
         messages = [sessions.message(m) for m in full["messages"]]
         chunked = [m for m in messages if (m.seq or 0) <= claimed["chunked_seq"]]
         pending = [m for m in messages if (m.seq or 0) > claimed["chunked_seq"]]
-        scope = {"agent_id": full.get("agent_id"), "run_id": full.get("run_id")}  # of the derived items
+        scope = {"agent_id": full["agent_id"], "run_id": full["run_id"]}  # of the derived items
         report.chunks = yield from self._store_turns(uid, sid, pending, transcript.tool_names(messages), final, scope,
                                                      before=chunked)
         new = [m for m in messages if (m.seq or 0) > after]
@@ -488,7 +491,7 @@ class SessionOperations:
 
     def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
         facts = yield from self._facts.follow.current_facts(uid)
-        current = yield db.get_summary(user_id=uid)
+        current: SummaryRow | None = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):
             return False
         return (yield from self._facts.follow.rewrite(uid, ledger, self._shared.chat is not None))
