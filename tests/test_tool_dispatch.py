@@ -155,3 +155,15 @@ def test_save_fact_takes_how_the_model_knows_it(store, clock):
     named = store.get_fact("name", user_id="alice")
     assert (named.source, named.confidence, named.expires_at) == ("user_explicit", 90, None)
 
+
+
+def test_adapters_call_the_store_through_recorded_calls_only(store):
+    from navi_memory.integrations._caller import StoreCaller, store_call
+
+    store.add(user_id="u1", content="green tea in the morning")
+    call = store_call.search("green tea", user_id="u1", limit=3)
+    assert (call.method, call.args, call.kwargs) == ("search", ("green tea",), {"user_id": "u1", "limit": 3})
+    assert "green" not in repr(call)  # a user's text stays out of logs and errors
+    assert [r.content for r in StoreCaller(store).call(call)] == ["green tea in the morning"]
+    with pytest.raises(TypeError, match="store_call"):
+        StoreCaller(store).call(("search", ("green tea",), {"user_id": "u1"}))

@@ -24,11 +24,11 @@ from ..operations.search import check_preset
 from ..core.timeutil import zone
 from ..promotion import prompt_facts_block
 from ..sansio import advance
-from ._caller import StoreCaller
+from ._caller import StoreCaller, store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
-Plan = Generator[tuple[str, tuple, dict], Any, "MemoryContext"]
+Plan = Generator[Any, Any, "MemoryContext"]  # yields store_call requests (each typed as its result)
 SPEAKER_TEXT_CHARS = 4000  # what speaker inference reads of a turn ("I'm Tom", "my wife ...": the opening)
 
 
@@ -78,21 +78,21 @@ class MemoryContextBuilder:
     def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:
         try:
             if self.mode == "tools":
-                if not (yield ("memory_enabled", (), {"user_id": uid})):
+                if not (yield store_call.memory_enabled(user_id=uid)):
                     return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
                 try:
-                    themes = yield ("list_themes", (), {"user_id": uid})
+                    themes = yield store_call.list_themes(user_id=uid)
                 except StorageError:
                     raise
                 except Exception as exc:  # hints failed: keep the guidance without them
                     log.info("theme hints skipped: %s", exc)
                     themes = None
                 return MemoryContext(stable=prompt.tool_guidance(themes))
-            household = yield ("household", (), {"user_id": uid})  # members, time zone, memory on or off
+            household = yield store_call.household(user_id=uid)  # members, time zone, memory on or off
             if not household["memory_enabled"]:
                 return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
-            summary = yield ("get_summary", (), {"user_id": uid})
-            facts = yield ("promoted_facts", (), {"user_id": uid})  # the always-in-prompt set
+            summary = yield store_call.get_summary(user_id=uid)
+            facts = yield store_call.promoted_facts(user_id=uid)  # the always-in-prompt set
             # the zone of the user's days: the adapter's, the user's, else the store's (named in the
             # prompt unless it is the unconfigured UTC)
             own = self.search_kwargs.get("timezone") or household["timezone"]
@@ -103,10 +103,11 @@ class MemoryContextBuilder:
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
                 hints = self._person_hints(query, household)
-                context.results = yield ("search", (query,), {"user_id": uid, "limit": self.k,
-                                                             "min_similarity": self.min_similarity,
-                                                             **self.search_kwargs, **scope,
-                                                             "person_hints": hints})
+                # one mapping: the adapter's search settings may name what the defaults name
+                context.results = yield store_call.search(query, **{"user_id": uid, "limit": self.k,
+                                                                    "min_similarity": self.min_similarity,
+                                                                    **self.search_kwargs, **scope,
+                                                                    "person_hints": hints})
                 context.searched = True
                 if context.results:  # dated in the user's days: a late evening in Los Angeles is not tomorrow
                     tz = user_zone(own) if own else zone(self.default_zone)
@@ -140,7 +141,7 @@ class MemoryContextBuilder:
         done, out = advance(gen, None)
         while not done:
             try:
-                value, error = self.caller.call(out[0], *out[1], **out[2]), None
+                value, error = self.caller.call(out), None
             except Exception as exc:
                 value, error = None, exc
             done, out = advance(gen, value, error)
@@ -154,7 +155,7 @@ class MemoryContextBuilder:
         done, out = advance(gen, None)
         while not done:
             try:
-                value, error = await self.caller.acall(out[0], *out[1], **out[2]), None
+                value, error = await self.caller.acall(out), None
             except Exception as exc:
                 value, error = None, exc
             done, out = advance(gen, value, error)

@@ -23,7 +23,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..core import validation as v
 from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
-from ._caller import StoreCaller
+from ._caller import StoreCaller, store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
@@ -284,49 +284,47 @@ class MemoryTools:
         if self.caller.sync_store is None or self.user_id is None:
             return "single"
         try:
-            return self.caller.call("household_mode", user_id=self.user_id)
+            return self.caller.call(store_call.household_mode(user_id=self.user_id))
         except NaviMemoryError as exc:
             log.warning("household mode unknown (%s): the person parameters stay hidden", exc)
             return "single"
 
-    # (store operation, positional args, keyword args, formatter) per tool
+    # (store call, formatter of its result) per tool
     def _plan(self, name: str, args: dict[str, Any], uid: str,
-              scope: dict[str, Any]) -> tuple[str, tuple, dict[str, Any], Callable[[Any], Any]]:
+              scope: dict[str, Any]) -> tuple[Any, Callable[[Any], Any]]:
         if name == "memory_search":
-            return ("search", (args["query"],), {"user_id": uid, "limit": args["limit"], "theme": args["theme"],
-                                                 "types": args["types"], "recency_days": args["recency_days"],
-                                                 "status": args["status"], **scope,
-                                                 "person_hints": [args["person"]] if args.get("person") else []},
+            return (store_call.search(args["query"], user_id=uid, limit=args["limit"], theme=args["theme"],
+                                      types=args["types"], recency_days=args["recency_days"], status=args["status"],
+                                      **scope, person_hints=[args["person"]] if args.get("person") else []),
                     lambda rs: {"results": [result_json(r) for r in rs], "hidden": getattr(rs, "hidden", 0)})
         if name == "memory_add_note":
-            return ("add_note", (), {"user_id": uid, "content": args["content"], "theme": args["theme"],
-                                     "title": args["title"], "type": args["type"], "source": "tool_call",
-                                     "person": args.get("person"), **scope}, note_json)
+            return (store_call.add_note(user_id=uid, content=args["content"], theme=args["theme"], title=args["title"],
+                                        type=args["type"], source="tool_call", person=args.get("person"), **scope),
+                    note_json)
         if name == "memory_save_fact":
             # the model's own word on how it knows (default: the user said it), so a later correction in
             # the chat can replace the value; only a tool's output outranks what the user says
-            return ("upsert_fact", (), {"user_id": uid, "category": args["category"], "key": args["key"],
-                                        "value": args["value"], "source": args["source"],
-                                        "confidence": args["confidence"], "expires_days": args["expires_days"],
-                                        "source_context": args["source_context"], "person": args.get("person"),
-                                        "observed_at": args["observed_at"], **scope},
+            return (store_call.upsert_fact(user_id=uid, category=args["category"], key=args["key"], value=args["value"],
+                                           source=args["source"], confidence=args["confidence"],
+                                           expires_days=args["expires_days"], source_context=args["source_context"],
+                                           person=args.get("person"), observed_at=args["observed_at"], **scope),
                     fact_change_json)
         if name == "memory_get":
-            return ("get", (args["item_id"],), {"user_id": uid, **scope},
+            return (store_call.get(args["item_id"], user_id=uid, **scope),
                     lambda it: {**{k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS},
                                 "embedding": it.embedding.state if it.embedding else None})
         if name == "memory_archive":
-            return ("archive", (args["item_id"],), {"user_id": uid, **scope},
+            return (store_call.archive(args["item_id"], user_id=uid, **scope),
                     lambda it: {"id": it.id, "status": it.status})
         if name == "memory_forget":
-            return ("delete_fact", (args["key"],), {"user_id": uid, "category": args["category"], **scope},
+            return (store_call.delete_fact(args["key"], user_id=uid, category=args["category"], **scope),
                     lambda n: {"deleted": n, "key": args["key"]})
         if name == "memory_list_themes":
-            return ("list_themes", (), {"user_id": uid},
+            return (store_call.list_themes(user_id=uid),
                     lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count}
                                            for t in ts]})
         if name == "memory_find_person":
-            return ("resolve_person_ref", (args["ref"],), {"user_id": uid}, lambda p: {"person": person_json(p)})
+            return store_call.resolve_person_ref(args["ref"], user_id=uid), lambda p: {"person": person_json(p)}
         raise KeyError(name)
 
     def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -364,16 +362,16 @@ class MemoryTools:
     def execute(self, name: str, kwargs: dict[str, Any], user_id: Any = None, *, agent_id: Any = None,
                 run_id: Any = None) -> str:
         """One tool call; raises ``NaviMemoryError`` (``ValidationError`` for an unknown tool or bad arguments)."""
-        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
-                                       self.resolve_scope(agent_id, run_id))
-        return dumps(fmt(self.caller.call(op, *args, **kw)))
+        call, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
+                               self.resolve_scope(agent_id, run_id))
+        return dumps(fmt(self.caller.call(call)))
 
     async def aexecute(self, name: str, kwargs: dict[str, Any], user_id: Any = None, *, agent_id: Any = None,
                        run_id: Any = None) -> str:
         """Coroutine of ``execute``."""
-        op, args, kw, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
-                                       self.resolve_scope(agent_id, run_id))
-        return dumps(fmt(await self.caller.acall(op, *args, **kw)))
+        call, fmt = self._plan(name, self._parse(name, kwargs), self.resolve_user(user_id),
+                               self.resolve_scope(agent_id, run_id))
+        return dumps(fmt(await self.caller.acall(call)))
 
     def run(self, name: str, **kwargs: Any) -> str:
         try:

@@ -46,6 +46,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
+from ._caller import store_call
 from ._tools import MULTI_TOOLS, SCOPED, SEARCH_FILTERS, UNBOUND, MemoryTools, StoreCaller, argument_error, dumps
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
@@ -161,13 +162,13 @@ class NaviMemoryRetriever(BaseRetriever):
                                 k: Optional[int] = None, user_id: Optional[str] = None,
                                 **filters: Any) -> list[Document]:
         args, kwargs = self._search_args(query, k, user_id, filters)
-        return [result_to_document(r) for r in self._caller.call("search", *args, **kwargs)]
+        return [result_to_document(r) for r in self._caller.call(store_call.search(*args, **kwargs))]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        k: Optional[int] = None, user_id: Optional[str] = None,
                                        **filters: Any) -> list[Document]:
         args, kwargs = self._search_args(query, k, user_id, filters)
-        return [result_to_document(r) for r in await self._caller.acall("search", *args, **kwargs)]
+        return [result_to_document(r) for r in await self._caller.acall(store_call.search(*args, **kwargs))]
 
 
 def _scoped(identity: IdentityResolver, runtime: Any) -> dict[str, Any]:
@@ -288,14 +289,14 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         try:
-            session = self._caller.call("get_session", self.session_id, user_id=self._identity.user())
+            session = self._caller.call(store_call.get_session(self.session_id, user_id=self._identity.user()))
         except NotFoundError:
             return []
         return [to_langchain_message(m) for m in session.messages]
 
     async def aget_messages(self) -> list[BaseMessage]:
         try:
-            session = await self._caller.acall("get_session", self.session_id, user_id=self._identity.user())
+            session = await self._caller.acall(store_call.get_session(self.session_id, user_id=self._identity.user()))
         except NotFoundError:
             return []
         return [to_langchain_message(m) for m in session.messages]
@@ -305,21 +306,21 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
         return {"user_id": who.user_id, **who.scope(), "background": self.background, "triggers": self.triggers}
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        self._caller.call("add_messages", self.session_id, list(messages), **self._writer())
+        self._caller.call(store_call.add_messages(self.session_id, list(messages), **self._writer()))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        await self._caller.acall("add_messages", self.session_id, list(messages), **self._writer())
+        await self._caller.acall(store_call.add_messages(self.session_id, list(messages), **self._writer()))
 
     def clear(self) -> None:
         try:
-            self._caller.call("extract_session", self.session_id, user_id=self._identity.user())
+            self._caller.call(store_call.extract_session(self.session_id, user_id=self._identity.user()))
         except NotFoundError:
             pass
         self.session_id = uuid.uuid4().hex
 
     async def aclear(self) -> None:
         try:
-            await self._caller.acall("extract_session", self.session_id, user_id=self._identity.user())
+            await self._caller.acall(store_call.extract_session(self.session_id, user_id=self._identity.user()))
         except NotFoundError:
             pass
         self.session_id = uuid.uuid4().hex
@@ -539,7 +540,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                self._caller.call("add_messages", todo[0], todo[1], **todo[2])
+                self._caller.call(store_call.add_messages(todo[0], todo[1], **todo[2]))
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None
@@ -548,7 +549,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                await self._caller.acall("add_messages", todo[0], todo[1], **todo[2])
+                await self._caller.acall(store_call.add_messages(todo[0], todo[1], **todo[2]))
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None

@@ -23,7 +23,7 @@ from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, Matc
 
 from ..core import validation as v
 from ..errors import NaviMemoryError, ValidationError
-from ._caller import StoreCaller
+from ._caller import StoreCaller, store_call
 
 __all__ = ["NaviStore"]
 
@@ -34,9 +34,9 @@ DEFAULT_SWEEP_MINUTES = 5.0  # how often start_ttl_sweeper() sweeps without ttl=
 MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
 LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
 
-# a call of the MemoryStore API: (method, keyword arguments); the op generators yield them
-Call = tuple[str, dict[str, Any]]
-Steps = Generator[Call, Any, Any]
+# The op generators yield calls of the store (``store_call``: typed as the method's result, a
+# ``StoreCall`` at run time), run on the blocking or the async store.
+Steps = Generator[Any, Any, Any]
 
 
 def _config_user() -> Optional[str]:
@@ -132,15 +132,14 @@ class NaviStore(BaseStore):
         result: Any = None
         try:
             while True:
-                name, kwargs = steps.send(result)
-                result = self._caller.call(name, **kwargs)
+                result = self._caller.call(steps.send(result))
         except StopIteration as done:
             return done.value
 
     def sweep_ttl(self) -> int:
         """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
         how many. Expired items are never returned in any case: sweeping only frees their space."""
-        return int(self._caller.call("sweep_ttl"))
+        return int(self._caller.call(store_call.sweep_ttl()))
     # gen_sync: end
 
     # gen_sync: source of NaviStore
@@ -151,15 +150,14 @@ class NaviStore(BaseStore):
         result: Any = None
         try:
             while True:
-                name, kwargs = steps.send(result)
-                result = await self._caller.acall(name, **kwargs)
+                result = await self._caller.acall(steps.send(result))
         except StopIteration as done:
             return done.value
 
     async def asweep_ttl(self) -> int:
         """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
         how many. Expired items are never returned in any case: sweeping only frees their space."""
-        return int(await self._caller.acall("sweep_ttl"))
+        return int(await self._caller.acall(store_call.sweep_ttl()))
     # gen_sync: end
 
     def _steps(self, ops: list[Op]) -> Steps:
@@ -183,20 +181,20 @@ class NaviStore(BaseStore):
 
     def _get(self, op: GetOp) -> Steps:
         uid = self._user(op.namespace)
-        item = yield ("get_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key,
-                                    "refresh_ttl": bool(op.refresh_ttl)})
+        item = yield store_call.get_keyed(user_id=uid, namespace=op.namespace, key=op.key,
+                                          refresh_ttl=bool(op.refresh_ttl))
         return None if item is None else _to_item(item)
 
     def _refresh(self, uid: str, found: list[Any], refresh: bool) -> Steps:
         """LangGraph's refresh on read: each item with a TTL expires its TTL from now (the store
         keeps each item's TTL; schema 6 moved the TTLs older NaviStores kept in metadata there)."""
         if refresh and found:
-            yield ("refresh_ttl", {"ids": [item.id for item in found], "user_id": uid})
+            yield store_call.refresh_ttl(ids=[item.id for item in found], user_id=uid)
 
     def _put(self, op: PutOp) -> Steps:
         uid = self._user(op.namespace)
         if op.value is None:
-            yield ("delete_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key})
+            yield store_call.delete_keyed(user_id=uid, namespace=op.namespace, key=op.key)
             return None
         value = dict(op.value)
         if PRIVATE in value:
@@ -207,9 +205,9 @@ class NaviStore(BaseStore):
         if not text:
             private["index"] = False  # the content below is a stand-in, never searched
         metadata = {**value, PRIVATE: private} if private else value
-        yield ("put_keyed", {"user_id": uid, "namespace": op.namespace, "key": op.key, "content": text or op.key,
-                             "metadata": metadata, "ttl_minutes": None if op.ttl is None else float(op.ttl),
-                             "embed": bool(text)})
+        yield store_call.put_keyed(user_id=uid, namespace=op.namespace, key=op.key, content=text or op.key,
+                                   metadata=metadata, ttl_minutes=None if op.ttl is None else float(op.ttl),
+                                   embed=bool(text))
         return None
 
     def _search(self, op: SearchOp) -> Steps:
@@ -221,11 +219,11 @@ class NaviStore(BaseStore):
         query = bool(op.query) and self.index_config is not None
         if query:
             # the most the store gives, then without the unindexed items (found by their key's text)
-            found = yield ("search", {"query": op.query, "limit": MAX_SEARCH, **scope})
+            found = yield store_call.search(op.query, limit=MAX_SEARCH, **scope)
         elif local:  # list equality is checked here: on the first LOCAL_SCAN items
-            found = yield ("list_items", {"limit": LOCAL_SCAN, "order": "updated", **scope})
+            found = yield store_call.list_items(limit=LOCAL_SCAN, order="updated", **scope)
         else:
-            found = yield ("list_items", {"limit": op.limit, "offset": op.offset, "order": "updated", **scope})
+            found = yield store_call.list_items(limit=op.limit, offset=op.offset, order="updated", **scope)
         hits = [r for r in found if r.key is not None and (not query or _private(r).get("index", True))
                 and all(_lookup(_value(r), path) == wanted for path, wanted in local)]
         if query or local:
@@ -238,8 +236,8 @@ class NaviStore(BaseStore):
         # a listing prefix is open-ended: only a label counted from its start can name the user
         reaches = self.user_label is not None and 0 <= self.user_label < len(prefix) and prefix[self.user_label] != "*"
         uid = self._user(prefix) if reaches else self._identity()
-        found = yield ("list_namespaces", {"user_id": uid, "prefix": prefix or None, "suffix": suffix or None,
-                                           "max_depth": op.max_depth, "limit": op.limit, "offset": op.offset})
+        found = yield store_call.list_namespaces(user_id=uid, prefix=prefix or None, suffix=suffix or None,
+                                                 max_depth=op.max_depth, limit=op.limit, offset=op.offset)
         return [tuple(ns) for ns in found]
 
     def _interval(self, sweep_interval_minutes: Optional[float]) -> float:

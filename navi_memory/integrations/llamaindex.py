@@ -35,6 +35,7 @@ from ..models import SearchResult
 from ..operations.search import check_preset
 from ._context import MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
+from ._caller import store_call
 from ._tools import SCOPED, SEARCH_FILTERS, TOOLS, UNBOUND, MemoryTools, StoreCaller
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryBlock", "NaviMemoryToolSpec", "result_to_node"]
@@ -93,12 +94,13 @@ class NaviMemoryRetriever(BaseRetriever):
         return {"user_id": who.user_id, "limit": k, **self.search_kwargs, **overrides, **who.scope()}
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = self._caller.call("search", query_bundle.query_str, **self._search_kwargs(dict(_OVERRIDES.get())))
+        results = self._caller.call(store_call.search(query_bundle.query_str,
+                                                      **self._search_kwargs(dict(_OVERRIDES.get()))))
         return [result_to_node(r) for r in results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        results = await self._caller.acall("search", query_bundle.query_str,
-                                           **self._search_kwargs(dict(_OVERRIDES.get())))
+        results = await self._caller.acall(store_call.search(query_bundle.query_str,
+                                           **self._search_kwargs(dict(_OVERRIDES.get()))))
         return [result_to_node(r) for r in results]
 
     def retrieve_with(self, query: str, **overrides: Any) -> List[NodeWithScore]:
@@ -253,7 +255,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         if not rows:
             return
         try:
-            await self._builder.caller.acall("add_messages", who[1], rows, user_id=who[0], **self._scope(who))
+            await self._builder.caller.acall(store_call.add_messages(who[1], rows, user_id=who[0], **self._scope(who)))
         except Exception as exc:
             log.warning("the conversation could not be recorded: %s", exc)
 

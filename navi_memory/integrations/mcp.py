@@ -31,6 +31,7 @@ from .. import __version__, prompt
 from ..core import validation as v
 from ..errors import ConfigurationError, NaviMemoryError, ValidationError
 from ..tokens import TokenMap
+from ._caller import store_call
 from ._tools import MemoryTools, StoreCaller, dumps, error_json, json_schema, parse_arguments
 
 log = logging.getLogger("navi_memory.integrations.mcp")
@@ -95,7 +96,7 @@ class MemoryServer:
     async def tools_for(self, ctx: ServerRequestContext[Any, Any]) -> MemoryTools:
         """The tool set of the request's user (read per request: the household mode can change)."""
         user = self.user_for(ctx)
-        household = self.household or await self.caller.acall("household_mode", user_id=user)
+        household = self.household or await self.caller.acall(store_call.household_mode(user_id=user))
         return MemoryTools(self.caller.sync_store, user, async_store=self.caller.async_store, household=household,
                            **self.scope)
 
@@ -138,10 +139,10 @@ class MemoryServer:
             raise MCPError(RESOURCE_NOT_FOUND, f"unknown resource; the resources are: {SUMMARY_URI}, {HOUSEHOLD_URI}")
         try:
             if uri == SUMMARY_URI:
-                summary = await self.caller.acall("get_summary", user_id=self.user_for(ctx))
+                summary = await self.caller.acall(store_call.get_summary(user_id=self.user_for(ctx)))
                 return types.ReadResourceResult(contents=[types.TextResourceContents(
                     uri=SUMMARY_URI, mime_type="text/plain", text=prompt.escape(str(summary or "")))])
-            household = await self.caller.acall("household", user_id=self.user_for(ctx))
+            household = await self.caller.acall(store_call.household(user_id=self.user_for(ctx)))
         except NaviMemoryError as exc:
             raise MCPError(types.INTERNAL_ERROR, json.loads(error_json(exc))["error"]) from exc
         zone = household["timezone"]
