@@ -3,7 +3,7 @@
 Loads N items of one user (the latency benchmark's generator: Zipf-like words, 384-d ``lowrank``
 vectors, seed 42) into a throwaway pgserver, runs VACUUM ANALYZE, builds the HNSW index, then for
 each set of backend options times 200 searches after 20 warm-up ones and prints the search p50 /
-p95 and the p50 / p95 of each backend call it made (lexical_candidates includes its statistics
+p95 and the p50 / p95 of each backend call it made (lexical_hits includes its statistics
 lookup), plus the mean top-10 overlap with the first option set's results.
 
     python benchmarks/pg_search_breakdown.py 200000 '{}' '{"lexical_row_budget": 0}'
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-CALLS = ("lexical_candidates", "semantic_candidates", "semantic_scores", "neighbours", "persons_named",
+CALLS = ("lexical_hits", "semantic_hits", "semantic_scores", "neighbours", "persons_named",
          "fetch_items", "substring_candidates")
 
 

@@ -36,9 +36,9 @@ def stages(store, data, by_user, queries: range) -> dict[str, float]:
         marks = [time.perf_counter()]
         bare_top(by_user[user][1], query / np.linalg.norm(query))
         marks.append(time.perf_counter())
-        lexical = backend.lexical_candidates(f, plan.terms, plan.k)
+        lexical = backend.lexical_hits(f, plan.terms, plan.k).scored
         marks.append(time.perf_counter())
-        semantic = backend.semantic_candidates(f, MODEL, query, plan.k)
+        semantic = backend.semantic_hits(f, MODEL, query, plan.k).scored
         marks.append(time.perf_counter())
         extra = backend.semantic_scores(f, MODEL, query, plan.missing_semantic(lexical, semantic))
         marks.append(time.perf_counter())

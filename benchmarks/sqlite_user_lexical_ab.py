@@ -1,4 +1,4 @@
-"""SQLite lexical candidates of one user: the per-user index (``lexical_candidates``, BM25 with the user's
+"""SQLite lexical candidates of one user: the per-user index (``lexical_hits``, BM25 with the user's
 statistics) beside FTS5's ``bm25()`` on the shared ``items_fts`` (``_shared_candidates``, the query used
 before, statistics of every user), on one database built by the current code. CPU time of this thread
 (``thread_time``: other processes' load counts less than in wall time), the overlap of the two top k,
@@ -62,7 +62,7 @@ def main() -> None:
     for n, (user, terms, k) in enumerate(asked):
         f = Filters(user_id=user, now=datetime.now(timezone.utc))
         calls = {"shared index": partial(backend._shared_candidates, f, terms, k),
-                 "per user": partial(backend.lexical_candidates, f, terms, k)}
+                 "per user": lambda: backend.lexical_hits(f, terms, k).scored}
         got = alternately(calls, n, spent if n >= 21 else None)
         if n >= 21:
             ours, shared = ({i for i, _ in got[name]} for name in ("per user", "shared index"))

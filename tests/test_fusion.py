@@ -232,5 +232,5 @@ def test_relevance_gives_no_credit_for_stop_words():
     assert plan.relevance(_fused({}, fts=True), "what is it") == 0.0
 
 
-def test_cosines_of_lexical_candidates_are_looked_up_for_a_floor_also_with_rrf():
+def test_cosines_of_lexical_hits_are_looked_up_for_a_floor_also_with_rrf():
     assert SearchPlan.create("x", "rrf").missing_semantic([(1, 1.0), (2, 1.0)], [(2, 0.5)], floor=True) == [1]

@@ -64,7 +64,7 @@ QUERIES = (["tea", "garden"], ["quince"], ["garden", "quince", "w3"], ["tea", "q
 
 def _candidates(backend, clock, user="alice", k=100):
     filters = Filters(user_id=user, now=clock.now)
-    return {tuple(t): backend.lexical_candidates(filters, t, k) for t in QUERIES}
+    return {tuple(t): backend.lexical_hits(filters, t, k).scored for t in QUERIES}
 
 
 def _reference(conn: sqlite3.Connection, user: str, terms: list[str]) -> dict[int, float]:
@@ -99,7 +99,7 @@ def test_scores_are_bm25_over_the_users_rows(filled, clock, tmp_path):
     filled.archive(filled.add(user_id="alice", content="quince quince", dedup=False), user_id="alice")
     conn = sqlite3.connect(tmp_path / "lexical.db")
     for terms in QUERIES:
-        got = filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), list(terms), 100)
+        got = filled.backend.lexical_hits(Filters(user_id="alice", now=clock.now), list(terms), 100).scored
         expected = _reference(conn, "alice", list(terms))
         assert dict(got) == pytest.approx(expected, rel=1e-9)
         assert [score for _, score in got] == pytest.approx(sorted(expected.values(), reverse=True), rel=1e-9)
@@ -117,7 +117,7 @@ def test_filters_rejecting_the_best_rows_leave_the_best_that_pass(tmp_path, cloc
     conn = sqlite3.connect(tmp_path / "lexical.db")
     expected = _reference(conn, "alice", ["quince", "tea"])
     conn.close()
-    got = store.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["quince", "tea"], 2)
+    got = store.backend.lexical_hits(Filters(user_id="alice", now=clock.now), ["quince", "tea"], 2).scored
     assert [i for i, _ in got] == kept[:2]
     assert dict(got) == pytest.approx({i: expected[i] for i in kept[:2]}, rel=1e-9)
     store.close()
@@ -148,8 +148,8 @@ def test_the_index_follows_every_write(filled, clock, tmp_path):
     filled.delete(filled.add(user_id="alice", content="gone tea", dedup=False), user_id="alice")
     filled.forget(user_id="bob")
     _index_matches_items(tmp_path / "lexical.db")
-    assert first in dict(filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["quince"], 10))
-    assert first not in dict(filled.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["green"], 10))
+    assert first in dict(filled.backend.lexical_hits(Filters(user_id="alice", now=clock.now), ["quince"], 10).scored)
+    assert first not in dict(filled.backend.lexical_hits(Filters(user_id="alice", now=clock.now), ["green"], 10).scored)
 
 
 def test_a_version_11_database_gets_the_index_of_its_rows(tmp_path, clock):
@@ -166,7 +166,7 @@ def test_a_version_11_database_gets_the_index_of_its_rows(tmp_path, clock):
     store = _open(tmp_path, clock)
     assert store.migrate() == LATEST_VERSION
     _index_matches_items(path)
-    found = store.backend.lexical_candidates(Filters(user_id="alice", now=clock.now), ["tea", "garden"], 10)
+    found = store.backend.lexical_hits(Filters(user_id="alice", now=clock.now), ["tea", "garden"], 10).scored
     assert sorted(i for i, _ in found) == [1, 2, 3]
     store.close()
 
@@ -269,9 +269,9 @@ def test_row_budget_ranks_rows_of_the_rare_terms_on_every_term(budgeted, clock):
     exact_backend, budget_backend = budgeted(None), budgeted(10)
     filters = Filters(user_id="alice", now=clock.now)
     terms = ["tea", "quince", 'quoted"']  # a quote in a term stays a literal
-    exact = dict(exact_backend.lexical_candidates(filters, terms, 100))
-    cut = budget_backend.lexical_candidates(filters, terms, 100)
-    quince = {i for i, _ in exact_backend.lexical_candidates(filters, ["quince"], 100)}
+    exact = dict(exact_backend.lexical_hits(filters, terms, 100).scored)
+    cut = budget_backend.lexical_hits(filters, terms, 100).scored
+    quince = {i for i, _ in exact_backend.lexical_hits(filters, ["quince"], 100).scored}
     assert {i for i, _ in cut} == quince  # tea (58 rows) is over the budget
     assert all(score == exact[i] for i, score in cut)  # scored on tea as well
     assert exact_backend.lexical_row_budget is None
@@ -282,10 +282,10 @@ def test_row_budget_over_budget_needs_every_term_else_the_rarest(budgeted, clock
     filters = Filters(user_id="alice", now=clock.now)
 
     def ids(backend, terms: list[str]) -> set[int]:
-        return {i for i, _ in backend.lexical_candidates(filters, terms, 100)}
+        return {i for i, _ in backend.lexical_hits(filters, terms, 100).scored}
 
-    exact = dict(exact_backend.lexical_candidates(filters, ["tea", "quince"], 100))
-    both = budget_backend.lexical_candidates(filters, ["tea", "quince"], 100)
+    exact = dict(exact_backend.lexical_hits(filters, ["tea", "quince"], 100).scored)
+    both = budget_backend.lexical_hits(filters, ["tea", "quince"], 100).scored
     assert {i for i, _ in both} == ids(exact_backend, ["quince"]) & ids(exact_backend, ["tea"])
     assert all(score == exact[i] for i, score in both)
     # no row holds garden and quince: the rarest (quince) selects
@@ -298,13 +298,13 @@ def test_row_budget_across_users_ranks_rows_of_the_rare_terms_on_every_term(budg
     everyone = Filters(user_id=None, now=clock.now)
 
     def ids(backend, terms: list[str]) -> set[int]:
-        return {i for i, _ in backend.lexical_candidates(everyone, terms, 100)}
+        return {i for i, _ in backend.lexical_hits(everyone, terms, 100).scored}
 
-    exact = dict(exact_backend.lexical_candidates(everyone, ["tea", "quince"], 100))
-    cut = budget_backend.lexical_candidates(everyone, ["tea", "quince"], 100)
+    exact = dict(exact_backend.lexical_hits(everyone, ["tea", "quince"], 100).scored)
+    cut = budget_backend.lexical_hits(everyone, ["tea", "quince"], 100).scored
     assert {i for i, _ in cut} == ids(exact_backend, ["quince"])  # tea (70 rows) is over the budget
     assert all(score == exact[i] for i, score in cut)
-    both = tight.lexical_candidates(everyone, ["tea", "quince"], 100)  # even quince is over 2 rows
+    both = tight.lexical_hits(everyone, ["tea", "quince"], 100).scored  # even quince is over 2 rows
     assert {i for i, _ in both} == ids(exact_backend, ["quince"]) & ids(exact_backend, ["tea"])
     assert all(score == exact[i] for i, score in both)
     assert ids(tight, ["garden", "quince"]) == ids(exact_backend, ["quince"])  # none holds both: the rarest

@@ -101,10 +101,10 @@ def test_a_large_user_gets_the_same_hits_from_one_generic_plan(two_users, monkey
     plain = []
     for query in queries:
         monkeypatch.setattr(pg_search, "PIN_MARGIN", 10**9)  # nobody is pinned
-        plain.append(backend.semantic_candidates(filters, MODEL, query, 20))
+        plain.append(backend.semantic_hits(filters, MODEL, query, 20).scored)
     monkeypatch.setattr(pg_search, "PIN_MARGIN", 3)
     sent = _sent(monkeypatch)
-    pinned = [backend.semantic_candidates(filters, MODEL, query, 20) for query in queries]
+    pinned = [backend.semantic_hits(filters, MODEL, query, 20).scored for query in queries]
     assert [[i for i, _ in hits] for hits in pinned] == [[i for i, _ in hits] for hits in plain]
     assert np.allclose([s for hits in pinned for _, s in hits], [s for hits in plain for _, s in hits])
     assert all(len(hits) == 20 for hits in pinned)
@@ -137,10 +137,10 @@ def test_small_users_and_filtered_searches_keep_the_plain_statement(two_users, m
     store, rng, small, ids = two_users
     backend, query = store._backend, rng.normal(size=16)
     sent = _sent(monkeypatch)
-    hits = backend.semantic_candidates(Filters(user_id="small", now=utcnow()), MODEL, query, 10)
+    hits = backend.semantic_hits(Filters(user_id="small", now=utcnow()), MODEL, query, 10).scored
     cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
     assert [i for i, _ in hits] == [ids[i] for i in np.argsort(-cosine)[:10]]  # exact
-    themed = backend.semantic_candidates(Filters(user_id="big", now=utcnow(), theme="food"), MODEL, query, 10)
+    themed = backend.semantic_hits(Filters(user_id="big", now=utcnow(), theme="food"), MODEL, query, 10).scored
     assert len(themed) == 10
     assert not any(") e JOIN items i" in text or "plan_cache_mode" in text for text in sent)
 
@@ -150,16 +150,16 @@ def test_a_pinned_search_that_falls_short_is_searched_exactly_and_unpins_the_use
     backend, query = store._backend, rng.normal(size=16)
     backend.ef_search = 30  # an index scan this shallow finds few of the small user's 40 vectors
     filters = Filters(user_id="small", now=utcnow())
-    backend.semantic_candidates(filters, MODEL, query, 10)  # reads the statistics
+    backend.semantic_hits(filters, MODEL, query, 10).scored  # reads the statistics
     backend.pins.read(MODEL, 16, True, ["small"], [1.0])  # as if the statistics said it held them all
     sent = _sent(monkeypatch)
-    hits = backend.semantic_candidates(filters, MODEL, query, 10)
+    hits = backend.semantic_hits(filters, MODEL, query, 10).scored
     cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
     assert [i for i, _ in hits] == [ids[i] for i in np.argsort(-cosine)[:10]]  # the exact rerun
     assert sum(") e JOIN items i" in text for text in sent) == 1
     assert not backend.pins.serves("small", MODEL, 16, 30, 10)
     sent.clear()
-    backend.semantic_candidates(filters, MODEL, query, 10)
+    backend.semantic_hits(filters, MODEL, query, 10).scored
     assert not any(") e JOIN items i" in text for text in sent)
 
 
@@ -185,7 +185,7 @@ def test_a_stale_share_costs_speed_never_rows(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ANALYZE")
     backend, filters = store._backend, Filters(user_id="big", now=now)
-    backend.semantic_candidates(filters, MODEL, rng.normal(size=16), 40)
+    backend.semantic_hits(filters, MODEL, rng.normal(size=16), 40).scored
     assert backend.pins.serves("big", MODEL, 16, 300, 40)  # the user holds the whole index
     before = backend.pins._tables[(MODEL, 16)]
     store.add_many([{"user_id": f"other{n % 19}", "content": f"other {n}", "embedding": v}
@@ -206,7 +206,7 @@ def test_a_stale_share_costs_speed_never_rows(pg_url):
 
         for query in rng.normal(size=(20, 16)):
             stale()
-            hits = [i for i, _ in backend.semantic_candidates(filters, MODEL, query, 40)]
+            hits = [i for i, _ in backend.semantic_hits(filters, MODEL, query, 40).scored]
             shortfalls += not backend.pins.serves("big", MODEL, 16, 300, 40)
             assert hits == _exact(backend, filters, query, 40)
             stale()

@@ -63,8 +63,8 @@ def test_a_failing_read_among_shared_ones_reports_its_own_error(pg_url):
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
-def test_the_semantic_candidates_keep_a_connection_of_their_own():
-    assert not pipelined.can_share("semantic_candidates") and not pipelined.can_share("semantic_hits")
+def test_the_semantic_hits_keep_a_connection_of_their_own():
+    assert not pipelined.can_share("semantic_hits")
     assert pipelined.can_share("neighbours") and pipelined.can_share("rank_rows")
     assert not pipelined.can_share("insert_items")  # writes keep their transaction
 

@@ -139,7 +139,7 @@ def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url
         store.add(user_id=U, content="one", embedding=np.ones(16))
         backend, filters = store._backend, Filters(user_id=U, now=utcnow())
         backend.exact_below = 0  # the HNSW query alone (no exact rerun for this small user)
-        backend.semantic_candidates(filters, "random-16", np.ones(16), 50)  # reads the table's statistics (Pins)
+        backend.semantic_hits(filters, "random-16", np.ones(16), 50).scored  # reads the table's statistics (Pins)
         sent = []
         real = psycopg.Cursor.execute
         monkeypatch.setattr(psycopg.Cursor, "execute", lambda cur, text, *a, **k: (
@@ -148,12 +148,12 @@ def test_ef_search_goes_with_its_query_in_one_round_trip_and_ends_with_it(pg_url
         with open(trace, "w") as out:
             with backend.pool.connection() as conn:
                 conn.pgconn.trace(out.fileno())
-            assert backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+            assert backend.semantic_hits(filters, "random-16", np.ones(16), 50).scored
             with backend.pool.connection() as conn:
                 conn.pgconn.untrace()
         assert trace.read_text().count("ReadyForQuery") == 1
         backend.ef_search = 40
-        backend.semantic_candidates(filters, "random-16", np.ones(16), 50)
+        backend.semantic_hits(filters, "random-16", np.ones(16), 50).scored
         backend.ef_search = 400
         shown = backend._run(lambda: iter_once(q.Q("SELECT current_setting('hnsw.ef_search') AS v",
                                                    local=(("hnsw.ef_search", 400),))), True)
@@ -279,11 +279,11 @@ def test_a_small_user_gets_exact_neighbours_when_the_hnsw_scan_filters_its_rows_
         backend.ef_search = 10
         filters = Filters(user_id="small", now=utcnow())
         backend.exact_below = 0  # the HNSW scan alone
-        hnsw_only = backend.semantic_candidates(filters, "random-16", query, 20)
+        hnsw_only = backend.semantic_hits(filters, "random-16", query, 20).scored
         backend.exact_below = 1000
-        fixed = backend.semantic_candidates(filters, "random-16", query, 20)
+        fixed = backend.semantic_hits(filters, "random-16", query, 20).scored
         backend.exact_below = 25  # the user has more vectors than that: the HNSW result stands
-        capped = backend.semantic_candidates(filters, "random-16", query, 20)
+        capped = backend.semantic_hits(filters, "random-16", query, 20).scored
     cosine = small @ query / (np.linalg.norm(small, axis=1) * np.linalg.norm(query))
     expected = [ids[i] for i in np.argsort(-cosine)[:20]]
     assert len(hnsw_only) < 20 and len(capped) == len(hnsw_only)
@@ -321,20 +321,20 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
         assert estimates["today"] > 50 and estimates["quinoa"] <= 50 and estimates["zzz"] == 0
         backend = store.backend
         filters = Filters(user_id=U, now=utcnow())
-        ranked = backend.lexical_candidates(filters, ["quinoa", "today"], 10)
+        ranked = backend.lexical_hits(filters, ["quinoa", "today"], 10).scored
         contents = [store.get(i, user_id=U).content for i, _ in ranked]
         assert contents[0] == "quinoa today with friends"
         assert sorted(contents[1:]) == ["quinoa bowl", "quinoa salad recipe"]
         # All words common: a row must contain them all.
-        both = backend.lexical_candidates(filters, ["today", "note"], 10)
+        both = backend.lexical_hits(filters, ["today", "note"], 10).scored
         assert len(both) == 10
         assert all("today" in store.get(i, user_id=U).content for i, _ in both)
         # No row has all the common words: the rarest of them ("later", 100 rows) selects alone.
-        lonely = backend.lexical_candidates(filters, ["today", "later"], 10)
+        lonely = backend.lexical_hits(filters, ["today", "later"], 10).scored
         assert len(lonely) == 10 and all("later" in store.get(i, user_id=U).content for i, _ in lonely)
         # Without statistics for the user (bob is not among the most common values) nothing is pruned.
         assert [store.get(i, user_id="bob").content for i, _ in
-                backend.lexical_candidates(Filters(user_id="bob", now=utcnow()), ["nothing", "today"], 10)] == ["nothing"]
+                backend.lexical_hits(Filters(user_id="bob", now=utcnow()), ["nothing", "today"], 10).scored] == ["nothing"]
 
 
 def test_the_cutoff_can_be_turned_off(pg_url):
@@ -343,7 +343,7 @@ def test_the_cutoff_can_be_turned_off(pg_url):
                        + [{"user_id": U, "content": "quinoa bowl"}])
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("ANALYZE items")
-        ranked = store.backend.lexical_candidates(Filters(user_id=U, now=utcnow()), ["quinoa", "today"], 200)
+        ranked = store.backend.lexical_hits(Filters(user_id=U, now=utcnow()), ["quinoa", "today"], 200).scored
         assert len(ranked) == 101
 
 
@@ -366,7 +366,7 @@ def test_ivfflat_serves_where_hnsw_is_unavailable(pg_url):
         text, params = q.semantic_candidates(Filters(user_id=U, now=utcnow()), "random-16", 16,
                                              "[" + ",".join(map(str, vectors[7])) + "]", 5)
         assert "embeddings_hnsw_" in explain(pg_url, text, params)  # the index name is method-neutral
-        nearest = store.backend.semantic_candidates(Filters(user_id=U, now=utcnow()), "random-16", vectors[7], 3)
+        nearest = store.backend.semantic_hits(Filters(user_id=U, now=utcnow()), "random-16", vectors[7], 3).scored
         assert store.get(nearest[0][0], user_id=U).content == "note 7"
 
 
@@ -386,5 +386,5 @@ def test_words_are_selected_rarest_first_within_the_budget_unless_the_user_fits_
                 store.add_many(rows)
                 with psycopg.connect(pg_url, autocommit=True) as conn:
                     conn.execute("ANALYZE items")
-            found = store.backend.lexical_candidates(Filters(user_id=U, now=utcnow()), ["apple", "banana"], 500)
+            found = store.backend.lexical_hits(Filters(user_id=U, now=utcnow()), ["apple", "banana"], 500).scored
             assert len(found) == expected

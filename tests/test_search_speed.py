@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from navi_memory import MemoryStore
-from navi_memory.backends.base import Beside, Filters, Hits
+from navi_memory.backends.base import Beside, Filters
 from navi_memory.retrieval import search as ranking
 
 U = "alice"
@@ -67,10 +67,10 @@ def test_reads_beside_the_hits_give_the_page_of_reads_after_them(store, clock, m
     pages = []
     for searches in ("beside", "after"):
         if searches == "after":  # the candidate queries return their hits alone: the search reads the rest
-            lexical, semantic = backend.lexical_candidates, backend.semantic_candidates
-            monkeypatch.setattr(backend, "lexical_hits", lambda filters, terms, k, beside: Hits(lexical(filters, terms, k)))
+            lexical, semantic = backend.lexical_hits, backend.semantic_hits
+            monkeypatch.setattr(backend, "lexical_hits", lambda filters, terms, k, beside: lexical(filters, terms, k))
             monkeypatch.setattr(backend, "semantic_hits",
-                                lambda filters, model, query, k, beside: Hits(semantic(filters, model, query, k)))
+                                lambda filters, model, query, k, beside: semantic(filters, model, query, k))
             monkeypatch.setattr(backend, "can_share", lambda method: False, raising=False)
         pages.append([[(r.id, round(r.score, 9), sorted(r.signals.items()))
                        for r in store.search(query, **{"user_id": U, **kwargs})]
@@ -114,15 +114,15 @@ def sqlite_store(tmp_path, fake_embeddings, clock):
         yield s
 
 
-def test_semantic_candidates_skip_filtered_rows_in_order(sqlite_store, clock, fake_embeddings):
+def test_semantic_hits_skip_filtered_rows_in_order(sqlite_store, clock, fake_embeddings):
     store = sqlite_store
     ids = _items(store, clock)
     query = np.asarray(fake_embeddings.embed_query("garden tea note 3"), dtype=np.float32)
     model = store.embedding_status()["model"]
     filters = Filters(user_id=U, now=clock.now)
-    before = [i for i, _ in store.backend.semantic_candidates(filters, model, query, len(ids))]
+    before = [i for i, _ in store.backend.semantic_hits(filters, model, query, len(ids)).scored]
     assert sorted(before) == sorted(ids)
     for gone in before[:6:2]:  # some of the nearest leave the filter
         store.archive(gone, user_id=U)
-    after = store.backend.semantic_candidates(filters, model, query, 5)
+    after = store.backend.semantic_hits(filters, model, query, 5).scored
     assert [i for i, _ in after] == [i for i in before if i not in before[:6:2]][:5]

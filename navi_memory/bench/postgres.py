@@ -4,7 +4,7 @@ For each N and layout the benchmark creates its own database on the server (``na
 dropped at the end unless ``--keep``), opens the backend with ``defer_vector_index=True``, loads the
 items with ``add_many``, runs ``VACUUM ANALYZE`` and builds the HNSW index once with the backend's
 ``build_vector_index`` (pgvector's advice for bulk loads). Then: first search, timed hybrid and
-lexical searches, and a sweep over ``hnsw.ef_search`` that times ``semantic_candidates`` (the ANN
+lexical searches, and a sweep over ``hnsw.ef_search`` that times ``semantic_hits`` (the ANN
 query alone) and compares its top 10 with exact search (numpy brute force over the same vectors
 of the same user). Other ``--hnsw m:ef_construction`` pairs rebuild the index and repeat the sweep.
 Last, ``--maintained`` more items go in with the index in place (ingest with the index maintained).
@@ -30,7 +30,7 @@ from .data import Corpus, Dataset
 
 PGSERVER_SETTINGS = {"shared_buffers": "4GB", "maintenance_work_mem": "2GB", "effective_cache_size": "12GB",
                      "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
-CANDIDATES = 50  # what search asks semantic_candidates for (weighted fusion)
+CANDIDATES = 50  # what search asks semantic_hits for (weighted fusion)
 
 
 def _ints(text: str) -> list[int]:
@@ -142,7 +142,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def recall_sweep(backend: Any, data: Dataset, ids: np.ndarray, model: str, ef_values: list[int], count: int,
                  exact_modes: list[int]) -> list[dict[str, Any]]:
-    """Recall@10 of ``semantic_candidates`` against brute force, and its latency, per ef_search."""
+    """Recall@10 of ``semantic_hits`` against brute force, and its latency, per ef_search."""
     indexes = list(range(1, min(count, len(data.queries) - 1) + 1))
     truth = data.exact_top(ids, indexes)
     saved = backend.ef_search, backend.exact_below
@@ -154,8 +154,8 @@ def recall_sweep(backend: Any, data: Dataset, ids: np.ndarray, model: str, ef_va
                 times, hits, short = [], 0, 0
                 for i, want in zip(indexes, truth):
                     filters = Filters(user_id=data.query_user(i), now=utcnow())
-                    seconds, found = _timed(lambda: backend.semantic_candidates(
-                        filters, model, data.query_vectors[i], CANDIDATES))
+                    seconds, found = _timed(lambda: backend.semantic_hits(
+                        filters, model, data.query_vectors[i], CANDIDATES).scored)
                     times.append(seconds * 1000.0)
                     hits += len(want & {item for item, _ in found[:10]})
                     short += len(found) < min(CANDIDATES, int(np.sum(data.owner == data.query_owner[i])))
@@ -263,7 +263,7 @@ def explain(url: str, data: Dataset, model: str) -> dict[str, str]:
 
 
 def format_details(report: dict[str, Any]) -> str:
-    lines = ["", "PostgreSQL: index builds and ANN recall@10 of semantic_candidates (k=50) vs brute force"]
+    lines = ["", "PostgreSQL: index builds and ANN recall@10 of semantic_hits (k=50) vs brute force"]
     lines.append(f"{'layout':<7} {'N':>9} {'m':>3} {'efc':>4} {'build s':>8} {'MB':>7} {'ef_search':>9}"
                  f" {'exact<':>7} {'recall':>7} {'short':>5} {'p50 ms':>7} {'p95 ms':>7} {'load':>5}")
     for r in report["results"]:

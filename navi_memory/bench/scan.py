@@ -73,8 +73,8 @@ def recall_at_10(store: MemoryStore, data: Dataset, ids: np.ndarray, model: str,
     hits = 0
     for truth, index in zip(exact, indexes):
         filters = Filters(user_id=data.query_user(index), now=now)
-        found = store.backend.semantic_candidates(filters, model, np.asarray(data.query_vectors[index],
-                                                                             dtype=np.float32), 10)
+        found = store.backend.semantic_hits(filters, model, np.asarray(data.query_vectors[index],
+                                                                             dtype=np.float32), 10).scored
         hits += len(truth & {i for i, _ in found})
     return round(hits / (10 * len(exact)), 4) if exact else 1.0
 

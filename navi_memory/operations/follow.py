@@ -135,7 +135,8 @@ class Follow:
         for phrase in phrases:
             terms = query_terms(phrase)
             if terms:
-                ids.update(i for i, _ in (yield db.lexical_candidates(filters=where, terms=terms, k=SOURCE_CANDIDATES)))
+                found = yield db.lexical_hits(filters=where, terms=terms, k=SOURCE_CANDIDATES)
+                ids.update(i for i, _ in found.scored)
                 ids.update(i for i, _ in (yield db.substring_candidates(filters=where, terms=terms,
                                                                           k=SOURCE_CANDIDATES)))
         rows = (yield db.fetch_items(user_id=uid, ids=sorted(ids))) if ids else []

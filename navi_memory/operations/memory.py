@@ -192,7 +192,7 @@ class MemoryOperations:
         where = Filters(user_id=row.user_id, now=self._shared.now(), types=(row.type,), agent_id=row.agent_id,
                         run_id=row.run_id)
         terms = query_terms(row.content)
-        hits = (yield db.lexical_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)) if terms else []
+        hits = (yield db.lexical_hits(filters=where, terms=terms, k=DEDUP_CANDIDATES)).scored if terms else []
         if terms and not hits:
             hits = yield db.substring_candidates(filters=where, terms=terms, k=DEDUP_CANDIDATES)
         rows = {r["id"]: r for r in (yield db.fetch_items(user_id=row.user_id, ids=[i for i, _ in hits]))} \

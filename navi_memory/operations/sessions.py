@@ -430,7 +430,7 @@ class SessionOperations:
             vectors = yield EmbedDocuments([fact_item_content(c.key, c.value) for c in candidates])
             where = Filters(user_id=uid, now=self._shared.now(), types=("fact",))
             for index, vector in enumerate(vectors):
-                hits = yield db.semantic_candidates(filters=where, model=self._shared.model, query=vector, k=NEIGHBOURS)
+                hits = (yield db.semantic_hits(filters=where, model=self._shared.model, query=vector, k=NEIGHBOURS)).scored
                 out[index] = [(by_item[item], score) for item, score in hits if item in by_item]
         except EmbeddingError as exc:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)

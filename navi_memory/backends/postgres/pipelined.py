@@ -29,7 +29,7 @@ from .sql import Q
 log = logging.getLogger(__name__)
 
 # Calls that keep a connection of their own: their statement is long, the others overlap it.
-ALONE = frozenset({"semantic_candidates", "semantic_hits"})
+ALONE = frozenset({"semantic_hits"})
 Outcome = tuple[Any, NaviMemoryError | None]
 
 

@@ -111,14 +111,9 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
-        rows = yield from self._lexical(filters, terms, k, None)
-        return [(r["id"], float(r["score"])) for r in rows]
-
-    @operation
-    @reads
-    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Op:
-        return _hits((yield from self._lexical(filters, terms, k, beside)), float)
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None = None) -> Op:
+        rows = yield from self._lexical(filters, terms, k, beside)
+        return Hits([(r["id"], float(r["score"])) for r in rows]) if beside is None else _hits(rows, float)
 
     def _lexical(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None) -> Op:
         if not terms:
@@ -188,16 +183,13 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> Op:
-        rows = yield from self._semantic(filters, model, query, k, None)
-        return _best_first((r["id"], _similarity(r["score"])) for r in rows)
-
-    @operation
-    @reads
-    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Op:
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None = None) -> Op:
         """``beside.query``'s cosines are not read again: a hit's score is its cosine to ``query``."""
-        wanted = replace(beside, query=None)
-        return _hits((yield from self._semantic(filters, model, query, k, wanted)), _similarity)
+        if beside is None:
+            rows = yield from self._semantic(filters, model, query, k, None)
+            return Hits(_best_first((r["id"], _similarity(r["score"])) for r in rows))
+        rows = yield from self._semantic(filters, model, query, k, replace(beside, query=None))
+        return _hits(rows, _similarity)
 
     def _semantic(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None) -> Op:
         if not self.has_vector:

@@ -62,7 +62,7 @@ class SQLiteSearch:
     lexical_row_budget: int | None = None
     _narrow_rate = 1.0  # recent share of searches whose best k FTS rows all passed the filters
 
-    def lexical_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+    def _lexical(self, filters: Filters, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
         """The best ``k`` rows passing the filters that hold a query word, best first. For one user,
         scored from that user's rows alone (``_user_candidates``); across users, FTS5's ``bm25()``."""
         if filters.user_id is not None:
@@ -132,13 +132,15 @@ class SQLiteSearch:
                 passing = _passing(conn, where, params, [r for r, _ in ranked], k)
         return [(row, score) for row, score in ranked if row in passing][:k]
 
-    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside) -> Hits:
-        """``lexical_candidates`` alone: the reads beside them cost no round trip in process."""
-        return Hits(self.lexical_candidates(filters, terms, k))
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None = None) -> Hits:
+        """The full-text candidates alone, whatever ``beside`` asks: the reads beside them cost no
+        round trip in process (search reads them after)."""
+        return Hits(self._lexical(filters, terms, k))
 
-    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside) -> Hits:
-        """``semantic_candidates`` alone (as ``lexical_hits``)."""
-        return Hits(self.semantic_candidates(filters, model, query, k))
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int,
+                      beside: Beside | None = None) -> Hits:
+        """The vector candidates alone (as ``lexical_hits``)."""
+        return Hits(self._semantic(filters, model, query, k))
 
     def _rare_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> str:
         """With ``lexical_row_budget`` set (approximate, off by default): an FTS5 expression of the rarest
@@ -229,7 +231,7 @@ class SQLiteSearch:
         index.upsert_many([r[0] for r in rows], np.vstack([from_blob(r[1]) for r in rows]))
         return index
 
-    def semantic_candidates(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def _semantic(self, filters: Filters, model: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         where, params = filter_sql(filters)
         with self._transaction(write=False) as conn:
             index = self._index(conn, filters, model, int(query.size))
