@@ -5,7 +5,7 @@ PostgreSQL 16 + pgvector that the ``pgserver`` package ships, once per machine: 
 ``$NAVI_MEMORY_CACHE`` (default ``~/.cache/navi-memory``) under a folder named by the Citus and
 PostgreSQL versions, built under a file lock so two test processes never build at once.
 
-    python scripts/citus_cluster.py build             # build if missing (quiet; the log stays in the cache)
+    python scripts/citus_cluster.py build             # build if missing: exit 0, 2 if impossible here, 1 failed
     python scripts/citus_cluster.py start --workers 2 # start a cluster, print its URL, stop on Ctrl-C
 
 Each node is its own ``initdb`` folder under one temporary directory, listening on 127.0.0.1 only with
@@ -101,7 +101,7 @@ def _library_path(install: Path) -> str:
     return f"{install / 'pgserver.libs'}:{install / 'pgserver' / 'pginstall' / 'lib'}"
 
 
-def build(log: Any = None) -> Path:
+def build() -> Path:
     """The cached install (pgserver's PostgreSQL with Citus added), built first if missing. Returns the
     folder holding ``pgserver/pginstall`` and ``pgserver.libs`` (the layout its programs' rpath expects)."""
     pginstall, libs = _pgserver_install()
@@ -120,12 +120,12 @@ def build(log: Any = None) -> Path:
         shutil.rmtree(target, ignore_errors=True)  # what an interrupted build left
         shutil.copytree(pginstall, target / "pgserver" / "pginstall", symlinks=True)
         shutil.copytree(libs, target / "pgserver.libs", symlinks=True)
-        _compile(tarball, target, log)
+        _compile(tarball, target)
         done.write_text(json.dumps({"seconds": round(time.monotonic() - started, 1), "source": str(tarball)}))
     return target
 
 
-def _compile(tarball: Path, target: Path, log: Any) -> None:
+def _compile(tarball: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="navi-citus-build-") as work:
         with tarfile.open(tarball) as archive:
             archive.extractall(work, filter="data")
@@ -138,8 +138,6 @@ def _compile(tarball: Path, target: Path, log: Any) -> None:
         log_path = target / "build.log"
         with open(log_path, "w") as out:
             for step in steps:
-                if log:
-                    print(f"citus build: {' '.join(step[:2])}", file=log, flush=True)
                 run = subprocess.run(step, cwd=source, env=env, stdout=out, stderr=subprocess.STDOUT)
                 if run.returncode:
                     tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
@@ -335,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         started = time.monotonic()
         try:
-            path = build(log=sys.stderr)
+            path = build()
         except (BuildImpossible, BuildFailed) as exc:
             print(f"citus build: {exc}", file=sys.stderr)
             return 2 if isinstance(exc, BuildImpossible) else 1

@@ -147,6 +147,10 @@ def test_a_store_works_on_the_cluster(citus_schema_url):
                  ("Bob: I have a new puppy called Max.", "Alice: Lovely, what breed is it?", "Bob: A beagle.")]
         nearby = {r.id: r for r in store.search("beagle", user_id="alice")}  # the turn before comes along
         assert nearby[turns[1]].signals["context"] is True and turns[0] not in nearby
+        hnsw = _rows(citus_schema_url, "SELECT result FROM run_command_on_shards('embeddings', $$SELECT count(*)"
+                                       " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a"
+                                       " ON a.oid = i.relam WHERE x.indrelid = '%s'::regclass AND a.amname = 'hnsw'$$)")
+        assert hnsw and set(hnsw) == {("1",)}  # the model's index, made on the distributed table, is on every shard
         found = [r["content"] for r in store.search("ferry to Bergen", user_id="alice")]
         assert found[0] == "I love sailing to Bergen on the ferry" and "bob sails the ferry to Bergen too" not in found
         assert [r["content"] for r in store.search("Misu", user_id="alice", semantic_weight=0)] == \
