@@ -167,6 +167,26 @@ def test_a_store_works_on_the_cluster(citus_schema_url):
         assert [r["content"] for r in store.search("ferry", user_id="bob")] == ["bob sails the ferry to Bergen too"]
 
 
+def test_the_commands_over_every_user_that_already_fan_out(citus_schema_url):
+    """Every shard is read and the results merged on the coordinator (search of all users: below)."""
+    with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
+        for user in ("alice", "bob", "carol"):
+            store.add(user_id=user, content=f"{user} takes the ferry to Bergen")
+            store.upsert_fact(user_id=user, category="profile", key="city", value="Bergen")
+            store.add_messages("s1", [{"role": "user", "content": "hello"}], user_id=user, triggers=False,
+                               background=False)
+        assert [u["id"] for u in store.list_users()] == ["alice", "bob", "carol"]
+        assert store.count_items(all_users=True) == 6  # a note and a fact's searchable copy each
+        assert len(store.get_all_facts(all_users=True)) == 3
+        assert len(store.list_sessions(all_users=True)) == 3
+        assert store.embedding_status()["ready"] == 6
+        assert store.sweep_ttl() == 0
+        store.promote(all_users=True)
+        exported: list[dict] = []
+        store.export(exported.append, all_users=True)
+        assert sorted(r["user_id"] for r in exported if r.get("type") == "user") == ["alice", "bob", "carol"]
+
+
 @pytest.mark.xfail(strict=True, reason="next step of issue 34: the cross-user neighbour join is not pushed down")
 def test_a_search_of_all_users_works_on_the_cluster(citus_schema_url):
     with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
