@@ -12,6 +12,7 @@ import pytest
 from navi_memory import MemoryStore
 from navi_memory.backends.postgres import citus, schema
 
+from .citus import SETTINGS, cluster_module
 from .fakes import FakeEmbeddings
 from .processes import left_behind
 
@@ -114,25 +115,29 @@ def test_a_database_distributed_at_version_1_migrates_to_the_latest(citus_schema
         assert store.forget(user_id="alice")["persons"] == 1
 
 
-def test_a_single_node_database_moved_onto_citus_keeps_its_rows(citus_schema_url, monkeypatch):
-    """Tables made on the coordinator before it was one (or by a version without distribution) are
-    distributed by the next migrate, their rows copied into the shards."""
-    with monkeypatch.context() as patch:
-        patch.setattr(citus, "is_coordinator", _no_coordinator)
-        with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
+def test_a_coordinator_alone_keeps_local_tables_and_distributes_them_with_their_rows_once_a_worker_joins(
+        citus_server, caplog):
+    """A coordinator with no node to hold shards migrates like a single PostgreSQL (saying so); the
+    first migrate after a worker joins distributes the tables, their rows copied into the shards."""
+    if citus_server.cluster is None:
+        pytest.skip("starts a cluster of its own: needs the build, not $NAVI_MEMORY_TEST_CITUS_URL")
+    alone = cluster_module().CitusCluster.start(workers=0, settings=SETTINGS)
+    try:
+        with MemoryStore.open(alone.url, embeddings=FakeEmbeddings()) as store:
             assert not store.backend.distributed
             store.add(user_id="alice", content="the ferry to Bergen")
             store.add(user_id="bob", content="chess on Sundays")
-    assert {kind for kind, _, _ in _placement(citus_schema_url).values()} == {"local"}
-    with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
-        _assert_distributed_by_user(citus_schema_url)
-        assert [r["content"] for r in store.search("Bergen", user_id="alice")] == ["the ferry to Bergen"]
-        assert store.count_items(all_users=True) == 2
-
-
-def _no_coordinator(extensions):  # the operation, saying this database is no coordinator
-    return False
-    yield
+        assert "without a node to hold shards" in caplog.text
+        assert {kind for kind, _, _ in _placement(alone.url).values()} == {"local"}
+        alone.add_worker()
+        with MemoryStore.open(alone.url, embeddings=FakeEmbeddings()) as store:
+            _assert_distributed_by_user(alone.url)
+            assert [r["content"] for r in store.search("Bergen", user_id="alice")] == ["the ferry to Bergen"]
+            assert store.count_items(all_users=True) == 2
+        # the coordinator's own copies of the rows were emptied: only the shards hold them
+        assert _rows(alone.url, "SELECT pg_relation_size('items'), pg_relation_size('users')") == [(0, 0)]
+    finally:
+        alone.stop()
 
 
 def test_a_store_works_on_the_cluster(citus_schema_url):

@@ -1,7 +1,8 @@
 """Citus: on a coordinator, ``migrate`` distributes the schema by user.
 
 A database is on a Citus coordinator when the ``citus`` extension is installed and
-``citus_is_coordinator()`` says so (a worker holds shards and is never migrated directly). There,
+``citus_is_coordinator()`` says so (a worker holds shards and is never migrated directly); tables
+are distributed once a node can hold shards (``distributes``). There,
 after the numbered steps, every per-user table (``schema.DISTRIBUTED``) becomes a hash-distributed
 table on its user column, co-located with ``users``, so one user's rows of every table live in one
 shard and a statement carrying ``user_id = $1`` runs on one worker; the version history
@@ -17,19 +18,29 @@ onto a coordinator) are copied into its shards, and the coordinator's local copy
 
 from __future__ import annotations
 
+import logging
+
 from ...sansio import Op
 from . import schema
 from .sql import Q
 
+log = logging.getLogger(__name__)
+
 TABLES = [*(table for table, _ in schema.DISTRIBUTED), *schema.REFERENCE]
 
 
-def is_coordinator(extensions: set[str]) -> Op:
-    """Whether this database is a Citus coordinator (``extensions``: those installed)."""
+def distributes(extensions: set[str]) -> Op:
+    """Whether migrate distributes the tables here (``extensions``: those installed): on a Citus
+    coordinator with a node to hold shards. A coordinator alone (no worker yet, and itself not set
+    to hold shards) keeps ordinary tables, which the first migrate after a node joins distributes."""
     if "citus" not in extensions:
         return False
-    rows = yield Q("SELECT citus_is_coordinator() AS coordinator")
-    return bool(rows[0]["coordinator"])
+    rows = yield Q("SELECT citus_is_coordinator() AS coordinator, EXISTS (SELECT 1 FROM pg_dist_node"
+                   " WHERE shouldhaveshards AND isactive AND noderole = 'primary') AS nodes")
+    if rows[0]["coordinator"] and not rows[0]["nodes"]:
+        log.warning("Citus coordinator without a node to hold shards: the tables stay local until one is added"
+                    " (citus_add_node) and the store migrates again")
+    return bool(rows[0]["coordinator"] and rows[0]["nodes"])
 
 
 def undistributed() -> Op:

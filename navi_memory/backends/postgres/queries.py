@@ -49,7 +49,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
-    distributed: bool = False  # on a Citus coordinator (known once migrate ran): tables distributed by user
+    distributed: bool = False  # a Citus coordinator with nodes for shards (known once migrate ran): tables by user
     ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
     exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
     # The full-text query selects rows by the rarest query words whose expected matches in the
@@ -95,7 +95,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresSessionQueries, PostgresPer
         if self.has_vector and self.index_method == "auto":
             rows = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
             self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
-        self.distributed = yield from citus.is_coordinator(names)
+        self.distributed = yield from citus.distributes(names)
         if (yield from self._schema_is_current()):
             return schema.LATEST_VERSION
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
