@@ -9,11 +9,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from navi_memory import MemoryStore
+from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.backends.postgres import citus, schema
 
 from .citus import SETTINGS, cluster_module
 from .fakes import FakeEmbeddings
+from .helpers import postgres_back_to
 from .processes import left_behind
 
 pytestmark = [pytest.mark.citus, pytest.mark.xdist_group("citus")]
@@ -100,7 +101,8 @@ def test_a_database_distributed_at_version_1_migrates_to_the_latest(citus_schema
         conn.execute("INSERT INTO items (user_id, theme, type, content, created_at, updated_at)"
                      " VALUES ('alice', 'general', 'note', 'the ferry to Bergen', now(), now())")
         conn.execute("INSERT INTO facts (user_id, category, key, value, source, confidence, created_at, updated_at)"
-                     " VALUES ('alice', 'profile', 'city', 'Oslo', 'user_explicit', 90, now(), now() - interval '1 day')")
+                     " VALUES ('alice', 'profile', 'city', 'Oslo', 'user_explicit', 90, now(),"
+                     " now() - interval '1 day')")
     with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
         assert store.backend.schema_version() == schema.LATEST_VERSION
         _assert_distributed_by_user(citus_schema_url)
@@ -113,6 +115,28 @@ def test_a_database_distributed_at_version_1_migrates_to_the_latest(citus_schema
         store.add_messages("s1", [{"role": "user", "content": "hello"}], user_id="alice", triggers=False,
                            background=False)  # version 2
         assert store.forget(user_id="alice")["persons"] == 1
+
+
+def test_a_distributed_database_from_before_version_3_gets_its_full_text_column_and_jsonb_metadata_again(
+        citus_schema_url):
+    """The steps that rebuild what an old database has: version 3 drops and adds the generated
+    full-text column, version 5 retypes text metadata to jsonb, both on distributed tables."""
+    old_tsv = ("setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
+               "setweight(to_tsvector('english', content), 'B')")
+    with MemoryStore.open(citus_schema_url, embeddings=False) as store:
+        store.add(user_id="alice", content="an item from before", metadata={"colour": "red"})
+    postgres_back_to(citus_schema_url, 2, "ALTER TABLE items DROP COLUMN content_tsv",
+                     "ALTER TABLE items DROP COLUMN context",
+                     f"ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({old_tsv}) STORED",
+                     "DROP INDEX items_metadata_gin", "ALTER TABLE items ALTER COLUMN metadata DROP DEFAULT",
+                     "ALTER TABLE items ALTER COLUMN metadata TYPE text USING metadata::text")
+    with MemoryStore.open(citus_schema_url, embeddings=False) as store:
+        assert store.backend.schema_version() == schema.LATEST_VERSION
+        store.add(user_id="alice", content="the ferry to Bergen", context="we talked about fjords")
+        assert [r["content"] for r in store.search("fjords", user_id="alice", min_score=0)] == ["the ferry to Bergen"]
+        assert [r["content"] for r in store.search("before", user_id="alice", min_score=0,
+                                                   filters={"colour": "red"})] == ["an item from before"]
+    _assert_distributed_by_user(citus_schema_url)
 
 
 def test_a_coordinator_alone_keeps_local_tables_and_distributes_them_with_their_rows_once_a_worker_joins(
@@ -170,6 +194,13 @@ def test_a_store_works_on_the_cluster(citus_schema_url):
         assert store.forget(user_id="alice")["items"] == 6
         assert store.search("ferry to Bergen", user_id="alice") == []
         assert [r["content"] for r in store.search("ferry", user_id="bob")] == ["bob sails the ferry to Bergen too"]
+
+
+async def test_the_async_store_migrates_and_searches_on_the_cluster(citus_schema_url):
+    async with await AsyncMemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
+        await store.add(user_id="alice", content="the ferry to Bergen")
+        assert [r["content"] for r in await store.search("ferry", user_id="alice")] == ["the ferry to Bergen"]
+    _assert_distributed_by_user(citus_schema_url)
 
 
 def test_the_commands_over_every_user_that_already_fan_out(citus_schema_url):
