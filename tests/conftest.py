@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings as hypothesis_settings
 
 from navi_memory import MemoryStore, Settings
 
+from .citus import CitusServer
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import dump_tables, sqlite_connections_used
 from .pg import PostgresServer, dump_schema
@@ -100,6 +101,29 @@ def postgres_server() -> Iterator[PostgresServer]:
     server = PostgresServer.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def citus_server() -> Iterator[CitusServer]:
+    """A Citus coordinator with two workers (tests/citus.py): mark the test ``citus`` and put it in
+    ``xdist_group("citus")``, so one test process starts one cluster."""
+    server = CitusServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def citus_url(citus_server: CitusServer) -> str:
+    """The coordinator's URL (its default schema, shared by every test of the session)."""
+    return citus_server.url
+
+
+@pytest.fixture
+def citus_schema_url(citus_server: CitusServer) -> Iterator[str]:
+    """A fresh schema on the coordinator, dropped afterwards (with its distributed tables)."""
+    url = citus_server.fresh_schema_url()
+    yield url
+    citus_server.drop_schema(url)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
+from . import citus
 from . import schema as schema
 from . import sql as q
 from .persons import PostgresPromotionQueries
@@ -49,6 +50,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
     has_vector: bool = False
     has_trgm: bool = False
     vector_error: str | None = None  # why pgvector could not be enabled
+    distributed: bool = False  # a Citus coordinator with nodes for shards (known once migrate ran): tables by user
     ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
     exact_below: int = 20_000  # a user with fewer vectors than this is searched exactly when HNSW falls short
     # The full-text query selects rows by the rarest query words whose expected matches in the
@@ -94,6 +96,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         if self.has_vector and self.index_method == "auto":
             rows = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
             self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
+        self.distributed = yield from citus.distributes(names)
         if (yield from self._schema_is_current()):
             return schema.LATEST_VERSION
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
@@ -109,6 +112,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             yield Q(schema.VECTOR_COLUMN)
         for statement in schema.TRIGRAM_INDEXES if self.has_trgm else []:
             yield Q(statement)
+        if self.distributed:
+            yield from citus.distribute((yield from citus.undistributed()))
         return schema.LATEST_VERSION
 
     def _vector_column(self) -> Op:
@@ -117,13 +122,13 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         return rows[0]["udt_name"] if rows else None
 
     def _extensions(self) -> Op:
-        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")
+        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm', 'citus')")
         return {r["extname"] for r in rows}
 
     def _schema_is_current(self) -> Op:
         """Whether every step of ``migrate`` is already done, read from the catalogue: the latest
         version recorded, the vector column typed once pgvector is there, the trigram indexes
-        built once pg_trgm is there."""
+        built once pg_trgm is there, every table distributed on a Citus coordinator."""
         state = (yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS versioned,"
                          " to_regclass('items_content_trgm') IS NOT NULL AS trigram_indexed,"
                          " (SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
@@ -132,7 +137,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
                 or (self.has_trgm and not state["trigram_indexed"]):
             return False
         rows = yield Q("SELECT coalesce(max(version), 0) AS version FROM navi_schema_migrations")
-        return bool(rows[0]["version"] >= schema.LATEST_VERSION)
+        return bool(rows[0]["version"] >= schema.LATEST_VERSION) and not (
+            self.distributed and (yield from citus.undistributed()))
 
     @operation
     def schema_version(self) -> Op:

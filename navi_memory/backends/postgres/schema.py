@@ -6,7 +6,8 @@ vector column becomes ``vector`` once pgvector is installed (tables are created 
 which stores vectors without it), and the trigram indexes appear once pg_trgm is installed.
 
 Every table carries ``user_id`` and every primary key starts with it, so the tables can be
-distributed by ``user_id`` on Citus. ``embeddings.embedding`` is an untyped ``vector`` column:
+distributed by ``user_id`` on Citus: on a Citus coordinator, ``migrate`` distributes ``DISTRIBUTED``
+and makes ``REFERENCE`` reference tables (``citus.py``). ``embeddings.embedding`` is an untyped ``vector`` column:
 each model gets its own partial HNSW index on ``embedding::vector(N)`` (pgvector's recipe for
 several dimensions in one column), created when the model's first vector is stored.
 """
@@ -157,8 +158,9 @@ TRIGRAM_INDEXES = [
 SESSIONS = [
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS created_at timestamptz",
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS last_active timestamptz",
+    # a constraint added with its column is named (PostgreSQL's own name for it): Citus needs the name
     f"ALTER TABLE session_state ADD COLUMN IF NOT EXISTS state text NOT NULL DEFAULT 'open'"
-    f" CHECK (state IN {_in(SESSION_STATES)})",
+    f" CONSTRAINT session_state_state_check CHECK (state IN {_in(SESSION_STATES)})",
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS error text",
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS attempts integer NOT NULL DEFAULT 0",
     "ALTER TABLE session_state ADD COLUMN IF NOT EXISTS claimed_at timestamptz",
@@ -219,7 +221,7 @@ RETRIEVAL = [
 # stay promoted.
 HOUSEHOLD = [
     f"ALTER TABLE users ADD COLUMN IF NOT EXISTS household_mode text NOT NULL DEFAULT 'single'"
-    f" CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
+    f" CONSTRAINT users_household_mode_check CHECK (household_mode IN {_in(HOUSEHOLD_MODES)})",
     """CREATE TABLE IF NOT EXISTS persons (
         user_id text NOT NULL REFERENCES users(id) ON DELETE CASCADE,
         id bigserial NOT NULL,
@@ -334,5 +336,15 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (12, PER_USER_LEXICAL),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
+
+# Citus: each per-user table and its distribution column, in an order where every foreign key points at
+# a table distributed before it; all co-located with users, so a user's rows of every table share a shard.
+DISTRIBUTED: list[tuple[str, str]] = [
+    ("users", "id"), ("themes", "user_id"), ("items", "user_id"), ("facts", "user_id"), ("fact_history", "user_id"),
+    ("summaries", "user_id"), ("session_state", "user_id"), ("embeddings", "user_id"), ("messages", "user_id"),
+    ("llm_calls", "user_id"), ("persons", "user_id"), ("promotions", "user_id"),
+]
+# the tables every node reads whole (the version history)
+REFERENCE = ["navi_schema_migrations"]
 
 VECTOR_COLUMN = "ALTER TABLE embeddings ALTER COLUMN embedding TYPE vector USING embedding::vector"

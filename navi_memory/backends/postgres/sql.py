@@ -44,7 +44,9 @@ ITEM_SELECT = sql.SQL(shared.ITEM_SELECT)
 POSTGRES = Dialect(
     name="postgresql", placeholder="%s", time=lambda value: value,
     json=lambda value: None if value is None else Jsonb(value), ids=list, in_ids="{column} = ANY(%s)",
-    plus_minutes="{time} + {minutes} * interval '1 minute'", embed_text=embed_text_sql("chr(10)"),
+    # in UTC's timestamp arithmetic: immutable, which Citus needs of what an UPDATE computes from a column
+    plus_minutes="(({time} AT TIME ZONE 'UTC') + {minutes} * interval '1 minute') AT TIME ZONE 'UTC'",
+    embed_text=embed_text_sql("chr(10)"),
     for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
     null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="ILIKE", greatest="greatest",
     item_key="i.user_id, i.id", by_id="", metadata=condition_sql,
@@ -176,13 +178,21 @@ def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[
     the same conversation session (by id, ``items_user_session``), of those passing the filters.
     ``centres``: a FROM item named ``h`` with the columns ``id``, ``owner`` (its user) and ``session``."""
     cond, params = where(f)
-    adjacent = ("SELECT s.id FROM items s WHERE s.user_id = h.owner AND s.source_ref ->> 'session_id' = h.session"
+    user, user_params = same_user("s", f)
+    adjacent = ("SELECT s.id FROM items s WHERE s.user_id = h.owner{} AND s.source_ref ->> 'session_id' = h.session"
                 " AND s.id {} h.id ORDER BY s.id {} LIMIT 1")
     return sql.SQL(
         "SELECT h.id AS centre, {} FROM {} CROSS JOIN LATERAL (({}) UNION ALL ({})) AS a(id)"
         " JOIN items i ON i.user_id = h.owner AND i.id = a.id WHERE h.session IS NOT NULL AND {}"
-    ).format(columns, centres, sql.SQL(adjacent.format("<", "DESC")), sql.SQL(adjacent.format(">", "ASC")),
-             cond), [*centre_params, *params]
+    ).format(columns, centres, sql.SQL(adjacent.format(user, "<", "DESC")),
+             sql.SQL(adjacent.format(user, ">", "ASC")), cond), [*centre_params, *user_params, *user_params, *params]
+
+
+def same_user(alias: str, f: Filters) -> tuple[str, list[Any]]:
+    """`` AND <alias>.user_id = %s`` when the filters name a user (else nothing): said of every table a
+    per-user statement reads, not only implied by a join, so Citus routes the statement to the one
+    shard of that user (it cannot infer the value through a join on a CTE's column)."""
+    return ("", []) if f.user_id is None else (f" AND {alias}.user_id = %s", [f.user_id])
 
 
 def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
@@ -205,9 +215,10 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     if beside.query is not None and beside.model is not None:
         dims = sql.Literal(int(beside.query.size))
         cosine = sql.SQL("1 - (e.embedding::vector({d}) <=> %s::vector({d}))").format(d=dims)
+        user, user_params = same_user("e", f)
         join = sql.SQL(" LEFT JOIN embeddings e ON e.user_id = h.owner AND e.item_id = h.id AND e.model = %s"
-                       " AND e.dimensions = {d} AND e.state = 'ready'").format(d=dims)
-        params += [beside.query, beside.model]
+                       " AND e.dimensions = {d} AND e.state = 'ready'{u}").format(d=dims, u=sql.SQL(user))
+        params += [beside.query, beside.model, *user_params]
     text.append(sql.SQL(" SELECT {columns}, h.score, {adjacent} AS adjacent, {cosine} AS cosine FROM hits h{join}"
                         ).format(columns=rank_columns("h"), adjacent=adjacent, cosine=cosine, join=join))
     if beside.neighbours:

@@ -86,15 +86,16 @@ class PostgresTransferQueries:
         items after ``after_id`` that are not the searchable copy of a fact (those go with the fact)."""
         vector = sql.SQL(", e.embedding::text AS emb_vector" if with_vectors else "")
         head = sql.SQL("SELECT {}, e.model AS emb_model, e.state AS emb_state, e.dimensions AS emb_dims,"
-                       " e.error AS emb_error{} FROM items i LEFT JOIN embeddings e ON e.user_id = i.user_id"
+                       " e.error AS emb_error{} FROM items i LEFT JOIN embeddings e ON e.user_id = %s"
                        " AND e.item_id = i.id WHERE i.user_id = %s").format(
             sql.SQL(", ".join(f"i.{c.strip()}" for c in _ITEM_COLUMNS.split(","))), vector)
+        # the user named on every table, not only through the joins: Citus then routes it to one shard
         if ids is not None:
-            rows = yield Q(head + sql.SQL(" AND i.id = ANY(%s) ORDER BY i.id"), [user_id, list(ids)])
+            rows = yield Q(head + sql.SQL(" AND i.id = ANY(%s) ORDER BY i.id"), [user_id, user_id, list(ids)])
         else:
             rows = yield Q(head + sql.SQL(
-                " AND i.id > %s AND (i.fact_id IS NULL OR NOT EXISTS (SELECT 1 FROM facts f WHERE f.user_id = i.user_id"
-                " AND f.id = i.fact_id)) ORDER BY i.id LIMIT %s"), [user_id, after_id, limit])
+                " AND i.id > %s AND (i.fact_id IS NULL OR NOT EXISTS (SELECT 1 FROM facts f WHERE f.user_id = %s"
+                " AND f.id = i.fact_id)) ORDER BY i.id LIMIT %s"), [user_id, user_id, after_id, user_id, limit])
         out = []
         for row in rows:
             d = row_times(dict(row))
