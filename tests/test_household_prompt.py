@@ -74,10 +74,10 @@ def test_a_turn_reads_the_household_once_and_infers_the_speaker_from_it(store):
             super().__init__(store)
             self.names: list[str] = []
 
-        def call(self, name, *args, **kwargs):
-            self.names.append(name)
-            self.last = kwargs
-            return super().call(name, *args, **kwargs)
+        def call(self, request):
+            self.names.append(request.method)
+            self.last = request.kwargs
+            return super().call(request)
 
     store.add(user_id=U, content="Tom plays chess on Sundays.")
     caller = Recording(store)

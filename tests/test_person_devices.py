@@ -51,9 +51,9 @@ def test_the_adapters_take_the_device_of_the_turn(store):
     seen = []
     original = caller.call
 
-    def spy(name, *args, **kwargs):
-        seen.append(kwargs.get("person_hints"))
-        return original(name, *args, **kwargs)
+    def spy(request):
+        seen.append(request.kwargs.get("person_hints"))
+        return original(request)
 
     caller.call = spy
     builder.build("what cake do I like?", user_id=U)
