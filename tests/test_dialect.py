@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
 from navi_memory.backends.shared.dialect import ITEM_SELECT, Q
@@ -183,3 +184,49 @@ def test_users_and_embedding_states_read_the_same_on_both_backends(store):
     assert (stats["items"], stats["ready"] + stats["pending"], stats["missing"], stats["other_model"]) == (2, 2, 0, 0)
     assert db.embedding_stats("another-model")["other_model"] == 2
     assert db.forget_user("u1")["items"] == 1 and [u["id"] for u in db.list_users()] == ["u2"]
+
+
+def test_an_export_page_reads_the_same_types_on_both_backends(store, clock):
+    db, now = store.backend, clock()
+    item_id = store.add(user_id="u1", content="oat milk lattes", tags=["coffee"], metadata={"cup": "large"},
+                        source_ref={"session_id": "s1"}, pinned=True, expires_days=3)
+    (row,) = db.export_items(user_id="u1", after_id=0, limit=10, ids=None, with_vectors=True)
+    assert (row["id"], row["tags"], row["metadata"], row["source_ref"], row["key"]) == (
+        item_id, ["coffee"], {"cup": "large"}, {"session_id": "s1"}, None)
+    assert row["pinned"] is True  # a bool, not SQLite's 1
+    assert (row["created_at"], row["expires_at"], row["observed_at"]) == (now, now + timedelta(days=3), None)
+    assert all(row[k].utcoffset() == timedelta(0) for k in ("created_at", "updated_at", "expires_at"))
+    vector = row["emb_vector"]
+    assert row["emb_state"] == "ready" and vector.dtype == np.float32 and vector.shape == (row["emb_dims"],)
+    assert db.export_items(user_id="u1", after_id=0, limit=0, ids=[item_id], with_vectors=False)[0]["emb_vector"] is None
+    calls = [{"id": "c1", "name": "lookup", "arguments": "{\"q\": \"tea\"}"}]
+    db.append_messages("u1", "s1", [{"role": "user", "content": "hi"},
+                                    {"role": "assistant", "content": "", "tool_calls": calls}], now)
+    db.record_llm_calls("u1", [{"purpose": "summary", "model": None, "input_tokens": 3, "output_tokens": 1,
+                                "estimated": True, "ok": False, "error": "timeout"}], now)
+    messages = db.export_page(kind="messages", user_id="u1", after=None, limit=10)
+    assert [(m["seq"], m["tool_calls"], m["created_at"]) for m in messages] == [(1, [], now), (2, calls, now)]
+    assert [m["seq"] for m in db.export_page(kind="messages", user_id="u1", after=["s1", 1], limit=10)] == [2]
+    (session,) = db.export_page(kind="sessions", user_id="u1", after=None, limit=10)
+    assert (session["last_active"], session["extracted_at"], session["message_count"]) == (now, None, 2)
+    (call,) = db.export_page(kind="llm_calls", user_id="u1", after=None, limit=10)
+    assert call["estimated"] is True and call["ok"] is False  # bools, not SQLite's 1 and 0
+    assert (call["model"], call["created_at"]) == (None, now)
+    (user,) = db.export_page(kind="users", user_id="u1", after=None, limit=10)
+    assert user == {"id": "u1", "created_at": now, "household_mode": "single", "timezone": None,
+                    "memory_off_since": None}
+
+
+def test_restored_items_take_ids_never_used_before_on_both_backends(store):
+    """SQLite reserves them by AUTOINCREMENT's rule (after the highest id ever used), PostgreSQL
+    from the items sequence: an id freed by a delete is never given again."""
+    first = store.add(user_id="u1", content="kept")
+    last = store.add(user_id="u1", content="deleted after the export")
+    records: list[dict] = []
+    store.export(records.append, user_id="u1")
+    store.delete(last, user_id="u1")
+    pairs: list[tuple[int, int]] = []
+    store.import_records(records, user_map={"u1": "u2"}, id_map=lambda user_id, old, new: pairs.append((old, new)))
+    assert [old for old, _ in pairs] == [first, last] and all(new > last for _, new in pairs)
+    assert sorted(new for _, new in pairs) == [new for _, new in pairs]
+    assert store.backend.max_item_id() == pairs[-1][1]

@@ -40,6 +40,7 @@ from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
+from ..shared.transfer import TransferQueries
 
 log = logging.getLogger(__name__)
 
@@ -378,6 +379,6 @@ def iter_once(query: Q) -> Op:
 
 for _queries in (PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
                  ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
-                 PostgresQueries):
+                 TransferQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -27,6 +27,7 @@ from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
+from ..shared.transfer import TransferQueries
 from . import citus
 from . import schema as schema
 from . import sql as q
@@ -42,7 +43,8 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 
 class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
-                      ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries):
+                      ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
+                      TransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to

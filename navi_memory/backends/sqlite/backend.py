@@ -36,15 +36,17 @@ from ..shared.keyed import KeyedQueries
 from ..shared.dialect import ensure_theme
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
+from ..shared.transfer import TransferQueries
 from ...sansio import install
 from .rows import EMBED_TEXT, to_json as _json
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import EmbeddingStore, FactStore, ItemStore, KeyedStore, PersonStore, SessionStore
+    from ..base import EmbeddingStore, FactStore, ItemStore, KeyedStore, Lifecycle, PersonStore, SessionStore, Transfer
 
-    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore, EmbeddingStore): ...
+    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore, EmbeddingStore, Transfer, Lifecycle): ...
 else:
-    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries): ...
+    class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
+                  TransferQueries): ...
 
 
 class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
@@ -271,4 +273,5 @@ install(SQLiteBackend, FactQueries, sync=True)
 install(SQLiteBackend, SessionQueries, sync=True)
 install(SQLiteBackend, PersonQueries, sync=True)
 install(SQLiteBackend, EmbeddingQueries, sync=True)
+install(SQLiteBackend, TransferQueries, sync=True)
 translate_errors(SQLiteBackend)

@@ -22,12 +22,14 @@ _READERS: dict[str, Callable[[Any], Any]] = {
     "tags": lambda v: json.loads(v or "[]"), "metadata": lambda v: json.loads(v or "{}"),
     "source_ref": lambda v: json.loads(v) if v else None, "tool_calls": lambda v: json.loads(v) if v else None,
     "pinned": lambda v: None if v is None else bool(v)}
+_READERS.update(dict.fromkeys(("ok", "estimated"), _READERS["pinned"]))  # an LLM call's flags
 _READERS.update(dict.fromkeys(PERSON_LIST_COLUMNS, _READERS["tags"]))  # a person's aliases, devices
 
 
 def typed(row: sqlite3.Row) -> dict[str, Any]:
     """A row with the types psycopg reads PostgreSQL's as, by column name: timestamps aware UTC
-    datetimes, JSON columns (tags, metadata, source_ref, tool_calls) Python values, ``pinned`` a bool."""
+    datetimes, JSON columns (tags, metadata, source_ref, tool_calls) Python values, flags (``pinned``,
+    an LLM call's ``ok`` and ``estimated``) bools."""
     d = dict(row)
     for key, value in d.items():
         if key.endswith("_at") or key in _TIMES:
