@@ -14,10 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ...config import DatabaseURL
-from ...core.contract import NOT_INDEXED, theme_display_name
+from ...core.contract import NOT_INDEXED
 from ...errors import ValidationError
 from ...sansio import Op, operation
 from ..base import NewItem
@@ -200,38 +199,23 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     # -- items ------------------------------------------------------------------------------
 
-    def _item_ids(self, themes: set[tuple[str, str]], count: int, now: datetime) -> Op:
-        """Create the users and themes new items need, and reserve ``count`` item ids."""
-        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                [(u, now) for u in sorted({u for u, _ in themes})], many=True)
-        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [(u, t, theme_display_name(t), now, now) for u, t in sorted(themes)], many=True)
+    def _reserve_item_ids(self, count: int) -> Op:
+        """``count`` ids from the items sequence, in order."""
         rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
                        [count])
         return [r["id"] for r in rows]
 
-    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
-        ids = yield from self._item_ids({(it.user_id, it.theme) for it in items}, len(items), now)
-        yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-                " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
-                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s, %s, %s, %s, %s, %s)",
-                [(it.user_id, i, it.theme, it.type, it.title, it.content, Jsonb(list(it.tags)), it.status, it.pinned,
-                  it.source, None if it.source_ref is None else Jsonb(it.source_ref), it.person, it.confidence,
-                  it.observed_at, it.expires_at, Jsonb(it.metadata or {}), it.context, it.agent_id, it.run_id,
-                  it.namespace, it.key, now, now)
-                 for i, it in zip(ids, items)],
-                many=True)
-        if model is not None and self.has_vector:
-            for dims in {int(it.vector.size) for it in items if it.vector is not None}:
-                yield from self._ensure_vector_index(model, dims)
-            yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s::vector, %s)",
-                    [(it.user_id, i, model, None if it.vector is None else int(it.vector.size),
-                      "pending" if it.vector is None else "ready", it.vector, now)
-                     for i, it in zip(ids, items)], many=True)
-        return ids
+    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op:
+        """Each new item's vector (with its model's index) or its pending row; none without pgvector."""
+        if not self.has_vector:
+            return
+        for dims in {int(it.vector.size) for it in items if it.vector is not None}:
+            yield from self._ensure_vector_index(model, dims)
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s::vector, %s)",
+                [(it.user_id, i, model, None if it.vector is None else int(it.vector.size),
+                  "pending" if it.vector is None else "ready", it.vector, now)
+                 for i, it in zip(ids, items)], many=True)
 
     def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
         yield Q("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL, updated_at = %s"

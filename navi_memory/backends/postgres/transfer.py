@@ -50,11 +50,6 @@ class PostgresTransferQueries:
         """The call's generator, run inside the plan's."""
         return (yield from _query_generator(type(self), call.method)(self, **call.kwargs))
 
-    def _reserve_item_ids(self, count: int) -> Op:
-        rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
-                       [count])
-        return [r["id"] for r in rows]
-
     def _restore_vectors(self, rows: Sequence[tuple[str, int, str, np.ndarray]], now: datetime) -> Op:
         yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, embedding, updated_at)"
                 " VALUES (%s, %s, %s, %s, 'ready', %s::vector, %s)",

@@ -38,8 +38,8 @@ class Q(NamedTuple):
 
 class Native(NamedTuple):
     """A step only the SQLite runner takes: ``call(connection)`` inside the call's transaction, its
-    result sent back. A bridge to SQLite's plain helpers (``_insert_rows``, ``_mark_stale_on``)
-    until the concerns they serve (items) run on the shared generators too."""
+    result sent back: what reaches past the tables (the in-memory vectors) or calls SQLite's plain
+    methods inside the call's transaction (a plan's calls, ``in_one_transaction``)."""
 
     call: Callable[[Any], Any]
 

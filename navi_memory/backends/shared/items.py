@@ -2,8 +2,9 @@
 counted and fetched by id, with their themes.
 
 Generator methods mixed into each backend and installed on its runners (``sansio.install``).
-Inserting new items (ids, vectors) is each backend's ``_insert``, marking a changed item's
-vector stale its ``_mark_stale``: the parts that touch how vectors are stored.
+What touches how vectors are stored is each backend's own step: the ids of new items
+(``_reserve_item_ids``), their vectors (``_insert_vectors``), a changed item's vector marked
+stale (``_mark_stale``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
+from ...core.contract import theme_display_name
 from ...errors import ValidationError
 from ...sansio import Op, operation, reads
 from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
@@ -72,12 +74,37 @@ class ItemQueries:
     """Item reads and writes (mixed into both backends)."""
 
     dialect: Dialect
-    _insert: Any  # (items, model, now) -> Op[list[int]]: insert new items, their pending vectors
+    _reserve_item_ids: Any  # (count) -> Op[list[int]]: ids for new items, in order
+    _insert_vectors: Any  # (ids, items, model, now) -> Op: each new item's vector, or its pending row
     _mark_stale: Any  # (user_id, item_id, model, now) -> Op: its text changed, its vector is wrong
 
     @operation
     def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
         return (yield from self._insert(items, model, now))
+
+    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+        """Insert new items with the users and themes they need, and (``model`` set) their vectors
+        or pending rows; their ids, in order. Also the step of facts and chunks writing items."""
+        if not items:
+            return []
+        d, stamp = self.dialect, self.dialect.time(now)
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                [(u, stamp) for u in sorted({it.user_id for it in items})], many=True)
+        yield Q("INSERT INTO themes (user_id, slug, display_name, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING", [(u, t, theme_display_name(t), stamp, stamp)
+                                            for u, t in sorted({(it.user_id, it.theme) for it in items})], many=True)
+        ids = yield from self._reserve_item_ids(len(items))
+        yield Q("INSERT INTO items (user_id, id, theme, type, title, content, tags, status, pinned, source, source_ref,"
+                " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
+                " created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s, %s, %s, %s, %s, %s)",
+                [(it.user_id, i, it.theme, it.type, it.title, it.content, d.json(list(it.tags)), it.status, it.pinned,
+                  it.source, d.json(it.source_ref), it.person, it.confidence, d.time(it.observed_at),
+                  d.time(it.expires_at), d.json(it.metadata or {}), it.context, it.agent_id, it.run_id, it.namespace,
+                  it.key, stamp, stamp) for i, it in zip(ids, items)], many=True)
+        if model is not None:
+            yield from self._insert_vectors(ids, items, model, now)
+        return ids
 
     @operation
     @reads

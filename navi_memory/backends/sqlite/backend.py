@@ -18,27 +18,25 @@ import numpy as np
 
 from ... import ann
 from ...core.contract import NOT_INDEXED
-from ...errors import SchemaError, StorageError
-from ...core.timeutil import from_db, to_db
+from ...errors import SchemaError
+from ...core.timeutil import to_db
 from ...vectors import to_blob
-from ..base import NewItem
 from . import lexicon
 from .schema import LATEST_VERSION, MIGRATIONS
 from .persons import SQLitePromotion
 from .search import SQLiteSearch
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
-from .runner import SQLITE, SQLiteRunner, register, translate_errors
+from .runner import SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
 from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
-from ..shared.dialect import ensure_theme
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
 from ..shared.transfer import TransferQueries
 from ...sansio import install
-from .rows import EMBED_TEXT, to_json as _json
+from .rows import EMBED_TEXT
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
     from ..base import EmbeddingStore, FactStore, ItemStore, KeyedStore, Lifecycle, PersonStore, SessionStore, Transfer
@@ -171,66 +169,12 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
                 return 0
             return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
 
-    # -- shared write helpers (called inside a transaction) ---------------------------------
-
-    @staticmethod
-    def _ensure_user(conn: sqlite3.Connection, user_id: str, now: str) -> None:
-        conn.execute("INSERT OR IGNORE INTO users (id, created_at) VALUES (?, ?)", (user_id, now))
-
-    @staticmethod
-    def _ensure_theme(conn: sqlite3.Connection, user_id: str, slug: str, now: str) -> None:
-        theme = ensure_theme(SQLITE, user_id, slug, from_db(now))
-        conn.execute(SQLITE.render(theme.text), theme.params)
+    # -- vectors: blobs, and the generation the in-memory indexes follow ---------------------
 
     @staticmethod
     def _bump_gen(conn: sqlite3.Connection, user_id: str) -> int:
         conn.execute("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = ?", (user_id,))
         return conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()[0]
-
-    def _insert_rows(self, conn: sqlite3.Connection, items: Sequence[NewItem], model: str | None, now: str) -> list[int]:
-        for user_id in {it.user_id for it in items}:
-            self._ensure_user(conn, user_id, now)
-        for user_id, theme in {(it.user_id, it.theme) for it in items}:
-            self._ensure_theme(conn, user_id, theme, now)
-        before = conn.execute("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'items'").fetchone()[0]
-        before = max(before, conn.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0])
-        conn.executemany(
-            "INSERT INTO items (user_id, theme, type, title, content, tags, status, pinned, source, source_ref,"
-            " person, confidence, observed_at, expires_at, metadata, context, agent_id, run_id, namespace, ext_key,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(it.user_id, it.theme, it.type, it.title, it.content, _json(list(it.tags)), it.status, int(it.pinned),
-              it.source, _json(it.source_ref), it.person, it.confidence, to_db(it.observed_at),
-              to_db(it.expires_at), _json(it.metadata or {}), it.context, it.agent_id, it.run_id, it.namespace,
-              it.key, now, now) for it in items],
-        )
-        ids = list(range(before + 1, before + 1 + len(items)))
-        last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
-        if items and last != ids[-1]:  # AUTOINCREMENT under our write lock makes ids contiguous
-            raise StorageError("item ids were not allocated contiguously")
-        if model is not None and items:
-            gens = {u: self._bump_gen(conn, u) for u in {it.user_id for it in items if it.vector is not None}}
-            conn.executemany(
-                "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(i, it.user_id, model, None if it.vector is None else int(it.vector.size),
-                  "pending" if it.vector is None else "ready",
-                  None if it.vector is None else to_blob(it.vector), gens.get(it.user_id, 0), now)
-                 for i, it in zip(ids, items)],
-            )
-        return ids
-
-    def _mark_stale_on(self, conn: sqlite3.Connection, user_id: str, item_id: int, model: str | None, now: str) -> None:
-        """Content changed: any stored vector is wrong now, whatever model made it."""
-        gen = self._bump_gen(conn, user_id)
-        conn.execute("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = ?, updated_at = ?"
-                     " WHERE item_id = ?", (gen, now, item_id))
-        if model is not None:
-            conn.execute("INSERT OR IGNORE INTO embeddings (item_id, user_id, model, state, gen, updated_at)"
-                         " VALUES (?, ?, ?, 'pending', ?, ?)", (item_id, user_id, model, gen, now))
-
-    # -- items ------------------------------------------------------------------------------
-
-    # -- users ------------------------------------------------------------------------------
 
     # -- embeddings -------------------------------------------------------------------------
 

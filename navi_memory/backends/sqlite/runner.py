@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from ...core.contract import NOT_INDEXED
 from ...core.timeutil import from_db, to_db
 from ...errors import BackendUnavailableError, StorageError
+from ...vectors import to_blob
 from ...sansio import Op, advance
 from ..base import NewItem
 from ..shared.dialect import Dialect, Native, Q
@@ -70,9 +71,6 @@ class SQLiteRunner:
     dialect = SQLITE
     _transaction: Any
     _statement: Any
-    _insert_rows: Any
-    _mark_stale_on: Any
-    _bump_gen: Any
     vectors: Any
 
     def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
@@ -83,11 +81,38 @@ class SQLiteRunner:
                 done, step = advance(gen, _execute(conn, step))
             return step
 
-    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
-        return (yield Native(lambda conn: self._insert_rows(conn, items, model, to_db(now))))
+    def _reserve_item_ids(self, count: int) -> Op:
+        """The ids AUTOINCREMENT would give the next ``count`` items (after the highest id ever
+        used): no other writer inserts before them under the call's ``BEGIN IMMEDIATE``."""
+        rows = yield Q("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),"
+                       " (SELECT coalesce(max(id), 0) FROM items)) AS last")
+        return list(range(rows[0]["last"] + 1, rows[0]["last"] + 1 + count))
+
+    def _next_gen(self, user_id: str) -> Op:
+        """The user's next vector generation: rows stamped with it are what the in-memory indexes
+        of every process load next (``vectors.VectorCache``)."""
+        rows = yield Q("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = %s RETURNING vec_gen", [user_id])
+        return rows[0]["vec_gen"]
+
+    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op:
+        """Each new item's vector (ready, under a new generation of its user's) or its pending row."""
+        gens = {}
+        for user_id in sorted({it.user_id for it in items if it.vector is not None}):
+            gens[user_id] = yield from self._next_gen(user_id)
+        yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(i, it.user_id, model, None if it.vector is None else int(it.vector.size),
+                  "pending" if it.vector is None else "ready", None if it.vector is None else to_blob(it.vector),
+                  gens.get(it.user_id, 0), to_db(now)) for i, it in zip(ids, items)], many=True)
 
     def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
-        yield Native(lambda conn: self._mark_stale_on(conn, user_id, item_id, model, to_db(now)))
+        """Content changed: any stored vector is wrong now, whatever model made it."""
+        gen, stamp = (yield from self._next_gen(user_id)), to_db(now)
+        yield Q("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = %s, updated_at = %s"
+                " WHERE item_id = %s", [gen, stamp, item_id])
+        if model is not None:
+            yield Q("INSERT INTO embeddings (item_id, user_id, model, state, gen, updated_at)"
+                    " VALUES (%s, %s, %s, 'pending', %s, %s) ON CONFLICT DO NOTHING", [item_id, user_id, model, gen, stamp])
 
     def _forget_vectors(self, user_id: str) -> Op:
         """Drop the user's in-memory vectors. Before the commit: a search that loads them again meanwhile
@@ -101,7 +126,7 @@ class SQLiteRunner:
 
     def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
         """No vector for this item (a new generation: cached vectors of it are dropped)."""
-        gen = yield Native(lambda conn: self._bump_gen(conn, user_id))
+        gen = yield from self._next_gen(user_id)
         yield Q("INSERT INTO embeddings (item_id, user_id, model, state, error, gen, updated_at)"
                 " VALUES (%s, %s, %s, 'error', %s, %s, %s) ON CONFLICT (item_id) DO UPDATE SET state = 'error',"
                 " error = excluded.error, vector = NULL, dimensions = NULL, gen = excluded.gen,"

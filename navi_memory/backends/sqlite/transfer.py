@@ -19,7 +19,7 @@ from ..shared.dialect import Native, Q
 class SQLiteTransfer:
     """What export/import does SQLite's way (mixed into ``SQLiteBackend``)."""
 
-    _bump_gen: Any
+    _next_gen: Any  # (user_id) -> Op[int]: the user's next vector generation
     _exported_vector = "e.vector"
 
     @staticmethod
@@ -33,18 +33,11 @@ class SQLiteTransfer:
         """The public method, inside the plan's transaction: a savepoint of it."""
         return (yield Native(lambda conn: getattr(self, call.method)(**call.kwargs)))
 
-    def _reserve_item_ids(self, count: int) -> Op:
-        """The ids AUTOINCREMENT would give the next ``count`` items (after the highest id ever
-        used): no other writer inserts before them under the call's ``BEGIN IMMEDIATE``."""
-        rows = yield Q("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),"
-                       " (SELECT coalesce(max(id), 0) FROM items)) AS last")
-        return list(range(rows[0]["last"] + 1, rows[0]["last"] + 1 + count))
-
     def _restore_vectors(self, rows: Sequence[tuple[str, int, str, np.ndarray]], now: datetime) -> Op:
         """Store ready vectors under a new generation of each user's (the vector cache reloads them)."""
         gens = {}
         for user_id in sorted({r[0] for r in rows}):
-            gens[user_id] = yield Native(lambda conn, user_id=user_id: self._bump_gen(conn, user_id))
+            gens[user_id] = yield from self._next_gen(user_id)
         yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
                 " VALUES (%s, %s, %s, %s, 'ready', %s, %s, %s)",
                 [(item_id, user_id, model, int(vector.size), to_blob(vector), gens[user_id], to_db(now))
