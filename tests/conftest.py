@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings as hypothesis_settings
 
 from navi_memory import MemoryStore, Settings
 
-from .citus import CitusServer
+from .citus import CitusServer, SchemaPool
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import dump_tables, sqlite_connections_used
 from .pg import PostgresServer, dump_schema
@@ -34,12 +34,27 @@ BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
+# The third backend, for the tests of modules marked ``on_citus``: the same behaviour on a Citus
+# coordinator with two workers (tests/citus.py), each test in a schema distributed by user.
+CITUS = pytest.param("citus", id="citus", marks=[pytest.mark.citus, pytest.mark.xdist_group("citus")])
 
 
 def backend_url(name: str, tmp_path: Path) -> str:
     if name == "sqlite":
         return f"sqlite:///{tmp_path}/memory.db"
     raise ValueError(f"no file-based test database for backend {name!r}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking a backend in a module (or class) marked ``on_citus`` runs on the cluster too: its
+    backends given as a parametrize mark before pytest reads the marks (and skips the fixture's own
+    params). A test parametrizing ``backend_name`` itself keeps its choice."""
+    if "backend_name" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("on_citus") is None:
+        return
+    if any("backend_name" in str(mark.args[0]) for mark in metafunc.definition.iter_markers("parametrize")):
+        return
+    metafunc.definition.add_marker(pytest.mark.parametrize("backend_name", [*BACKENDS, CITUS], indirect=True))
 
 
 @pytest.hookimpl(trylast=True)
@@ -118,6 +133,14 @@ def citus_url(citus_server: CitusServer) -> str:
     return citus_server.url
 
 
+@pytest.fixture(scope="session")
+def citus_pool(citus_server: CitusServer) -> Iterator[SchemaPool]:
+    """Distributed schemas reused test after test, emptied between (the ``citus`` backend parameter)."""
+    pool = SchemaPool(citus_server)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
 def citus_schema_url(citus_server: CitusServer) -> Iterator[str]:
     """A fresh schema on the coordinator, dropped afterwards (with its distributed tables)."""
@@ -134,36 +157,51 @@ def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
     postgres_server.drop_schema(url)
 
 
-@pytest.fixture
-def db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+def server_database(backend_name: str, request: pytest.FixtureRequest) -> tuple[str, Callable[[], None]] | None:
+    """A fresh database of a server backend, and what drops it (or gives it back to the pool);
+    None for SQLite, whose databases are files."""
     if backend_name == "postgres":
         server = request.getfixturevalue("postgres_server")
         url = server.fresh_schema_url()
-        yield url
-        server.drop_schema(url)
+        return url, lambda: server.drop_schema(url)
+    if backend_name == "citus":
+        pool = request.getfixturevalue("citus_pool")
+        url = pool.take()
+        return url, lambda: pool.give_back(url)
+    return None
+
+
+@pytest.fixture
+def db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    made = server_database(backend_name, request)
+    if made is None:
+        yield backend_url(backend_name, tmp_path)
         return
-    yield backend_url(backend_name, tmp_path)
+    url, release = made
+    yield url
+    release()
 
 
 @pytest.fixture
 def new_db_url(backend_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[[], str]]:
     """A factory of fresh, empty databases of the current backend (for tests needing two)."""
-    made: list[str] = []
+    releases: list[Callable[[], None]] = []
+    files = 0
 
     def make() -> str:
-        if backend_name == "postgres":
-            url = request.getfixturevalue("postgres_server").fresh_schema_url()
-        else:
-            folder = tmp_path / f"db{len(made)}"
+        nonlocal files
+        made = server_database(backend_name, request)
+        if made is None:
+            files += 1
+            folder = tmp_path / f"db{files - 1}"
             folder.mkdir()
-            url = backend_url(backend_name, folder)
-        made.append(url)
-        return url
+            return backend_url(backend_name, folder)
+        releases.append(made[1])
+        return made[0]
 
     yield make
-    if backend_name == "postgres":
-        for url in made:
-            request.getfixturevalue("postgres_server").drop_schema(url)
+    for release in releases:
+        release()
 
 
 @pytest.fixture

@@ -4,16 +4,18 @@ Then a store works on it end to end (tests/citus.py starts the cluster)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
 import pytest
 
 from navi_memory import AsyncMemoryStore, MemoryStore
+from navi_memory.cli import main as cli_main
 from navi_memory.backends.postgres import citus, schema
 
 from .citus import SETTINGS, cluster_module
-from .fakes import FakeEmbeddings
+from .fakes import FakeClock, FakeEmbeddings
 from .helpers import postgres_back_to
 from .processes import left_behind
 
@@ -203,28 +205,54 @@ async def test_the_async_store_migrates_and_searches_on_the_cluster(citus_schema
     _assert_distributed_by_user(citus_schema_url)
 
 
-def test_the_commands_over_every_user_that_already_fan_out(citus_schema_url):
-    """Every shard is read and the results merged on the coordinator (search of all users: below)."""
-    with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
-        for user in ("alice", "bob", "carol"):
-            store.add(user_id=user, content=f"{user} takes the ferry to Bergen")
+def _cli(capsys: pytest.CaptureFixture[str], url: str, *args: str) -> str:
+    capsys.readouterr()
+    assert cli_main(["--db", url, "--embeddings", "none", *args]) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def test_the_commands_over_every_user_fan_out_on_the_cluster(citus_schema_url, capsys, tmp_path):
+    """Every shard is read (or written) and the results merged on the coordinator: the admin commands
+    and reads over all users, through the store and the command line."""
+    clock = FakeClock()
+    users = ("alice", "bob", "carol", "dave", "erin")
+    with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings(), clock=clock) as store:
+        for user in users:
+            for n in range(3):
+                store.add(user_id=user, content=f"{user} takes the ferry to Bergen {n}", source_ref={"session_id": "trip"})
+            for n in range(3):  # a cluster of repeated notes for promote
+                store.add(user_id=user, content=f"{user} drinks oat milk lattes every morning {'!' * n}",
+                          dedup=False)
             store.upsert_fact(user_id=user, category="profile", key="city", value="Bergen")
             store.add_messages("s1", [{"role": "user", "content": "hello"}], user_id=user, triggers=False,
                                background=False)
-        assert [u["id"] for u in store.list_users()] == ["alice", "bob", "carol"]
-        assert store.count_items(all_users=True) == 6  # a note and a fact's searchable copy each
-        assert len(store.get_all_facts(all_users=True)) == 3
-        assert len(store.list_sessions(all_users=True)) == 3
-        assert store.embedding_status()["ready"] == 6
-        assert store.sweep_ttl() == 0
-        store.promote(all_users=True)
-        exported: list[dict] = []
-        store.export(exported.append, all_users=True)
-        assert sorted(r["user_id"] for r in exported if r.get("type") == "user") == ["alice", "bob", "carol"]
-
-
-@pytest.mark.xfail(strict=True, reason="next step of issue 34: the cross-user neighbour join is not pushed down")
-def test_a_search_of_all_users_works_on_the_cluster(citus_schema_url):
-    with MemoryStore.open(citus_schema_url, embeddings=FakeEmbeddings()) as store:
-        store.add(user_id="alice", content="the ferry to Bergen")
-        assert [r["content"] for r in store.search("ferry", all_users=True)] == ["the ferry to Bergen"]
+            store.put_keyed(user_id=user, namespace=("cache",), key="k", content="short-lived", ttl_minutes=1)
+            store.backend.record_llm_calls(user, [{"purpose": "summary", "model": "m", "input_tokens": 10,
+                                                   "output_tokens": 2, "estimated": False, "ok": True}], clock.now)
+        found = store.search("ferry Bergen", all_users=True, limit=50)  # neighbours and cosines of every shard
+        assert {r["user_id"] for r in found} == set(users)
+        dog = [store.add(user_id="bob", content=text, source_ref={"session_id": "dog"}) for text in
+               ("Bob: I have a new puppy called Max.", "Alice: Lovely, what breed is it?", "Bob: A beagle.")]
+        nearby = {r.id: r for r in store.search("beagle", all_users=True)}  # the turn before comes along
+        assert nearby[dog[1]].signals["context"] is True and dog[0] not in nearby
+        store.delete(dog[0], user_id="bob"), store.delete(dog[1], user_id="bob"), store.delete(dog[2], user_id="bob")
+        assert store.search("ferry", all_users=True, semantic_weight=0, limit=50)
+        assert store.count_items(all_users=True) == 5 * 8  # 3 turns, 3 notes, a fact's copy, a keyed item
+        assert len(store.get_all_facts(all_users=True)) == 5
+        assert len(store.list_sessions(all_users=True)) == 5
+        assert store.embedding_status()["ready"] == 40
+        stats = store.usage_stats(all_users=True)
+        assert stats["purposes"]["summary"]["calls"] == 5 and len(stats["sessions"]) == 5
+        clock.advance(minutes=2)
+        assert store.sweep_ttl() == 5  # every user's expired keyed item, in one statement over the shards
+    listed = json.loads(_cli(capsys, citus_schema_url, "users", "--json"))
+    assert [(u["id"], u["items"], u["facts"]) for u in listed] == [(u, 7, 1) for u in users]
+    assert json.loads(_cli(capsys, citus_schema_url, "stats", "--json"))["totals"]["llm_calls"] == 5
+    promoted = json.loads(_cli(capsys, citus_schema_url, "promote", "--json"))
+    assert (promoted["users"], promoted["facts_added"]) == (5, 10)  # the ferry turns and the lattes notes
+    _cli(capsys, citus_schema_url, "export", "--all-users", "-o", str(tmp_path / "all.jsonl"))
+    records = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    assert sorted(r["user_id"] for r in records if r.get("type") == "user") == list(users)
+    kinds = [r.get("type") for r in records]
+    # the turns and notes of each user (a fact's searchable copy travels with its fact), every fact
+    assert (kinds.count("item"), kinds.count("fact")) == (5 * 6, 5 + 10)

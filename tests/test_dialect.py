@@ -14,6 +14,8 @@ from navi_memory.backends.shared.dialect import ITEM_SELECT, Q
 from navi_memory.backends.sqlite.runner import SQLITE, add_minutes
 from navi_memory.core.timeutil import from_db, to_db
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 
 def _statement(query: Q):
     return (yield query)

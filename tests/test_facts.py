@@ -6,6 +6,9 @@ import pytest
 
 from navi_memory import Fact, FactChange, NotFoundError, ValidationError
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
+
 U = "alice"
 
 

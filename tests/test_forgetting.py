@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from mcp import Client
 from starlette.testclient import TestClient
@@ -19,6 +20,8 @@ from navi_memory.ui.api import create_api_app
 from .chat_fakes import ScriptedChat
 from .test_pipeline_extraction import talk
 from .ui_helpers import LOCAL, TOKEN
+
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
 
 U = "tomas"
 GONE = "3 December"

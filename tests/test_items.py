@@ -14,6 +14,9 @@ from navi_memory.vectors import from_blob
 
 from .helpers import count_rows
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
+
 U = "alice"
 
 

@@ -12,6 +12,9 @@ from navi_memory import AsyncMemoryStore, ValidationError
 from .fakes import FakeClock, FakeEmbeddings
 from .test_postgres import novector_url  # noqa: F401  (a fixture: a fresh database without pgvector)
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
+
 U = "u1"
 
 

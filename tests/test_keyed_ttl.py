@@ -20,6 +20,8 @@ from navi_memory.integrations.langgraph import NaviStore
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import sqlite_at_version
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 U = "u1"
 NS = ("memories", "u1")
 

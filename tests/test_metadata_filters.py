@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from navi_memory import MemoryStore, ValidationError
 from navi_memory.core.filters import conditions, evaluate
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 U = "u1"
 ROWS = {
     "m1": {"kind": "pref", "score": 5, "tags": ["a", "b"], "n": {"x": 1}},

@@ -11,6 +11,9 @@ from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.errors import NotFoundError, ValidationError
 from navi_memory.core.persons import Person, infer_speaker
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
+
 U = "family"
 
 

@@ -10,6 +10,8 @@ import pytest
 from navi_memory import MemoryStore
 from navi_memory.promotion import fact_key, find_clusters, render_memory_markdown
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 U = "u1"
 DIMS = 64  # the fake embeddings' size
 

@@ -7,6 +7,8 @@ import pytest
 
 from navi_memory import MemoryStore, ValidationError
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 U = "u1"
 
 

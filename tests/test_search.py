@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from navi_memory import NotFoundError, SearchResult, ValidationError
 
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
+
 U = "alice"
 
 

@@ -6,9 +6,14 @@ import sqlite3
 from contextlib import closing
 from datetime import datetime, timezone
 
+import pytest
+
 from navi_memory import Summary
 
 from .helpers import count_rows, dump_tables, fts_integrity_ok, table_names
+
+pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py)
+
 
 U = "alice"
 USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings", "messages",

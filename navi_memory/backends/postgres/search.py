@@ -107,6 +107,7 @@ class PostgresSearchQueries:
     ef_search: int
     exact_below: int
     lexical_row_budget: int
+    distributed: bool
     pins: Pins
 
     @operation
@@ -233,9 +234,11 @@ class PostgresSearchQueries:
     def _pinned(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op:
         """Whether to search the user with the plan-fixed HNSW statement under a generic plan
         (``Pins``): no statement is planned again for each search of a large user, which saves
-        more than half a millisecond on the path every search waits for."""
+        more than half a millisecond on the path every search waits for. Never on Citus: the
+        plan-fixed statement's nearest-vectors subquery names no user, so it would not route to the
+        user's shard (the plain statement does; the worker picks the HNSW or btree plan itself)."""
         if filters.user_id is None or self.index_method != "hnsw" or dims > q.HNSW_MAX_DIMENSIONS \
-                or not filters.plain:
+                or not filters.plain or self.distributed:
             return False
         if self.pins.stale(model, dims):
             rows = yield Q(*q.user_shares(model, dims))

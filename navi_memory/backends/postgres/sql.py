@@ -172,6 +172,17 @@ def neighbour_centres(f: Filters, ids: list[int]) -> tuple[sql.Composed, list[An
         owner_and_session("c"), user), [ids, *([] if f.user_id is None else [f.user_id])]
 
 
+def hit_centres(f: Filters) -> sql.Composable:
+    """The rows of the ``hits`` CTE as the centres ``session_neighbours`` reads. Of one user, the CTE
+    itself; of all users, each hit's row read again from ``items``: on Citus the CTE is a result
+    gathered on the coordinator, and a neighbour lookup correlated with it (not with a distributed
+    table on its user column) cannot be pushed down to the shards."""
+    if f.user_id is not None:
+        return sql.SQL("hits h")
+    return sql.SQL("(SELECT c.id, {} FROM hits x JOIN items c ON c.user_id = x.owner AND c.id = x.id) h").format(
+        owner_and_session("c"))
+
+
 def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[Any],
                        columns: sql.Composable = sql.SQL("i.id")) -> tuple[sql.Composed, list[Any]]:
     """``centre`` and ``columns`` of the items ``i`` stored right before and after each centre in
@@ -207,7 +218,7 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     text: list[sql.Composable] = [sql.SQL("WITH hits AS MATERIALIZED ({})").format(hits)]
     adjacent = sql.SQL("NULL::bigint[]")
     if beside.neighbours:
-        nb, nb_params = session_neighbours(f, sql.SQL("hits h"), [], RANK_SELECT)
+        nb, nb_params = session_neighbours(f, hit_centres(f), [], RANK_SELECT)
         text.append(sql.SQL(", nb AS ({})").format(nb))
         params += nb_params
         adjacent = sql.SQL("ARRAY(SELECT nb.id FROM nb WHERE nb.centre = h.id)")

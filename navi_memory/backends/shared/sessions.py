@@ -240,9 +240,14 @@ class SessionQueries:
         d, stamp = self.dialect, self.dialect.time(now)
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, stamp])
         yield Q(f"SELECT id FROM users WHERE id = %s{d.for_update}", [user_id])  # serialises version numbers
-        rows = yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s,"
-                       " coalesce(max(version), 0) + 1, %s, %s FROM summaries WHERE user_id = %s"
-                       " RETURNING content, version, created_at", [user_id, content, stamp, user_id])
+        # the next version read through the user's row (grouped by it): on Citus an INSERT ... SELECT
+        # grouped by the user column of co-located tables runs whole on the user's shard, where an
+        # ungrouped max() is read back to the coordinator first (and the alias is what its rewrite
+        # of RETURNING needs)
+        rows = yield Q("INSERT INTO summaries AS t (user_id, version, content, created_at)"
+                       " SELECT u.id, coalesce(max(s.version), 0) + 1, %s, %s FROM users u"
+                       " LEFT JOIN summaries s ON s.user_id = u.id WHERE u.id = %s GROUP BY u.id"
+                       " RETURNING content, version, created_at", [content, stamp, user_id])
         return row_times(rows[0])
 
     # -- forgetting: the raw text a deleted memory came from ---------------------------------
