@@ -240,15 +240,19 @@ class SessionQueries:
         d, stamp = self.dialect, self.dialect.time(now)
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, stamp])
         yield Q(f"SELECT id FROM users WHERE id = %s{d.for_update}", [user_id])  # serialises version numbers
-        # the next version read through the user's row (grouped by it): on Citus an INSERT ... SELECT
-        # grouped by the user column of co-located tables runs whole on the user's shard, where an
-        # ungrouped max() is read back to the coordinator first (and the alias is what its rewrite
-        # of RETURNING needs)
-        rows = yield Q("INSERT INTO summaries AS t (user_id, version, content, created_at)"
-                       " SELECT u.id, coalesce(max(s.version), 0) + 1, %s, %s FROM users u"
-                       " LEFT JOIN summaries s ON s.user_id = u.id WHERE u.id = %s GROUP BY u.id"
-                       " RETURNING content, version, created_at", [content, stamp, user_id])
+        rows = yield from self._append_summary(user_id, content, stamp)
         return row_times(rows[0])
+
+    def _append_summary(self, user_id: str, content: str, stamp: Any) -> Op:
+        """Store ``content`` as the user's next summary version (the caller holds the user's row lock);
+        its row. The next version is read through the user's row, grouped by it: on Citus an INSERT ...
+        SELECT grouped by the user column of co-located tables runs whole on the user's shard, where an
+        ungrouped max() is read back to the coordinator first (the alias is what its rewrite of
+        RETURNING needs)."""
+        return (yield Q("INSERT INTO summaries AS t (user_id, version, content, created_at)"
+                        " SELECT u.id, coalesce(max(s.version), 0) + 1, %s, %s FROM users u"
+                        " LEFT JOIN summaries s ON s.user_id = u.id WHERE u.id = %s GROUP BY u.id"
+                        " RETURNING content, version, created_at", [content, stamp, user_id]))
 
     # -- forgetting: the raw text a deleted memory came from ---------------------------------
 

@@ -60,6 +60,7 @@ class TransferQueries:
     _exported_vector: str  # the exported vector of embeddings ``e``, as the backend stores it
     _vector_of: Any  # (that value or None) -> np.ndarray | None
     _reserve_item_ids: Any  # (count) -> Op[list[int]]: ids for new items, in order
+    _append_summary: Any  # (user_id, content, stamp) -> Op: the user's next summary version (shared/sessions.py)
     _restore_vectors: Any  # (rows of (user_id, item_id, model, vector), now) -> Op: ready vectors stored
     _in_plan: Any  # (BackendCall) -> Op: one call of a plan, inside the plan's transaction
 
@@ -295,8 +296,7 @@ class TransferQueries:
                               " AND content = %s", [uid, created, r["content"]])):
             return False
         if taken:
-            yield Q("INSERT INTO summaries (user_id, version, content, created_at) SELECT %s, coalesce(max(version), 0)"
-                    " + 1, %s, %s FROM summaries WHERE user_id = %s", [uid, r["content"], created, uid])
+            yield from self._append_summary(uid, r["content"], created)
         else:
             yield Q("INSERT INTO summaries (user_id, version, content, created_at) VALUES (%s, %s, %s, %s)",
                     [uid, r["version"], r["content"], created])
