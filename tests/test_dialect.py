@@ -232,3 +232,12 @@ def test_restored_items_take_ids_never_used_before_on_both_backends(store):
     assert [old for old, _ in pairs] == [first, last] and all(new > last for _, new in pairs)
     assert sorted(new for _, new in pairs) == [new for _, new in pairs]
     assert store.backend.max_item_id() == pairs[-1][1]
+
+
+def test_the_persons_a_query_names_are_found_alike_on_both_backends(store):
+    db, now = store.backend, datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    db.insert_person(user_id="u1", fields={"display_name": "Sarah Connor", "aliases": ["Mum"]}, now=now)
+    store.add(user_id="u1", content="Tom plays chess", person="Tom")
+    assert sorted(db.persons_named("u1", ["sarah", "mum", "tom", "kyle"])) == ["Sarah Connor", "Tom"]
+    assert db.persons_named("u1", ["connor"]) == [] and db.persons_named("u2", ["tom"]) == []
+    assert db.persons_named("u1", []) == [] and db.past_statements([]) == []

@@ -38,6 +38,7 @@ from ..shared.facts import FactQueries
 from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.search import SearchReadQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
 from ..shared.transfer import TransferQueries
@@ -379,6 +380,6 @@ def iter_once(query: Q) -> Op:
 
 for _queries in (PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
                  ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
-                 TransferQueries, PostgresQueries):
+                 SearchReadQueries, TransferQueries, PostgresQueries):
     install(PostgresBackend, _queries, sync=True)
     install(AsyncPostgresBackend, _queries, sync=False)

@@ -24,6 +24,7 @@ from ..shared.facts import FactQueries
 from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.search import SearchReadQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
 from ..shared.transfer import TransferQueries
@@ -43,7 +44,7 @@ TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivf
 
 class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
                       ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
-                      TransferQueries):
+                      SearchReadQueries, TransferQueries):
     """The backend's logic. Subclasses provide ``_run``."""
 
     schema_latest = schema.LATEST_VERSION  # the version migrate() brings a database to

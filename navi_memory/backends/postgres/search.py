@@ -158,32 +158,6 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def past_statements(self, user_ids: Sequence[str]) -> Op:
-        """The earlier values of these users' facts with the session they were said in
-        (``fact_history`` rows with a ``source_session_id``), each with its user, its fact's key,
-        current value and item: few per user, read beside a search's page."""
-        return (yield Q("SELECT h.user_id, h.source_session_id AS session_id, h.source_message_id AS message_id,"
-                        " h.value, f.key, f.value AS current_value, f.item_id FROM fact_history h JOIN facts f"
-                        " ON f.user_id = h.user_id AND f.id = h.fact_id"
-                        " WHERE h.user_id = ANY(%s) AND h.source_session_id IS NOT NULL", [list(user_ids)]))
-
-    @operation
-    @reads
-    def persons_named(self, user_id: str, names: Sequence[str]) -> Op:
-        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
-        in the household by display name, first name or alias."""
-        if not names:
-            return []
-        wanted = list(names)
-        rows = yield Q("SELECT DISTINCT person FROM items WHERE user_id = %s AND person IS NOT NULL"
-                       " AND lower(person) = ANY(%s) UNION SELECT display_name FROM persons p WHERE p.user_id = %s"
-                       " AND (lower(p.display_name) = ANY(%s) OR split_part(lower(p.display_name), ' ', 1) = ANY(%s)"
-                       " OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.aliases) a(alias)"
-                       " WHERE lower(a.alias) = ANY(%s)))", [user_id, wanted, user_id, wanted, wanted, wanted])
-        return [r["person"] for r in rows]
-
-    @operation
-    @reads
     def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None = None) -> Op:
         """``beside.query``'s cosines are not read again: a hit's score is its cosine to ``query``."""
         if beside is None:

@@ -68,6 +68,8 @@ class Dialect:
     by_id: str  # what follows ``items i`` in a lookup by a list of ids (an index hint, or "")
     # ``(clause, params)``: items ``i`` whose namespace is the bound one or lies under it
     under_namespace: Callable[[str], tuple[str, list[Any]]]
+    first_word: str  # "the first word of {text}" (up to its first space)
+    json_list: str  # a FROM item of the text elements of the JSON list {column}, as ``a.value``
     # ``(clause, params)``: one metadata condition (``core.filters.Condition``) on items ``i``
     metadata: Callable[[Any], tuple[str, list[Any]]]
 

@@ -32,6 +32,7 @@ from ..shared.facts import FactQueries
 from ..shared.embeddings import EmbeddingQueries
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
+from ..shared.search import SearchReadQueries
 from ..shared.persons import PersonQueries
 from ..shared.sessions import SessionQueries
 from ..shared.transfer import TransferQueries
@@ -39,12 +40,14 @@ from ...sansio import install
 from .rows import EMBED_TEXT
 
 if TYPE_CHECKING:  # what ``install`` below makes of the shared generators: the Protocol's methods
-    from ..base import EmbeddingStore, FactStore, ItemStore, KeyedStore, Lifecycle, PersonStore, SessionStore, Transfer
+    from ..base import (EmbeddingStore, FactStore, ItemStore, KeyedStore, Lifecycle, PersonStore, SearchReads,
+                        SessionStore, Transfer)
 
-    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore, EmbeddingStore, Transfer, Lifecycle): ...
+    class _Shared(ItemStore, KeyedStore, FactStore, SessionStore, PersonStore, EmbeddingStore, Transfer, Lifecycle,
+                  SearchReads): ...
 else:
     class _Shared(ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
-                  TransferQueries): ...
+                  TransferQueries, SearchReadQueries): ...
 
 
 class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner, _Shared):
@@ -218,4 +221,5 @@ install(SQLiteBackend, SessionQueries, sync=True)
 install(SQLiteBackend, PersonQueries, sync=True)
 install(SQLiteBackend, EmbeddingQueries, sync=True)
 install(SQLiteBackend, TransferQueries, sync=True)
+install(SQLiteBackend, SearchReadQueries, sync=True)
 translate_errors(SQLiteBackend)

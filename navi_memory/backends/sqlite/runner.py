@@ -48,6 +48,7 @@ SQLITE = Dialect(
     null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max",
     # a list of ids through the rowid: an index on user_id would test every row of the user
     item_key="i.id", by_id=" NOT INDEXED", metadata=condition_sql,
+    first_word="substr({text}, 1, instr({text} || ' ', ' ') - 1)", json_list="json_each({column}) AS a",
     # substr, not LIKE: SQLite's LIKE ignores ASCII case
     under_namespace=lambda prefix: ("(i.namespace = %s OR substr(i.namespace, 1, %s) = %s)",
                                     [prefix, len(prefix) + 1, prefix + "."]))

@@ -190,36 +190,6 @@ class SQLiteSearch:
             out.setdefault(centre, []).append(neighbour)
         return out
 
-    def past_statements(self, user_ids: Sequence[str]) -> list[dict]:
-        """The earlier values of these users' facts with the session they were said in
-        (``fact_history`` rows with a ``source_session_id``), each with its user, its fact's key,
-        current value and item: few per user, read beside a search's page."""
-        with self._statement() as conn:
-            rows = conn.execute(
-                "SELECT h.user_id, h.source_session_id AS session_id, h.source_message_id AS message_id, h.value,"
-                " f.key, f.value AS current_value, f.item_id FROM fact_history h JOIN facts f ON f.id = h.fact_id"
-                " WHERE h.user_id IN (SELECT value FROM json_each(?)) AND h.source_session_id IS NOT NULL",
-                (json.dumps(list(user_ids)),)).fetchall()
-        return [dict(r) for r in rows]
-
-    def persons_named(self, user_id: str, names: Sequence[str]) -> list[str]:
-        """The persons whose name (case-insensitive) is one of ``names``: on this user's items, and
-        in the household by display name, first name or alias."""
-        if not names:
-            return []
-        wanted = json.dumps(list(names))
-        with self._statement() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT person FROM items WHERE user_id = ? AND person IS NOT NULL"
-                " AND lower(person) IN (SELECT value FROM json_each(?))"
-                " UNION SELECT display_name FROM persons p WHERE p.user_id = ? AND (lower(p.display_name) IN"
-                " (SELECT value FROM json_each(?)) OR substr(lower(p.display_name), 1,"
-                " instr(lower(p.display_name) || ' ', ' ') - 1) IN (SELECT value FROM json_each(?))"
-                " OR EXISTS (SELECT 1 FROM json_each(p.aliases) a WHERE lower(a.value) IN"
-                " (SELECT value FROM json_each(?))))",
-                (user_id, wanted, user_id, wanted, wanted, wanted)).fetchall()
-        return [r[0] for r in rows]
-
     def _index(self, conn: sqlite3.Connection, filters: Filters, model: str, dimensions: int) -> VectorIndex | None:
         if filters.user_id is not None:
             return self.vectors.index_for(conn, filters.user_id, model, dimensions)
