@@ -86,10 +86,13 @@ class _Reader:
             import psycopg
         except ImportError as exc:
             raise ConfigurationError("reading a PostgreSQL Navi database needs the postgres extra") from exc
-        from .backends.postgres.pool import _translate, utc_conninfo
+        from .backends.postgres.connect import pin_session, split_url
+        from .backends.postgres.pool import _translate
 
         try:  # read in UTC and ISO, whatever the database's zone and date style
-            with psycopg.connect(utc_conninfo(self.url)) as conn:
+            conninfo, threshold = split_url(self.url)
+            with psycopg.connect(conninfo, prepare_threshold=threshold) as conn:
+                pin_session(conn)
                 yield conn
         except psycopg.Error as exc:
             raise _translate(self.url, exc) from exc

@@ -17,6 +17,7 @@ from .citus import CitusServer, SchemaPool
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import dump_tables, sqlite_connections_used
 from .pg import PostgresServer, dump_schema
+from .pgbouncer import pgbouncer_server, pooled_url  # noqa: F401  (fixtures)
 from .processes import describe, interrupt_on_sigterm, left_behind, stop
 
 # Every hypothesis test generates the same examples on every run (derandomize: the seed comes from

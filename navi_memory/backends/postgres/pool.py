@@ -4,8 +4,10 @@ marked ``reads`` run in autocommit: no BEGIN/COMMIT round trips); a call that lo
 serialization conflict to concurrent writers is run again whole (bounded, with jittered backoff:
 ``retry_delays``). Pooled connections are not checked before each call (a round trip per call);
 a call whose connection turns out closed by the server before its first statement ran is run once
-more after ``pool.check()``. Driver errors leave as ``StorageError`` / ``BackendUnavailableError``
-(only when the server cannot be reached) with the password masked.
+more after ``pool.check()``. A statement to run on a connection of its own (``Q.own_tx``: DDL)
+never waits while the call's transaction is open (``_Apart``). How connections are made (the URL,
+``prepare_threshold``, UTC): ``connect``. Driver errors leave as ``StorageError`` /
+``BackendUnavailableError`` (only when the server cannot be reached) with the password masked.
 
 The async runner's methods are the source: ``scripts/gen_sync.py`` writes the blocking runner's
 from them (between the ``# gen_sync`` markers)."""
@@ -20,13 +22,12 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ...config import DatabaseURL
 from ...errors import BackendUnavailableError, StorageError
 from ...sansio import Op, advance, install
+from .connect import FROM_URL, pin_session, pin_session_async, pool_settings
 from .persons import PostgresPromotionQueries
 from .pipelined import AsyncSharedReads, SharedReads
 from .queries import PostgresQueries, Q
@@ -58,6 +59,18 @@ class _Stale(Exception):
     def __init__(self, error: psycopg.OperationalError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class _Apart(Exception):
+    """A statement to run on a connection of its own (``Q.own_tx``: DDL) came while the call's
+    transaction was open. Waiting for it there would hold a server connection the whole time: through
+    a transaction-mode pooler (PgBouncer) whose server connections were all held by such calls, the
+    statement's connection would never get one. The call is rolled back, the statement run, and the
+    call run again with its outcome."""
+
+    def __init__(self, query: Q) -> None:
+        super().__init__("a statement to run apart")
+        self.query = query
 
 
 def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: float = 0.5) -> list[float]:
@@ -102,21 +115,14 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
 
 
-def utc_conninfo(url: DatabaseURL) -> str:
-    """The connection string with the session time zone pinned to UTC and the date style to ISO
-    (the ``options`` the URL already has kept, ours last so they win): timestamps then read back as
-    stored whatever the server's, database's or role's defaults (in Europe/Oslo,
-    9999-12-31T23:59:59Z would read as year 10000 and fail; psycopg cannot read timestamptz text in
-    the ``SQL``, ``German`` or ``Postgres`` date styles at all)."""
-    try:
-        options = conninfo_to_dict(url.dsn or "").get("options") or ""
-        return make_conninfo(url.dsn or "", options=f"{options} -c TimeZone=UTC -c DateStyle=ISO".strip())
-    except psycopg.Error as exc:
-        raise _translate(url, exc) from exc
-
-
-async def _adapt_vectors_async(conn: psycopg.AsyncConnection) -> None:
+def _configure(conn: psycopg.Connection) -> None:
     adapt_vectors(conn)
+    pin_session(conn)
+
+
+async def _configure_async(conn: psycopg.AsyncConnection) -> None:
+    adapt_vectors(conn)
+    await pin_session_async(conn)
 
 
 @contextmanager
@@ -147,13 +153,12 @@ class PostgresBackend(SharedReads, PostgresQueries):
     """Blocking PostgreSQL backend."""
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
-                 connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> None:
+                 connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL, **tuning: Any) -> None:
         self._init_state(url, **tuning)
-        self._conninfo = utc_conninfo(url)
+        self._conninfo, kwargs = pool_settings(url, prepare_threshold)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=adapt_vectors,
-                                   timeout=connect_timeout, name="navi-memory")
+                                   kwargs=kwargs, configure=_configure, timeout=connect_timeout, name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -181,8 +186,10 @@ class PostgresBackend(SharedReads, PostgresQueries):
         # is held by a caller waiting for this statement would deadlock the pool.
         try:
             with psycopg.Connection.connect(self._conninfo, autocommit=True) as conn:
-                with conn.cursor() as cur:
-                    cur.execute("SET lock_timeout = '5s'")  # DDL beside open transactions: never hang
+                with conn.transaction(), conn.cursor() as cur:
+                    # DDL beside open transactions: never hang. LOCAL: a session setting would stay on
+                    # a pooler's server connection, for its next clients.
+                    cur.execute("SET LOCAL lock_timeout = '5s'")
                     cur.execute(query.text, query.params)
                     return self._result(cur)
         except psycopg.Error as exc:
@@ -202,18 +209,40 @@ class PostgresBackend(SharedReads, PostgresQueries):
         raise AssertionError("unreachable")
 
     def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
-        """``_run_once``; again, once, if the server had closed the pooled connection."""
+        """``_run_apart``; again, once, if the server had closed the pooled connection."""
+        apart: list[tuple[Q, Any]] = []  # the call's statements run apart, with their outcomes
         try:
-            return self._run_once(make(), reads)
+            return self._run_apart(make, reads, apart)
         except _Stale as stale:
             log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
         self.pool.check()  # after a restart every idle connection is dead: replace them all
         try:
-            return self._run_once(make(), reads)
+            return self._run_apart(make, reads, apart)
         except _Stale as stale:
             raise stale.error from None
 
-    def _run_once(self, gen: Op, reads: bool = False) -> Any:
+    def _run_apart(self, make: Callable[[], Op], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
+        """``_run_once``; again after each statement it gave its transaction up for (``_Apart``):
+        each such statement runs once, a call has one or two (an extension, an index)."""
+        while True:
+            try:
+                return self._run_once(make(), reads, apart)
+            except _Apart as request:
+                apart.append((request.query, self._own_tx(request.query)))
+
+    def _ran_apart(self, conn: Any, query: Q, apart: list[tuple[Q, Any]]) -> Any:
+        """The outcome of a ``Q.own_tx`` statement: run before, run now (no transaction open yet),
+        or ``_Apart`` (the call's transaction is open)."""
+        for done, value in apart:
+            if done == query:
+                return value
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise _Apart(query)
+        value = self._own_tx(query)
+        apart.append((query, value))
+        return value
+
+    def _run_once(self, gen: Op, reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
         with self.pool.connection() as conn, conn.cursor() as cur:
             if conn.autocommit != reads:
                 conn.set_autocommit(reads)  # client side only: no round trip
@@ -222,7 +251,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
             while not done:
                 with _stale_if_dead(conn, ran):
                     if query.own_tx:
-                        value = self._own_tx(query)
+                        value = self._ran_apart(conn, query, [] if apart is None else apart)
                     elif query.many:
                         cur.executemany(query.text, query.params)
                         value = cur.rowcount
@@ -262,21 +291,21 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
 
     def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
         self._init_state(url, **tuning)
-        self._conninfo = utc_conninfo(url)
+        self._conninfo = pool.conninfo
         self.pool = pool
 
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
-                      connect_timeout: float = CONNECT_TIMEOUT, **tuning: Any) -> "AsyncPostgresBackend":
-        conninfo = utc_conninfo(url)
+                      connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL,
+                      **tuning: Any) -> "AsyncPostgresBackend":
+        conninfo, kwargs = pool_settings(url, prepare_threshold)
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(connect_timeout)))
             await conn.close()
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
-        pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": dict_row}, configure=_adapt_vectors_async,
-                                   timeout=connect_timeout, name="navi-memory-async")
+        pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False, kwargs=kwargs,
+                                   configure=_configure_async, timeout=connect_timeout, name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -297,8 +326,10 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         # is held by a caller waiting for this statement would deadlock the pool.
         try:
             async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
-                async with conn.cursor() as cur:
-                    await cur.execute("SET lock_timeout = '5s'")  # DDL beside open transactions: never hang
+                async with conn.transaction(), conn.cursor() as cur:
+                    # DDL beside open transactions: never hang. LOCAL: a session setting would stay on
+                    # a pooler's server connection, for its next clients.
+                    await cur.execute("SET LOCAL lock_timeout = '5s'")
                     await cur.execute(query.text, query.params)
                     return await self._result(cur)
         except psycopg.Error as exc:
@@ -318,18 +349,40 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         raise AssertionError("unreachable")
 
     async def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
-        """``_run_once``; again, once, if the server had closed the pooled connection."""
+        """``_run_apart``; again, once, if the server had closed the pooled connection."""
+        apart: list[tuple[Q, Any]] = []  # the call's statements run apart, with their outcomes
         try:
-            return await self._run_once(make(), reads)
+            return await self._run_apart(make, reads, apart)
         except _Stale as stale:
             log.info("PostgreSQL had closed a pooled connection (%s); running the call again", stale)
         await self.pool.check()  # after a restart every idle connection is dead: replace them all
         try:
-            return await self._run_once(make(), reads)
+            return await self._run_apart(make, reads, apart)
         except _Stale as stale:
             raise stale.error from None
 
-    async def _run_once(self, gen: Op, reads: bool = False) -> Any:
+    async def _run_apart(self, make: Callable[[], Op], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
+        """``_run_once``; again after each statement it gave its transaction up for (``_Apart``):
+        each such statement runs once, a call has one or two (an extension, an index)."""
+        while True:
+            try:
+                return await self._run_once(make(), reads, apart)
+            except _Apart as request:
+                apart.append((request.query, await self._own_tx(request.query)))
+
+    async def _ran_apart(self, conn: Any, query: Q, apart: list[tuple[Q, Any]]) -> Any:
+        """The outcome of a ``Q.own_tx`` statement: run before, run now (no transaction open yet),
+        or ``_Apart`` (the call's transaction is open)."""
+        for done, value in apart:
+            if done == query:
+                return value
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise _Apart(query)
+        value = await self._own_tx(query)
+        apart.append((query, value))
+        return value
+
+    async def _run_once(self, gen: Op, reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
         async with self.pool.connection() as conn, conn.cursor() as cur:
             if conn.autocommit != reads:
                 await conn.set_autocommit(reads)  # client side only: no round trip
@@ -338,7 +391,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
             while not done:
                 with _stale_if_dead(conn, ran):
                     if query.own_tx:
-                        value = await self._own_tx(query)
+                        value = await self._ran_apart(conn, query, [] if apart is None else apart)
                     elif query.many:
                         await cur.executemany(query.text, query.params)
                         value = cur.rowcount

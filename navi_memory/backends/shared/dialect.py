@@ -23,8 +23,9 @@ from ...core.timeutil import to_utc
 
 
 class Q(NamedTuple):
-    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in autocommit,
-    returning the error instead of raising (for optional DDL such as extensions). ``local``: the
+    """A statement for the runner. ``many``: executemany. ``own_tx``: run apart, in a transaction
+    of its own, returning the error instead of raising (for optional DDL such as extensions); never
+    while the call's transaction is open (the call is rolled back and run again after it). ``local``: the
     (setting, value) pairs the statement runs under, SET LOCAL in a transaction of its own that
     the runner sends with it in one round trip (a session SET would not survive a
     transaction-mode pooler such as PgBouncer). ``own_tx`` and ``local``: PostgreSQL only."""
