@@ -152,3 +152,32 @@ def test_replica_options_are_checked(urls):
         MemoryStore.open(urls[0], embeddings=False, backend_options={"replica_urls": urls[1]})
     with pytest.raises(ValidationError, match="PostgreSQL URL"):
         MemoryStore.open(urls[0], embeddings=False, backend_options={"replica_urls": ["sqlite:///x.db"]})
+
+
+def test_the_replicas_of_navi_memory_url_come_from_the_environment(pair, urls, monkeypatch):
+    monkeypatch.setenv("NAVI_MEMORY_URL", urls[0])
+    monkeypatch.setenv("NAVI_MEMORY_REPLICA_URLS", f" {urls[1]} ,")
+    _write_elsewhere(urls[0], "the cat is called Miso")
+    pair.wait_replayed()
+    pair.sql("replica", "SELECT pg_wal_replay_pause()")
+    _write_elsewhere(urls[0], "the dog is called Rex")
+    with MemoryStore.open(embeddings=False) as store:  # served by the paused replica
+        assert _contents(store) == {"the cat is called Miso"}
+    with MemoryStore.open(urls[0], embeddings=False) as store:  # NAVI_MEMORY_URL given as the URL: the same
+        assert _contents(store) == {"the cat is called Miso"}
+    other = urls[0].replace("search_path%3D", "search_path%3Dpublic%2C")
+    with MemoryStore.open(other, embeddings=False) as store:  # another URL: not its replicas
+        assert store._backend.replicas.members == []
+    pair.sql("replica", "SELECT pg_wal_replay_resume()")
+
+
+def test_replica_urls_from_the_environment_need_a_postgresql_url(monkeypatch, tmp_path):
+    from navi_memory.errors import ConfigurationError
+
+    monkeypatch.setenv("NAVI_MEMORY_URL", f"sqlite:///{tmp_path}/m.db")
+    monkeypatch.setenv("NAVI_MEMORY_REPLICA_URLS", "postgresql://app:secret@replica/db")
+    with pytest.raises(ConfigurationError, match="PostgreSQL NAVI_MEMORY_URL"):
+        MemoryStore.open(embeddings=False)
+    from navi_memory.config import Settings
+
+    assert "secret" not in repr(Settings.from_env())
