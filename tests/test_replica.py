@@ -31,6 +31,15 @@ def pair() -> Iterator[ReplicaPair]:
     started.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_read_failed_on_a_live_replica(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """A read on a replica that is up never fails over to the primary (an error of the runner would)."""
+    caplog.set_level("INFO", logger="navi_memory.backends.postgres.replicas")
+    yield
+    failed = [r.getMessage() for r in caplog.get_records("call") if "running it on the primary" in r.getMessage()]
+    assert not failed
+
+
 @pytest.fixture
 def urls(pair: ReplicaPair) -> Iterator[tuple[str, str]]:
     """A fresh schema, made on the primary and replayed on the replica: (primary URL, replica URL)."""
@@ -136,6 +145,24 @@ def test_a_replica_that_dies_is_skipped_and_retried_later(pair, urls):
             time.sleep(0.2)
         pair.sql("replica", "SELECT pg_wal_replay_resume()")
 
+
+
+async def test_the_async_store_skips_a_replica_that_dies(pair, urls):
+    options = {"replica_urls": [urls[1]], "replica_retry": 30.0, "replica_timeout": 1.0}
+    async with await AsyncMemoryStore.open(urls[0], embeddings=False, backend_options=options) as store:
+        await store.add(user_id=U, content="the cat is called Miso")
+        pair.wait_replayed()
+        assert len(await store.list_items(user_id=U)) == 1  # a pooled connection to the replica now
+        pair.stop_replica()
+        try:
+            for n in range(3):
+                await store.add(user_id=U, content=f"note {n} while the replica is down")
+                assert len(await store.list_items(user_id=U)) == n + 2
+                assert {h.content for h in await store.search("cat Miso", user_id=U, min_score=0)} == {
+                    "the cat is called Miso"}
+            assert store._backend.replicas.members[0].down_until > 0
+        finally:
+            pair.start_replica()
 
 def test_a_replica_down_when_the_store_opens_is_skipped(pair, urls):
     pair.stop_replica()

@@ -247,6 +247,8 @@ class PostgresBackend(SharedReads, PostgresQueries):
                 replica.suspect = False
                 replica.pool.check()  # after a restart every idle connection is dead
             with replica.pool.connection() as conn:
+                if not conn.autocommit:
+                    conn.set_autocommit(True)  # only reads here, each statement on its own
                 if replica.replayed < self.replicas.written:
                     with conn.cursor() as cur:
                         cur.execute(replicas.REPLAYED)
@@ -409,6 +411,8 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
                 replica.suspect = False
                 await replica.pool.check()  # after a restart every idle connection is dead
             async with replica.pool.connection() as conn:
+                if not conn.autocommit:
+                    await conn.set_autocommit(True)  # only reads here, each statement on its own
                 if replica.replayed < self.replicas.written:
                     async with conn.cursor() as cur:
                         await cur.execute(replicas.REPLAYED)
