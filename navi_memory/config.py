@@ -27,6 +27,7 @@ NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (defau
 NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
 NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
 NAVI_MEMORY_TIMEZONE            IANA time zone of "yesterday", "last week" in queries (default UTC)
+NAVI_MEMORY_REPLICA_URLS        PostgreSQL streaming replicas of NAVI_MEMORY_URL for reads, comma-separated
 ==============================  ==========================================================
 """
 
@@ -148,6 +149,7 @@ class Settings:
     dedup_threshold: float = 0.8
     reranker: str | None = None
     timezone: str = "UTC"  # the days of relative periods in queries ("yesterday"); search(timezone=) per call
+    replica_urls: tuple[str, ...] = ()  # read replicas of ``url`` (docs/scaling.md "Read replicas")
 
     def __post_init__(self) -> None:
         try:
@@ -164,6 +166,7 @@ class Settings:
         # URLs may carry passwords (postgresql://user:pw@..., http://user:pw@ollama): masked here
         shown = {name: mask_password(value) if name in _URL_FIELDS and isinstance(value, str) else value
                  for name, value in self.__dict__.items() if name not in _SECRET_FIELDS}
+        shown["replica_urls"] = tuple(mask_password(replica) for replica in self.replica_urls)
         return f"Settings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @classmethod
@@ -205,6 +208,8 @@ class Settings:
             dedup_threshold=_float_env(env, "NAVI_MEMORY_DEDUP_THRESHOLD", 0.8),
             reranker=env.get("NAVI_MEMORY_RERANKER", "").strip() or None,
             timezone=env.get("NAVI_MEMORY_TIMEZONE", "").strip() or "UTC",
+            replica_urls=tuple(part.strip() for part in env.get("NAVI_MEMORY_REPLICA_URLS", "").split(",")
+                               if part.strip()),
         )
 
 

@@ -27,7 +27,7 @@ from .backends.base import SharesReads
 from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Rerank, Spawn
 from .config import Settings, parse_url
 from .embeddings import Embedder, resolve_embedder
-from .errors import NaviMemoryError, SchemaError
+from .errors import ConfigurationError, NaviMemoryError, SchemaError
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
 from .pipeline.llm import ChatClient, resolve_chat_model
@@ -160,7 +160,19 @@ class _StoreBase:
     @staticmethod
     def _settings(url: str | None, settings: Settings | None) -> Settings:
         settings = settings or Settings.from_env()
-        return settings if url is None else Settings(**{**settings.__dict__, "url": url})
+        if url is None or url == settings.url:
+            return settings
+        return Settings(**{**settings.__dict__, "url": url, "replica_urls": ()})  # the replicas are settings.url's
+
+    @staticmethod
+    def _backend_options(settings: Settings, options: dict[str, Any] | None) -> dict[str, Any]:
+        """``options``, with the settings' read replicas (``NAVI_MEMORY_REPLICA_URLS``) unless they name some."""
+        if settings.replica_urls and "replica_urls" not in (options or {}):
+            if parse_url(settings.url).scheme != "postgresql":
+                raise ConfigurationError("NAVI_MEMORY_REPLICA_URLS are replicas of a PostgreSQL NAVI_MEMORY_URL,"
+                                         f" not of {parse_url(settings.url)}")
+            return {**(options or {}), "replica_urls": list(settings.replica_urls)}
+        return dict(options or {})
 
     @staticmethod
     def _lexical_only_backend(backend: Any, embedder: Embedder | None) -> Embedder | None:
@@ -193,7 +205,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
         rerank = resolve_reranker(reranker, settings.reranker)
-        backend = open_backend(parse_url(settings.url), read_only, **(backend_options or {}))
+        options = cls._backend_options(settings, backend_options)
+        backend = open_backend(parse_url(settings.url), read_only, **options)
         if read_only and (version := backend.schema_version()) < backend.schema_latest:
             backend.close()
             raise cls._schema_error(version, settings)
@@ -311,7 +324,8 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
         embedder = resolve_embedder(embeddings, settings)
         chat = resolve_chat_model(chat_model, settings)
         rerank = resolve_reranker(reranker, settings.reranker)
-        backend = await open_async_backend(parse_url(settings.url), read_only, **(backend_options or {}))
+        options = cls._backend_options(settings, backend_options)
+        backend = await open_async_backend(parse_url(settings.url), read_only, **options)
         if read_only and (version := await backend.schema_version()) < backend.schema_latest:
             await backend.close()
             raise cls._schema_error(version, settings)
