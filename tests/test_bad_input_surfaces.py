@@ -404,3 +404,11 @@ def test_a_zone_name_no_file_can_have_is_a_validation_error_everywhere(store, cl
     code, _, err = run(capsys, "timezone", "--user", U, name)
     assert code == 2 and "unknown time zone" in err and len(err) < 400
     assert dump() == before
+
+
+def test_unknown_sqlite_backend_options_are_rejected_by_name(tmp_path):
+    from navi_memory import MemoryStore, ValidationError
+
+    with pytest.raises(ValidationError, match=r"unknown SQLite backend options \['replica_urls'\]"):
+        MemoryStore.open(f"sqlite:///{tmp_path}/m.db", embeddings=False, backend_options={"replica_urls": ["x"]})
+    assert not (tmp_path / "m.db").exists()

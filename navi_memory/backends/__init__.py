@@ -23,8 +23,16 @@ def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> B
     """The blocking backend for a parsed URL. ``read_only``: create nothing (no SQLite file or
     folder; PostgreSQL creates nothing before ``migrate`` anyway)."""
     if url.scheme == "sqlite":
+        import inspect
+
+        from ..errors import ValidationError
         from .sqlite import SQLiteBackend
 
+        known = [name for name in inspect.signature(SQLiteBackend.__init__).parameters
+                 if name not in ("self", "path", "create")]
+        unknown = sorted(set(options) - set(known))
+        if unknown:  # as PostgreSQL's: named, not a TypeError from the constructor
+            raise ValidationError(f"unknown SQLite backend options {unknown}; known: {known}")
         return SQLiteBackend(url.path or ":memory:", create=not read_only, **options)
     _require_postgres()
     from .postgres.pool import PostgresBackend
