@@ -40,6 +40,18 @@ def cluster_module() -> ModuleType:
     return sys.modules[name]
 
 
+def start_cluster(workers: int, settings: dict[str, str]) -> Any:
+    """A cluster started from the cached build; where the build is impossible the test skips,
+    saying why (fails when $NAVI_MEMORY_TEST_CITUS_REQUIRED=1, as in CI)."""
+    module = cluster_module()
+    try:
+        return module.CitusCluster.start(workers=workers, settings=settings)
+    except module.BuildImpossible as exc:
+        if os.environ.get(REQUIRED_ENV) == "1":
+            pytest.fail(f"Citus is required here ({REQUIRED_ENV}=1) but cannot be built: {exc}")
+        pytest.skip(f"no Citus cluster: {exc} (or set {ENV_URL})")
+
+
 class CitusServer(PostgresServer):
     """The coordinator, handing out a fresh schema per test (``fresh_schema_url``) like the
     single-node server; ``cluster`` is None for a cluster of the caller's ($NAVI_MEMORY_TEST_CITUS_URL)."""
@@ -51,13 +63,7 @@ class CitusServer(PostgresServer):
         url = os.environ.get(ENV_URL)
         if url:
             return cls(url)
-        module = cluster_module()
-        try:
-            cluster = module.CitusCluster.start(workers=WORKERS, settings=SETTINGS)
-        except module.BuildImpossible as exc:
-            if os.environ.get(REQUIRED_ENV) == "1":
-                pytest.fail(f"Citus is required here ({REQUIRED_ENV}=1) but cannot be built: {exc}")
-            pytest.skip(f"no Citus cluster: {exc} (or set {ENV_URL})")
+        cluster = start_cluster(WORKERS, SETTINGS)
         server = cls(cluster.url)
         server.cluster = cluster
         return server

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import time
 import traceback
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from navi_memory import MemoryStore
 from navi_memory.backends.postgres import schema
 
-from .citus import REQUIRED_ENV, cluster_module
+from .citus import start_cluster
 
 pytestmark = [pytest.mark.citus, pytest.mark.xdist_group("citus")]
 
@@ -83,13 +82,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def cluster() -> Any:
-    module = cluster_module()
-    try:
-        started = module.CitusCluster.start(workers=2, settings=SETTINGS)
-    except module.BuildImpossible as exc:
-        if os.environ.get(REQUIRED_ENV) == "1":
-            pytest.fail(f"Citus is required here ({REQUIRED_ENV}=1) but cannot be built: {exc}")
-        pytest.skip(f"no Citus cluster: {exc}")
+    started = start_cluster(2, SETTINGS)
     yield started
     started.stop()
 
