@@ -5,9 +5,9 @@
   arguments of every call; at run time it only records them (keywords only, so a reordered
   signature cannot silently swap two values).
 - ``at_once(db.a(...), db.b(...))``: independent backend calls the runner may run concurrently.
-- ``EmbedQuery`` / ``EmbedDocuments``: the store's embedder; ``Chat``: its chat model;
-  ``Rerank``: its reranking model;
-  ``Spawn``: run a public operation of the store in the background.
+- ``EmbedQuery`` / ``EmbedDocuments``: the store's embedder (or, naming its model, the previous one
+  while the store moves to a new model); ``Chat``: its chat model; ``Rerank``: its reranking model;
+  ``Spawn``: run a public operation of the store in the background; ``Pause``: wait (a throttle).
 
 The runners (``store.MemoryStore`` / ``AsyncMemoryStore``) execute them; nothing else knows how.
 """
@@ -42,16 +42,25 @@ class AtOnce:
 
 @dataclass(frozen=True)
 class EmbedQuery:
-    """The embedder's vector of one search query."""
+    """The embedder's vector of one search query (``model``: the embedder of that model; None: the store's)."""
 
     text: str
+    model: str | None = None
 
 
 @dataclass(frozen=True)
 class EmbedDocuments:
-    """The embedder's vectors of stored texts, in order."""
+    """The embedder's vectors of stored texts, in order (``model`` as ``EmbedQuery``'s)."""
 
     texts: list[str]
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait ``seconds`` (a background job keeping to its rate)."""
+
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ class Spawn:
         return (self.operation, self.kwargs.get("user_id"), *self.args)
 
 
-Request = Union[BackendCall, AtOnce, EmbedQuery, EmbedDocuments, Rerank, Chat, Spawn]
+Request = Union[BackendCall, AtOnce, EmbedQuery, EmbedDocuments, Rerank, Chat, Spawn, Pause]
 
 
 class _Recorder:

@@ -7,6 +7,8 @@ NAVI_MEMORY_URL                 database URL; default a SQLite file in the user'
 NAVI_MEMORY_EMBEDDINGS          ``auto`` (default), ``ollama``, ``local``, ``hashing``, ``none``
 NAVI_MEMORY_EMBEDDING_MODEL     model name for the chosen provider
 NAVI_MEMORY_EMBEDDING_DIM       fixed vector size: smaller vectors are zero-padded
+NAVI_MEMORY_PREVIOUS_EMBEDDINGS the model the vectors were made with, while ``reembed`` moves them to the
+                                new one (``provider:model``, e.g. ``ollama:nomic-embed-text``, or a provider)
 NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (default 30)
 NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
 NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
@@ -125,6 +127,7 @@ class Settings:
     embedding_model: str | None = None
     embedding_dimensions: int | None = None
     embedding_timeout: float = 30.0
+    previous_embeddings: str | None = None  # a move to a new model in progress: the old one (``reembed``)
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     fusion: str = "weighted"
     semantic_weight: float = 0.6
@@ -186,6 +189,7 @@ class Settings:
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),
             embedding_timeout=timeout,
+            previous_embeddings=env.get("NAVI_MEMORY_PREVIOUS_EMBEDDINGS", "").strip() or None,
             max_content_bytes=_int_env(env, "NAVI_MEMORY_MAX_CONTENT_BYTES", DEFAULT_MAX_CONTENT_BYTES)
             or DEFAULT_MAX_CONTENT_BYTES,
             fusion=fusion,

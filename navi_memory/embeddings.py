@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -307,3 +308,21 @@ def _auto_provider(settings: Settings) -> str:
     else:
         log.debug("no embedding provider configured: lexical-only mode")
     return "none"
+
+
+def resolve_previous_embedder(choice: Any, settings: Settings, current: Embedder | None) -> Embedder | None:
+    """The embedder of the model the stored vectors were made with, while ``reembed`` moves them to
+    ``current``'s: ``choice`` as ``resolve_embedder``'s, None for ``NAVI_MEMORY_PREVIOUS_EMBEDDINGS``
+    (unset: no move in progress), or False for none."""
+    if choice is None:
+        choice = settings.previous_embeddings
+    if choice is None or choice is False:
+        return None
+    # a provider's name alone takes its default model, not the current model's NAVI_MEMORY_EMBEDDING_MODEL
+    previous = resolve_embedder(choice, replace(settings, embeddings="auto", embedding_model=None))
+    if previous is None:
+        return None
+    if current is None:
+        raise ConfigurationError("previous embeddings name the model being replaced: give the new one too"
+                                 " (embeddings= or NAVI_MEMORY_EMBEDDINGS)")
+    return previous

@@ -306,6 +306,21 @@ class BackfillReport(_Record):
 
 
 @dataclass
+class ReembedReport(_Record):
+    """What ``reembed`` did: users moved to ``model`` this run, vectors made, and what remains
+    (``complete``: every user's searches read ``model``; the previous embeddings can go)."""
+
+    model: str
+    previous_model: str
+    users_moved: int = 0
+    users_remaining: int = 0
+    embedded: int = 0
+    failed: int = 0
+    paused_seconds: float = 0.0
+    complete: bool = False
+
+
+@dataclass
 class ToolCall(_Record):
     """A tool the assistant asked to run; ``arguments`` is JSON text."""
 

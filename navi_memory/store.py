@@ -18,15 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Callable
 
 from .backends import open_async_backend, open_backend
 from .backends.base import SharesReads
-from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Request, Rerank, Spawn
+from .calls import AtOnce, BackendCall, Chat, EmbedDocuments, EmbedQuery, Pause, Request, Rerank, Spawn
 from .config import Settings, parse_url
-from .embeddings import Embedder, resolve_embedder
+from .embeddings import Embedder, resolve_embedder, resolve_previous_embedder
 from .errors import ConfigurationError, NaviMemoryError, SchemaError
 from .pipeline import PipelineOptions
 from .pipeline.background import TaskJobs, ThreadJobs
@@ -46,13 +47,14 @@ class _StoreBase:
     def __init__(self, backend: Any, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
-                 pipeline: PipelineOptions | None = None, reranker: Reranker | None = None) -> None:
+                 pipeline: PipelineOptions | None = None, reranker: Reranker | None = None,
+                 previous_embedder: Embedder | None = None) -> None:
         self._backend = backend
         # checked once: an isinstance of a runtime Protocol costs ~13 us, and a search asks at each at_once
         self._shares_reads = isinstance(backend, SharesReads)
         self._ops = StoreOperations(embedder=embedder, settings=settings, embedding_model=embedding_model,
                                     fusion=fusion, embed_on_write=embed_on_write, clock=clock, chat=chat,
-                                    pipeline=pipeline)
+                                    pipeline=pipeline, previous_embedder=previous_embedder)
         self._ops.shared.reranker = reranker
 
     def _shared(self, calls: tuple[BackendCall, ...]) -> tuple[list[int], list[int]]:
@@ -153,9 +155,10 @@ class _StoreBase:
         return self._ops.shared.reranker
 
     def _embedder_for(self, request: EmbedQuery | EmbedDocuments) -> Embedder:
-        if self._ops.shared.embedder is None:  # operations embed only when an embedder is set
-            raise RuntimeError(f"an operation asked for {request!r} from a store without embeddings")
-        return self._ops.shared.embedder
+        embedder = self._ops.shared.embedder_of(request.model)
+        if embedder is None:  # operations embed only with an embedder of the model they name
+            raise RuntimeError(f"an operation asked for {request!r} from a store without that embedder")
+        return embedder
 
     @staticmethod
     def _settings(url: str | None, settings: Settings | None) -> Settings:
@@ -192,7 +195,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
              settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
              embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
              backend_options: dict[str, Any] | None = None, chat_model: Any = None, reranker: Any = None,
-             pipeline: PipelineOptions | None = None, read_only: bool = False) -> MemoryStore:
+             pipeline: PipelineOptions | None = None, read_only: bool = False,
+             previous_embeddings: Any = None) -> MemoryStore:
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
         name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment.
@@ -200,9 +204,13 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         name, ``False`` for none (rules only), or None for the environment (``NAVI_MEMORY_CHAT_MODEL``).
         ``read_only=True``: create nothing (no file, no table; for read-only tools): a database
         without the current schema is a ``SchemaError``. Writes through such a store still work
-        on a current schema; the flag only promises that opening changes nothing."""
+        on a current schema; the flag only promises that opening changes nothing.
+        ``previous_embeddings`` (as ``embeddings``; None: ``NAVI_MEMORY_PREVIOUS_EMBEDDINGS``, else
+        none): the model the store's vectors were made with, while ``reembed`` moves them to the
+        model of ``embeddings``; each user's searches read the old vectors until theirs are all moved."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
+        previous = resolve_previous_embedder(previous_embeddings, settings, embedder)
         chat = resolve_chat_model(chat_model, settings)
         rerank = resolve_reranker(reranker, settings.reranker)
         options = cls._backend_options(settings, backend_options)
@@ -214,7 +222,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank,
+                   previous_embedder=previous if embedder is not None else None)
 
     def migrate(self) -> int:
         """Create or upgrade the schema (idempotent); returns the schema version."""
@@ -247,6 +256,8 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
             return self._embedder_for(request).embed_documents(request.texts)
         if isinstance(request, Rerank):
             return self._reranker().score(request.query, request.texts)
+        if isinstance(request, Pause):
+            return time.sleep(request.seconds)
         raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
     def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:
@@ -311,7 +322,8 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
                    settings: Settings | None = None, migrate: bool = True, fusion: str | None = None,
                    embed_on_write: bool = True, clock: Callable[[], datetime] | None = None,
                    backend_options: dict[str, Any] | None = None, chat_model: Any = None, reranker: Any = None,
-                   pipeline: PipelineOptions | None = None, read_only: bool = False) -> AsyncMemoryStore:
+                   pipeline: PipelineOptions | None = None, read_only: bool = False,
+                   previous_embeddings: Any = None) -> AsyncMemoryStore:
         """Open (and by default migrate) the store at ``url`` (default: ``NAVI_MEMORY_URL`` or a
         SQLite file in the user's data dir). ``embeddings``: a LangChain ``Embeddings``, a provider
         name (``ollama``, ``local``, ``hashing``, ``none``), ``False``, or None for the environment.
@@ -319,9 +331,13 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
         name, ``False`` for none (rules only), or None for the environment (``NAVI_MEMORY_CHAT_MODEL``).
         ``read_only=True``: create nothing (no file, no table; for read-only tools): a database
         without the current schema is a ``SchemaError``. Writes through such a store still work
-        on a current schema; the flag only promises that opening changes nothing."""
+        on a current schema; the flag only promises that opening changes nothing.
+        ``previous_embeddings`` (as ``embeddings``; None: ``NAVI_MEMORY_PREVIOUS_EMBEDDINGS``, else
+        none): the model the store's vectors were made with, while ``reembed`` moves them to the
+        model of ``embeddings``; each user's searches read the old vectors until theirs are all moved."""
         settings = cls._settings(url, settings)
         embedder = resolve_embedder(embeddings, settings)
+        previous = resolve_previous_embedder(previous_embeddings, settings, embedder)
         chat = resolve_chat_model(chat_model, settings)
         rerank = resolve_reranker(reranker, settings.reranker)
         options = cls._backend_options(settings, backend_options)
@@ -333,7 +349,8 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
             await backend.migrate()
         embedder = cls._lexical_only_backend(backend, embedder)
         return cls(backend, embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank)
+                   embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline, reranker=rerank,
+                   previous_embedder=previous if embedder is not None else None)
 
     async def migrate(self) -> int:
         """Create or upgrade the schema (idempotent); returns the schema version."""
@@ -366,6 +383,8 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
             return await self._embedder_for(request).aembed_documents(request.texts)
         if isinstance(request, Rerank):
             return await self._reranker().ascore(request.query, request.texts)
+        if isinstance(request, Pause):
+            return await asyncio.sleep(request.seconds)
         raise TypeError(f"an operation yielded {request!r}, not a request of navi_memory.calls")
 
     async def _outcome(self, call: BackendCall) -> tuple[Any, NaviMemoryError | None]:

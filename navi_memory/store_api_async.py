@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.persons import Person, SpeakerInference
 from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, NoteAdded,
-                     SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme)
+                     ReembedReport, SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
@@ -177,19 +177,39 @@ class AsyncMemoryStoreAPI:
 
     async def embedding_status(self) -> dict[str, Any]:
         """Counts of ready / pending / error / missing / other-model embeddings, and of items
-        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
-        return await self._run(self._ops.memory.embedding_status())
+        stored with ``embed=False`` (``skipped``: never embedded, not a failure). While the store
+        moves to a new model (``previous_embeddings``): the old model's vectors by state
+        (``previous_ready``, ...), and the users moved and still to move (``reembed``)."""
+        return await self._run(self._ops.embedding.embedding_status())
 
     async def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                        progress: Callable[[int, int], None] | None = None) -> BackfillReport:
-        """Embed every row without a ready vector of the active model (pending, error, other model)."""
-        return await self._run(self._ops.memory.backfill(user_id=user_id, batch_size=batch_size, progress=progress))
+        """Embed every row without a ready vector of the active model (pending, error, other model).
+        While the store moves to a new model: of the model each user's searches read."""
+        return await self._run(self._ops.embedding.backfill(user_id=user_id, batch_size=batch_size,
+                                                            progress=progress))
 
     async def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                                  progress: Callable[[int, int], None] | None = None) -> BackfillReport:
-        """Mark every vector pending and embed all rows again (after a model change)."""
-        return await self._run(self._ops.memory.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
-                                                                   progress=progress))
+        """Mark every vector pending and embed all rows again. Semantic search finds nothing until
+        each row is done: to change the model, ``reembed`` keeps searches whole instead."""
+        return await self._run(self._ops.embedding.rebuild_embeddings(user_id=user_id, batch_size=batch_size,
+                                                                      progress=progress))
+
+    async def reembed(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
+                      items_per_second: float | None = None, max_users: int | None = None,
+                      progress: Callable[[ReembedReport], None] | None = None) -> ReembedReport:
+        """Move the stored vectors to the store's model, user by user, with no pause in search: each
+        user's searches read the old model's vectors until all of that user's new ones are made,
+        then the new ones (one transaction swaps them). Needs the store opened with
+        ``previous_embeddings`` (the old model). Resumable (a run picks up where one stopped);
+        ``items_per_second`` throttles the embedding calls, ``max_users`` ends the run after that
+        many users, ``progress(report)`` follows each user. Stops early when the provider fails a
+        whole batch. ``complete`` once every user is on the new model: then open the store without
+        ``previous_embeddings``."""
+        return await self._run(self._ops.embedding.reembed(user_id=user_id, batch_size=batch_size,
+                                                           items_per_second=items_per_second, max_users=max_users,
+                                                           progress=progress))
 
     async def search(self, query: str | None, *, user_id: str | None = None, all_users: bool = False,
                      limit: int = 10, theme: str | None = None, types: Sequence[str] | None = None,

@@ -6,10 +6,8 @@ Figures: docs/scaling.md ("Rebalancing")."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from navi_memory import MemoryStore
 from navi_memory.backends.postgres import schema
 
 from .citus import start_cluster
+from .repeat import lines, repeat
 
 pytestmark = [pytest.mark.citus, pytest.mark.xdist_group("citus")]
 
@@ -61,23 +60,9 @@ STEPS = {"write": _write, "search": _search}
 
 
 def _process(step: str, arg: Any, url: str, log: str, started, done) -> None:
-    """A real process repeating one step until ``done``: one JSON line per call in ``log``, written
-    after the call returned (an acknowledged write is one the store reported done)."""
-    with open(log, "a") as out:
-        try:
-            with MemoryStore.open(url, embeddings=False, migrate=False) as store:
-                started.wait()
-                n = 0
-                while not done.is_set():
-                    out.write(json.dumps(STEPS[step](store, n, arg)) + "\n")
-                    out.flush()
-                    n += 1
-        except Exception:
-            out.write(json.dumps({"error": traceback.format_exc()}) + "\n")
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """A real process repeating one step until ``done`` (``repeat``)."""
+    repeat(lambda: MemoryStore.open(url, embeddings=False, migrate=False),
+           lambda store, n: STEPS[step](store, n, arg), log, started, done)
 
 
 @pytest.fixture
@@ -112,7 +97,7 @@ def test_adding_a_worker_and_rebalancing_under_writes_and_searches(cluster, tmp_
     try:
         started.wait(timeout=60)
         time.sleep(1)  # writes and searches under way before the cluster changes
-        before = sum(len(_lines(log)) for log in writer_logs)
+        before = sum(len(lines(log)) for log in writer_logs)
         began = time.monotonic()
         new = cluster.add_worker()
         added_seconds = time.monotonic() - began
@@ -123,7 +108,7 @@ def test_adding_a_worker_and_rebalancing_under_writes_and_searches(cluster, tmp_
                                                   " ORDER BY job_id DESC LIMIT 1")
         moves = cluster.sql(cluster.coordinator, "SELECT status, command FROM pg_dist_background_task"
                                                  " WHERE command LIKE '%citus_move_shard_placement%'")
-        during = sum(len(_lines(log)) for log in writer_logs) - before
+        during = sum(len(lines(log)) for log in writer_logs) - before
         time.sleep(1)  # and some after it
     finally:
         done.set()
@@ -141,9 +126,9 @@ def test_adding_a_worker_and_rebalancing_under_writes_and_searches(cluster, tmp_
     # every shard placed once: moved, never copied
     assert sum(placements.values()) == int(SETTINGS["citus.shard_count"]) * len(schema.DISTRIBUTED)
 
-    writes = [line for log in writer_logs for line in _lines(log)]
+    writes = [line for log in writer_logs for line in lines(log)]
     assert [w for w in writes if "error" in w] == []
-    searches = _lines(search_log)
+    searches = lines(search_log)
     assert [s for s in searches if "error" in s] == []
     assert len(searches) > 0 and during > 0
     with MemoryStore.open(url, embeddings=False, migrate=False) as store:

@@ -10,6 +10,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
@@ -146,6 +147,26 @@ def test_the_item_fact_session_and_keyed_statements_of_one_user_route_to_one_sha
     assert _routed(url, lambda: store.delete(made["item"], user_id="alice"))
     assert _routed(url, lambda: store.forget(user_id="alice"))
     assert store.count_items(user_id="bob") == 2  # a note and the fact's searchable copy
+
+
+def test_the_statements_moving_one_user_to_a_new_model_route_to_one_shard(cluster_store, db_url):
+    url, new = db_url, FakeEmbeddings("model-new", 48)
+    with MemoryStore.open(url, embeddings=new, previous_embeddings=cluster_store.embedder.provider,
+                          clock=FakeClock()) as store:
+        for text in ("the ferry leaves at dawn", "the harbour master waves"):
+            store.add(user_id="alice", content=text)  # the user's model read, the old model's vectors
+        assert _routed(url, lambda: store.search("ferry", user_id="alice")) >= 3
+        # the job's per-user statements (its report then counts the users left: over every user)
+        db, model, made = store.backend, store.embedding_model, {}
+        assert _routed(url, lambda: made.update(rows=db.pending_next(model=model, user_id="alice", limit=10,
+                                                                     after_id=0)))
+        vectors = new.embed_documents([text for _, _, text in made["rows"]])
+        assert _routed(url, lambda: db.store_next_embeddings(
+            model=model, results=[(*r, np.array(v, dtype=np.float32)) for r, v in zip(made["rows"], vectors)],
+            now=FakeClock()()))
+        assert _routed(url, lambda: db.cut_over(user_id="alice", model=model, now=FakeClock()())) >= 3
+        assert db.serving_model(user_id="alice") == model
+        assert _routed(url, lambda: store.search("ferry", user_id="alice")) >= 3
 
 
 def test_a_statement_over_every_user_is_seen_to_fan_out(cluster_store, db_url):

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py
 
 
 U = "alice"
-USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings", "messages",
-               "llm_calls", "persons", "promotions")
+USER_TABLES = ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings", "next_embeddings",
+               "messages", "llm_calls", "persons", "promotions")
 
 
 def test_summary_is_none_until_set(store):
@@ -82,8 +82,8 @@ def test_forget_removes_every_row_of_the_user_and_keeps_others(store, db_path):
         alice_pk = conn.execute("SELECT pk FROM users WHERE id = 'alice'").fetchone()[0]
     counts = store.forget(user_id="alice")
     assert counts == {"items": 3, "facts": 1, "fact_history": 1, "themes": 3, "summaries": 4,
-                      "session_state": 1, "embeddings": 3, "messages": 0, "llm_calls": 0, "persons": 1,
-                      "promotions": 0}
+                      "session_state": 1, "embeddings": 3, "next_embeddings": 0, "messages": 0, "llm_calls": 0,
+                      "persons": 1, "promotions": 0}
     for table in USER_TABLES:
         assert count_rows(db_path, table, "user_id = ?", ("alice",)) == 0, table
     assert count_rows(db_path, "users", "id = ?", ("alice",)) == 0

@@ -493,14 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
     from . import io as cli_io
     from . import mcp as cli_mcp
     from . import persons as cli_persons
+    from . import reembed as cli_reembed
     from . import web as cli_ui
 
     cli_ui.add_commands(command)  # ui, serve
     cli_mcp.add_commands(command)  # mcp
     cli_persons.add_commands(command)  # person, promote, memory-md
+    cli_reembed.add_commands(command)  # reembed
     cli_io.add_commands(command)  # export (JSON Lines, --format markdown), import (and --from-navi)
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),
-                           ("rebuild-embeddings", cmd_rebuild, "re-embed every row (after a model change)")):
+                           ("rebuild-embeddings", cmd_rebuild, "re-embed every row (semantic search waits for it; reembed does not)")):
         p = command(name, fn, text)
         user_option(p, required=False)
         json_option(p)

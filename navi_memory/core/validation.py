@@ -129,6 +129,13 @@ def limit(value: Any, maximum: int = MAX_LIMIT, field: str = "limit") -> int:
     return value
 
 
+def rate(value: Any, field: str) -> float:
+    """A positive, finite rate (things per second)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValidationError(f"{field} must be a positive number")
+    return float(value)
+
+
 def offset(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValidationError("offset must be a non-negative integer")

@@ -27,6 +27,7 @@ from .memory import MemoryOperations
 from .persons import PersonOperations
 from .search import SearchOperations
 from .sessions import SessionOperations
+from .embedding import EmbeddingOperations
 from .shared import Shared
 from .transfer import TransferOperations
 
@@ -37,10 +38,12 @@ class StoreOperations:
     def __init__(self, embedder: Embedder | None, *, settings: Settings,
                  embedding_model: str | None = None, fusion: str | None = None, embed_on_write: bool = True,
                  clock: Callable[[], datetime] | None = None, chat: ChatClient | None = None,
-                 pipeline: PipelineOptions | None = None) -> None:
+                 pipeline: PipelineOptions | None = None, previous_embedder: Embedder | None = None) -> None:
         self.shared = Shared(embedder, settings=settings, embedding_model=embedding_model, fusion=fusion,
-                             embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline)
+                             embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline,
+                             previous_embedder=previous_embedder)
         self.memory = MemoryOperations(self.shared)
+        self.embedding = EmbeddingOperations(self.shared, self.memory)
         self.search = SearchOperations(self.shared, self.memory)
         self.facts = FactOperations(self.shared, self.memory)
         self.memory.edit_fact = self.facts.edit_from_item  # an item edit reaches the fact it mirrors

@@ -22,7 +22,7 @@ from ..core import convert
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem, SummaryRow, UserSettings
 from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
-from ..models import (ITEM_STATUSES, ITEM_TYPES, BackfillReport, Item, NoteAdded,
+from ..models import (ITEM_STATUSES, ITEM_TYPES, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..core.timeutil import zone
@@ -100,19 +100,45 @@ class MemoryOperations:
         return read_filters(self._shared.now(), user_id, all_users, status, theme, types, recency_days, person,
                             include_expired, namespace_prefix, agent_id, run_id, metadata)
 
-    def embed_rows(self, rows: Sequence[tuple[int, str, str]]) -> Op:
-        """Embed (item_id, user_id, text) rows and store the vectors; a provider failure is stored
-        as state ``error`` (backfill retries those). Returns (stored, failed)."""
-        model = self._shared.require_model()
-        try:
-            vectors = yield EmbedDocuments([t for _, _, t in rows])
-        except EmbeddingError as exc:
-            failed = [(i, u, t, None, str(exc)[:500]) for i, u, t in rows]
-            yield db.store_embeddings(model=model, results=failed, now=self._shared.now())
-            self._shared.embedding_debt = True
-            return 0, len(rows)
-        results = [(i, u, t, vec, None) for (i, u, t), vec in zip(rows, vectors)]
-        return (yield db.store_embeddings(model=model, results=results, now=self._shared.now())), 0
+    def serving_model(self, user_id: str | None) -> Op[str | None]:
+        """The model whose vectors ``user_id``'s searches read (None: everyone's): the store's,
+        except while it moves to it (``reembed``) for a user not moved yet, and for all-user
+        searches, which read the previous model's vectors until ``reembed`` is complete."""
+        model, previous = self._shared.model, self._shared.previous_model
+        if previous is None or model is None:
+            return model
+        if user_id is None:
+            return previous
+        return model if (yield db.serving_model(user_id=user_id)) == model else previous
+
+    def embed_rows(self, rows: Sequence[tuple[int, str, str]], model: str | None = None) -> Op:
+        """Embed (item_id, user_id, text) rows with ``model`` (None: the model each user's searches
+        read) and store the vectors; a provider failure is stored as state ``error`` (backfill
+        retries those). Returns (stored, failed)."""
+        if model is not None:
+            parts = {model: list(rows)}
+        else:
+            served: dict[str, str] = {}
+            parts = {}
+            for row in rows:
+                if row[1] not in served:
+                    served[row[1]] = (yield from self.serving_model(row[1])) or self._shared.require_model()
+                parts.setdefault(served[row[1]], []).append(row)
+        moving_to = self._shared.model if self._shared.previous_model is not None else None
+        stored = failed = 0
+        for part_model, part in parts.items():
+            try:
+                vectors = yield EmbedDocuments([t for _, _, t in part], model=part_model)
+            except EmbeddingError as exc:
+                errors = [(i, u, t, None, str(exc)[:500]) for i, u, t in part]
+                yield db.store_embeddings(model=part_model, results=errors, now=self._shared.now(), moving_to=moving_to)
+                self._shared.embedding_debt = True
+                failed += len(part)
+                continue
+            results = [(i, u, t, vec, None) for (i, u, t), vec in zip(part, vectors)]
+            stored += yield db.store_embeddings(model=part_model, results=results, now=self._shared.now(),
+                                                moving_to=moving_to)
+        return stored, failed
 
     def embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
         """Embed rows right after a write, unless there is no provider or it is backing off (the
@@ -515,60 +541,30 @@ class MemoryOperations:
         yield db.set_user_timezone(user_id=v.user_id(user_id), name=name, now=self._shared.now())
         return name
 
-    # -- embeddings maintenance ------------------------------------------------------------
-
-    @operation
-    def embedding_status(self) -> Op[dict[str, Any]]:
-        """Counts of ready / pending / error / missing / other-model embeddings, and of items
-        stored with ``embed=False`` (``skipped``: never embedded, not a failure)."""
-        stats = yield db.embedding_stats(model=self._shared.model)
-        return {"model": self._shared.model, **stats}
-
-    @operation
-    def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
-                 progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
-        """Embed every row without a ready vector of the active model (pending, error, other model)."""
-        if self._shared.embedder is None or self._shared.model is None:
-            raise ValidationError("no embedding provider configured: nothing to backfill with")
-        uid = None if user_id is None else v.user_id(user_id)
-        batch_size = v.limit(batch_size, 10_000, "batch_size")
-        total = (yield db.embedding_stats(model=self._shared.model))
-        todo = total["items"] - total["ready"] - total["skipped"]
-        report = BackfillReport()
-        report.embedded, report.failed = yield from self.embed_pending(
-            uid, batch_size, None if progress is None else lambda done: progress(done, todo))
-        stats = yield db.embedding_stats(model=self._shared.model)
-        report.remaining = stats["items"] - stats["ready"] - stats["skipped"]
-        return report
+    # -- embeddings maintenance (the job itself: ``operations/embedding.py``) -----------------------
 
     def embed_pending(self, user_id: str | None, batch_size: int = EMBED_BATCH,
                       progress: Callable[[int], None] | None = None) -> Op:
         """Embed the rows of ``user_id`` (None: everyone's) without a ready vector of the active model
-        (pending, error, another model), a batch at a time; ``progress(done)`` after each. Stops
-        when the provider fails a whole batch rather than mark every row as error. Returns
-        (embedded, failed). Used by ``backfill`` and by imports, which so resume what a killed or
-        failed import left pending."""
-        embedder, model = self._shared.embedder, self._shared.require_model()
-        assert embedder is not None
-        embedded = failed = after = 0
-        while True:
-            rows = yield db.pending_embeddings(model=model, user_id=user_id, limit=batch_size, after_id=after)
-            if not rows:
-                return embedded, failed
-            after = rows[-1][0]
-            embedder.reset_backoff()  # an explicit backfill or import always tries the provider
-            stored, lost = yield from self.embed_rows(rows)
-            embedded, failed = embedded + stored, failed + lost
-            if progress:
-                progress(embedded + failed)
-            if lost and not stored:
-                return embedded, failed
-
-    @operation
-    def rebuild_embeddings(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
-                           progress: Callable[[int, int], None] | None = None) -> Op[BackfillReport]:
-        """Mark every vector pending and embed all rows again (after a model change)."""
-        if self._shared.embedder is None or self._shared.model is None:
-            raise ValidationError("no embedding provider configured: nothing to rebuild with")
-        yield db.reset_embeddings(user_id=None if user_id is None else v.user_id(user_id), now=self._shared.now())
-        return (yield from self.backfill(user_id=user_id, batch_size=batch_size, progress=progress))
+        (pending, error, another model), a batch at a time; ``progress(done)`` after each. While the
+        store moves to a new model, of the model each user's searches read. Stops when the provider
+        fails a whole batch rather than mark every row as error. Returns (embedded, failed). Used by
+        ``backfill`` and by imports, which so resume what a killed or failed import left pending."""
+        model, previous = self._shared.require_model(), self._shared.previous_model
+        # moving: the moved users' rows in the new model, the others' in the old one
+        passes = [(model, None)] if previous is None else [(model, model), (previous, model)]
+        embedded = failed = 0
+        for pass_model, moving_to in passes:
+            embedder, after = self._shared.embedder_of(pass_model), 0
+            assert embedder is not None
+            while rows := (yield db.pending_embeddings(model=pass_model, user_id=user_id, limit=batch_size,
+                                                       after_id=after, moving_to=moving_to)):
+                after = rows[-1][0]
+                embedder.reset_backoff()  # an explicit backfill or import always tries the provider
+                stored, lost = yield from self.embed_rows(rows, pass_model)
+                embedded, failed = embedded + stored, failed + lost
+                if progress:
+                    progress(embedded + failed)
+                if lost and not stored:
+                    return embedded, failed
+        return embedded, failed

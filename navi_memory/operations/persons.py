@@ -276,7 +276,7 @@ class PersonOperations:
         return report
 
     def _promote_user(self, uid: str, max_items: int, report: PromotionReport) -> Op:
-        model = self._shared.model
+        model = yield from self._memory.serving_model(uid)
         if model is None:  # no vectors to compare: shared words
             rows = yield from self._lexical_candidates(uid, max_items)
             clusters = find_lexical_clusters(rows)

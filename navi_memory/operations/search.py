@@ -105,9 +105,10 @@ class SearchOperations:
             local_now = f.now.astimezone((yield from self._memory.zone_of(f.user_id)))
             plan = ranking.SearchPlan.create(query or "", fusion, float(weight), local_now)
         qvec = None if query_embedding is None else self._memory.vector(query_embedding)
-        model = self._shared.model
-        embed = qvec is None and bool(query) and self._shared.embedder is not None \
-            and self._shared.embedder.available and bool(model)
+        # one model per search: while the store moves to a new one, the user's until they are moved
+        model = yield from self._memory.serving_model(f.user_id)
+        embedder = self._shared.embedder_of(model)
+        embed = qvec is None and bool(query) and embedder is not None and embedder.available and bool(model)
         persons = None
         if f.user_id is not None:  # people the query names become person hints (hints by alias or first
             # name resolve to the display name the items carry)
@@ -117,7 +118,7 @@ class SearchOperations:
             if persons is not None:  # first: the names shape the query vector (person focus)
                 hints += tuple((yield persons))
                 persons = None
-            qvec = yield from self._query_vector(cast(str, query), hints)
+            qvec = yield from self._query_vector(cast(str, query), hints, model)
         # The candidate queries (and the persons lookup, when it did not come first) are independent:
         # on PostgreSQL they run at the same time, and each reads beside its hits what ranking needs
         # of them (``Beside``), so no round trip follows for it.
@@ -147,6 +148,18 @@ class SearchOperations:
             else:
                 hits.append(semantic_hits)
                 semantic = semantic_hits.scored
+        if not semantic and embed and qvec is not None and f.user_id is not None \
+                and self._shared.previous_model is not None:
+            # the user moved to the new model between reading which model and reading its vectors
+            # (``reembed`` swaps them all at once): once more, with the model the vectors are now of
+            moved = yield from self._memory.serving_model(f.user_id)
+            if moved is not None and moved != model \
+                    and (again := (yield from self._query_vector(cast(str, query), hints, moved))) is not None:
+                model, qvec = moved, again
+                hits.append((yield db.semantic_hits(filters=f, model=model, query=qvec, k=plan.k,
+                                                    beside=Beside(model=model, query=qvec,
+                                                                  neighbours=context_weight > 0))))
+                semantic = hits[-1].scored
         substring = []
         if not lexical and not semantic:
             substring = yield db.substring_candidates(filters=f, terms=query_terms(query or "", 8), k=plan.k)
@@ -197,11 +210,11 @@ class SearchOperations:
         return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
                                                replaced), hidden=hidden)
 
-    def _query_vector(self, query: str, hints: Sequence[str]) -> Op[Any]:
+    def _query_vector(self, query: str, hints: Sequence[str], model: str | None) -> Op[Any]:
         """The query's vector; when it names one of the ``hints``, focused on the rest of its text
         (``context.focus``). None when the embedder fails (the search goes on lexically)."""
         try:
-            whole = yield EmbedQuery(query)
+            whole = yield EmbedQuery(query, model)
         except EmbeddingError as exc:
             log.info("query embedding failed, searching lexically: %s", exc)
             return None
@@ -209,7 +222,7 @@ class SearchOperations:
         if rest is None:
             return whole
         try:
-            return context.focus(whole, (yield EmbedQuery(rest)), context.PERSON_FOCUS)
+            return context.focus(whole, (yield EmbedQuery(rest, model)), context.PERSON_FOCUS)
         except EmbeddingError as exc:
             log.info("embedding the query without its names failed, using the whole query: %s", exc)
             return whole

@@ -424,13 +424,15 @@ class SessionOperations:
         """Per candidate, the facts on file whose embeddings are closest to it: [(fact, cosine)]."""
         out: list[list[tuple[dict, float]]] = [[] for _ in candidates]
         by_item = {f["item_id"]: f for f in known if f.get("item_id") is not None}
-        if not candidates or not by_item or self._shared.embedder is None or not self._shared.model or not self._shared.embedder.available:
+        model = yield from self._memory.serving_model(uid)
+        embedder = self._shared.embedder_of(model)
+        if not candidates or not by_item or embedder is None or model is None or not embedder.available:
             return out
         try:
-            vectors = yield EmbedDocuments([fact_item_content(c.key, c.value) for c in candidates])
+            vectors = yield EmbedDocuments([fact_item_content(c.key, c.value) for c in candidates], model)
             where = Filters(user_id=uid, now=self._shared.now(), types=("fact",))
             for index, vector in enumerate(vectors):
-                hits = (yield db.semantic_hits(filters=where, model=self._shared.model, query=vector, k=NEIGHBOURS)).scored
+                hits = (yield db.semantic_hits(filters=where, model=model, query=vector, k=NEIGHBOURS)).scored
                 out[index] = [(by_item[item], score) for item, score in hits if item in by_item]
         except EmbeddingError as exc:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)

@@ -21,7 +21,7 @@ from ...errors import ValidationError
 from ...sansio import Op, operation
 from ..base import NewItem
 from ..shared.facts import FactQueries
-from ..shared.embeddings import EmbeddingQueries
+from ..shared.embeddings import EmbeddingQueries, moving_condition
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.search import SearchReadQueries
@@ -221,15 +221,36 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
     def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
         yield Q("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL, updated_at = %s"
                 " WHERE user_id = %s AND item_id = %s", [now, user_id, item_id])
+        yield Q("DELETE FROM next_embeddings WHERE user_id = %s AND item_id = %s", [user_id, item_id])
         if model is not None and self.has_vector:
             yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)"
                     " ON CONFLICT DO NOTHING", [user_id, item_id, model, now])
 
     def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
+        yield Q("DELETE FROM next_embeddings WHERE user_id = %s AND item_id = %s", [user_id, item_id])
         yield Q("INSERT INTO embeddings (user_id, item_id, model, state, error, updated_at)"
                 " VALUES (%s, %s, %s, 'error', %s, %s) ON CONFLICT (user_id, item_id) DO UPDATE SET state = 'error',"
                 " error = excluded.error, embedding = NULL, dimensions = NULL, updated_at = excluded.updated_at",
                 [user_id, item_id, model, NOT_INDEXED, now])
+
+    _next_column = "embedding"
+
+    @staticmethod
+    def _next_vector(vector: np.ndarray) -> list[float]:
+        return [float(x) for x in vector]  # real[]: the waiting vectors are never searched
+
+    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op:
+        """The waiting vectors replace the user's (with the model's index, made by the first move)."""
+        sizes = yield Q("SELECT DISTINCT dimensions FROM next_embeddings WHERE user_id = %s AND model = %s",
+                        [user_id, model])
+        for row in sizes:
+            yield from self._ensure_vector_index(model, row["dimensions"])
+        yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, error, embedding, updated_at)"
+                " SELECT n.user_id, n.item_id, n.model, n.dimensions, 'ready', NULL, n.embedding::vector, %s"
+                " FROM next_embeddings n WHERE n.user_id = %s AND n.model = %s"
+                " ON CONFLICT (user_id, item_id) DO UPDATE SET model = excluded.model, dimensions = excluded.dimensions,"
+                " state = 'ready', error = NULL, embedding = excluded.embedding, updated_at = excluded.updated_at"
+                " WHERE embeddings.error IS DISTINCT FROM %s", [now, user_id, model, NOT_INDEXED])
 
     # -- users ---------------------------------------------------------------------------
 
@@ -242,9 +263,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     @operation
     def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
-                         now: datetime) -> Op:
+                         now: datetime, moving_to: str | None = None) -> Op:
         if not self.has_vector or not results:
             return 0
+        moving, moving_params = moving_condition(model, moving_to)
         for dims in {int(r[3].size) for r in results if r[3] is not None}:
             yield from self._ensure_vector_index(model, dims)
         stored = 0
@@ -252,12 +274,13 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             stored += yield Q(
                 sql.SQL("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, error, embedding, updated_at)"
                         " SELECT i.user_id, i.id, %s, %s, %s, %s, %s::vector, %s FROM items i"
-                        " WHERE i.user_id = %s AND i.id = %s AND {t} = %s"
+                        " WHERE i.user_id = %s AND i.id = %s AND {t} = %s{moving}"
                         " ON CONFLICT (user_id, item_id) DO UPDATE SET model = excluded.model,"
                         " dimensions = excluded.dimensions, state = excluded.state, error = excluded.error,"
-                        " embedding = excluded.embedding, updated_at = excluded.updated_at").format(t=q.EMBED_TEXT),
+                        " embedding = excluded.embedding, updated_at = excluded.updated_at").format(
+                            t=q.EMBED_TEXT, moving=sql.SQL(moving)),  # type: ignore[arg-type]  # a constant
                 [model, None if vector is None else int(vector.size), "error" if vector is None else "ready", error,
-                 vector, now, user_id, item_id, text])
+                 vector, now, user_id, item_id, text, *moving_params])
         return stored
 
     @operation

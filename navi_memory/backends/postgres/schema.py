@@ -321,6 +321,25 @@ STATEMENT_TIMES = [
 # has nothing to change; the step keeps one version history on both backends.
 PER_USER_LEXICAL: list[str] = []
 
+# version 13: a new embedding model without downtime. While the store re-embeds (``reembed``), the new
+# model's vectors wait here, one per item; a user's searches keep reading ``embeddings`` (the old model)
+# until all of that user's items have one, then they move over in one transaction and
+# ``users.embedding_model`` names the model the user's vectors now are. Kept as real[]: never searched.
+NEXT_EMBEDDINGS = [
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS embedding_model text",
+    """CREATE TABLE IF NOT EXISTS next_embeddings (
+        user_id text NOT NULL,
+        item_id bigint NOT NULL,
+        model text NOT NULL,
+        dimensions integer NOT NULL,
+        embedding real[] NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, item_id),
+        CONSTRAINT next_embeddings_item_fkey FOREIGN KEY (user_id, item_id) REFERENCES items(user_id, id)
+            ON DELETE CASCADE
+    )""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -334,6 +353,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (10, PERSON_DEVICES),
     (11, STATEMENT_TIMES),
     (12, PER_USER_LEXICAL),
+    (13, NEXT_EMBEDDINGS),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 
@@ -341,7 +361,8 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 # a table distributed before it; all co-located with users, so a user's rows of every table share a shard.
 DISTRIBUTED: list[tuple[str, str]] = [
     ("users", "id"), ("themes", "user_id"), ("items", "user_id"), ("facts", "user_id"), ("fact_history", "user_id"),
-    ("summaries", "user_id"), ("session_state", "user_id"), ("embeddings", "user_id"), ("messages", "user_id"),
+    ("summaries", "user_id"), ("session_state", "user_id"), ("embeddings", "user_id"), ("next_embeddings", "user_id"),
+    ("messages", "user_id"),
     ("llm_calls", "user_id"), ("persons", "user_id"), ("promotions", "user_id"),
 ]
 # the tables every node reads whole (the version history)

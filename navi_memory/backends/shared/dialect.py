@@ -66,6 +66,7 @@ class Dialect:
     like_any_case: str  # the LIKE operator that ignores case
     greatest: str  # the scalar function of the larger of two values
     item_key: str  # the columns naming an item in ``IN (SELECT ...)``: what the database finds rows by
+    item_row_key: str  # the key of a table with a row per item (``ON CONFLICT``): item_id, with user_id on PostgreSQL
     by_id: str  # what follows ``items i`` in a lookup by a list of ids (an index hint, or "")
     # ``(clause, params)``: items ``i`` whose namespace is the bound one or lies under it
     under_namespace: Callable[[str], tuple[str, list[Any]]]

@@ -128,6 +128,7 @@ class PersonQueries:
         """Delete the user and everything of theirs; the rows each table held."""
         counts = {}
         for table in ("items", "facts", "fact_history", "themes", "summaries", "session_state", "embeddings",
+                      "next_embeddings",
                       *SESSION_TABLES, *PERSON_TABLES):  # known table names
             rows = yield Q(f"SELECT count(*) AS n FROM {table} WHERE user_id = %s", [user_id])
             counts[table] = rows[0]["n"]

@@ -27,9 +27,9 @@ from .persons import SQLitePromotion
 from .search import SQLiteSearch
 from .transfer import SQLiteTransfer
 from .vectors import VectorCache
-from .runner import SQLiteRunner, register, translate_errors
+from .runner import SQLITE, SQLiteRunner, register, translate_errors
 from ..shared.facts import FactQueries
-from ..shared.embeddings import EmbeddingQueries
+from ..shared.embeddings import EmbeddingQueries, moving_condition
 from ..shared.items import ItemQueries
 from ..shared.keyed import KeyedQueries
 from ..shared.search import SearchReadQueries
@@ -182,21 +182,25 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
     # -- embeddings -------------------------------------------------------------------------
 
     def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
-                         now: datetime) -> int:
+                         now: datetime, moving_to: str | None = None) -> int:
         """Store (item_id, user_id, embedded_text, vector or None, error) rows; an item whose text changed
-        since it was read (or that was deleted) is skipped."""
+        since it was read (or that was deleted) is skipped, and so is one whose user's searches no
+        longer read ``model`` (``moving_condition``)."""
         stamp, stored = to_db(now), 0
+        moving, moving_params = moving_condition(model, moving_to)
         with self._transaction(write=True) as conn:
             gens = {u: self._bump_gen(conn, u) for u in {r[1] for r in results}}
             for item_id, user_id, text, vector, error in results:
                 cur = conn.execute(
                     "INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
                     f" SELECT i.id, i.user_id, ?, ?, ?, ?, ?, ?, ? FROM items i WHERE i.id = ? AND i.user_id = ? AND {EMBED_TEXT} = ?"
+                    + SQLITE.render(moving) +
                     " ON CONFLICT (item_id) DO UPDATE SET model = excluded.model, dimensions = excluded.dimensions,"
                     " state = excluded.state, error = excluded.error, vector = excluded.vector, gen = excluded.gen,"
                     " updated_at = excluded.updated_at",
                     (model, None if vector is None else int(vector.size), "error" if vector is None else "ready",
-                     error, None if vector is None else to_blob(vector), gens[user_id], stamp, item_id, user_id, text))
+                     error, None if vector is None else to_blob(vector), gens[user_id], stamp, item_id, user_id, text,
+                     *moving_params))
                 stored += cur.rowcount
         return stored
 

@@ -47,7 +47,7 @@ SQLITE = Dialect(
     embed_text=EMBED_TEXT, for_update="", key_lock=None,
     null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max",
     # a list of ids through the rowid: an index on user_id would test every row of the user
-    item_key="i.id", by_id=" NOT INDEXED", metadata=condition_sql,
+    item_key="i.id", item_row_key="item_id", by_id=" NOT INDEXED", metadata=condition_sql,
     first_word="substr({text}, 1, instr({text} || ' ', ' ') - 1)", json_list="json_each({column}) AS a",
     # substr, not LIKE: SQLite's LIKE ignores ASCII case
     under_namespace=lambda prefix: ("(i.namespace = %s OR substr(i.namespace, 1, %s) = %s)",
@@ -111,9 +111,27 @@ class SQLiteRunner:
         gen, stamp = (yield from self._next_gen(user_id)), to_db(now)
         yield Q("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = %s, updated_at = %s"
                 " WHERE item_id = %s", [gen, stamp, item_id])
+        yield Q("DELETE FROM next_embeddings WHERE item_id = %s", [item_id])
         if model is not None:
             yield Q("INSERT INTO embeddings (item_id, user_id, model, state, gen, updated_at)"
                     " VALUES (%s, %s, %s, 'pending', %s, %s) ON CONFLICT DO NOTHING", [item_id, user_id, model, gen, stamp])
+
+    _next_column = "vector"
+
+    @staticmethod
+    def _next_vector(vector: Any) -> bytes:
+        return to_blob(vector)
+
+    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op:
+        """The waiting vectors replace the user's, under a new generation (``vectors.VectorCache``)."""
+        gen = yield from self._next_gen(user_id)
+        yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
+                " SELECT n.item_id, n.user_id, n.model, n.dimensions, 'ready', NULL, n.vector, %s, %s"
+                " FROM next_embeddings n WHERE n.user_id = %s AND n.model = %s ON CONFLICT (item_id) DO UPDATE"
+                " SET model = excluded.model, dimensions = excluded.dimensions, state = 'ready', error = NULL,"
+                " vector = excluded.vector, gen = excluded.gen, updated_at = excluded.updated_at"
+                " WHERE embeddings.error IS NULL OR embeddings.error <> %s",
+                [gen, to_db(now), user_id, model, NOT_INDEXED])
 
     def _forget_vectors(self, user_id: str) -> Op:
         """Drop the user's in-memory vectors. Before the commit: a search that loads them again meanwhile
@@ -128,6 +146,7 @@ class SQLiteRunner:
     def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
         """No vector for this item (a new generation: cached vectors of it are dropped)."""
         gen = yield from self._next_gen(user_id)
+        yield Q("DELETE FROM next_embeddings WHERE item_id = %s", [item_id])
         yield Q("INSERT INTO embeddings (item_id, user_id, model, state, error, gen, updated_at)"
                 " VALUES (%s, %s, %s, 'error', %s, %s, %s) ON CONFLICT (item_id) DO UPDATE SET state = 'error',"
                 " error = excluded.error, vector = NULL, dimensions = NULL, gen = excluded.gen,"

@@ -115,6 +115,19 @@ STATEMENT_TIMES = [
     "CREATE INDEX IF NOT EXISTS fact_history_user_session ON fact_history (user_id, source_session_id)"
     " WHERE source_session_id IS NOT NULL",
 ]
+# version 13: a new embedding model without downtime (PostgreSQL's version 13 says how)
+NEXT_EMBEDDINGS = [
+    "ALTER TABLE users ADD COLUMN embedding_model TEXT",
+    """CREATE TABLE IF NOT EXISTS next_embeddings (
+        item_id INTEGER PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+        user_id TEXT NOT NULL,
+        model TEXT NOT NULL,
+        dimensions INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS next_embeddings_user ON next_embeddings (user_id)",
+]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -338,6 +351,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (10, PERSON_DEVICES),
     (11, STATEMENT_TIMES),
     (12, LEXICON),
+    (13, NEXT_EMBEDDINGS),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
