@@ -4,8 +4,9 @@ For each N and layout: a fresh database, N items with precomputed vectors (fixed
 sentences drawn from a Zipf-like vocabulary (``bench.data``), ingested with ``add_many`` in
 batches. Then the first search, a warm-up, and Q timed hybrid searches whose query vectors are
 precomputed (``query_embedding=``), so no embedding model is ever called; then the same queries
-lexically, on a store opened without embeddings. On PostgreSQL (``--db postgresql://...`` or
-``--postgres pgserver``) ``bench.postgres`` adds the index build, ANN recall and the peers.
+lexically, on a store opened without embeddings. On PostgreSQL (``--db postgresql://...``,
+``--postgres pgserver`` or a Citus cluster of its own, ``--postgres citus``; the store through
+PgBouncer with ``--pgbouncer``) ``bench.postgres`` adds the index build, ANN recall and the peers.
 The SQLite path uses only numpy and the standard library.
 """
 

@@ -8,6 +8,9 @@ lexical searches, and a sweep over ``hnsw.ef_search`` that times ``semantic_hits
 query alone) and compares its top 10 with exact search (numpy brute force over the same vectors
 of the same user). Other ``--hnsw m:ef_construction`` pairs rebuild the index and repeat the sweep.
 Last, ``--maintained`` more items go in with the index in place (ingest with the index maintained).
+On a Citus cluster (``--postgres citus``, ``bench.cluster``) each run uses the coordinator's own
+database instead, emptied; with ``--pgbouncer`` (``bench.pooler``) the store connects through
+PgBouncer while the benchmark's own statements (VACUUM, EXPLAIN, sizes) go to the server directly.
 """
 
 from __future__ import annotations
