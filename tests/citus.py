@@ -9,10 +9,7 @@ A build that runs and fails is always an error.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,23 +26,24 @@ SETTINGS = {"citus.shard_count": "4"}
 
 def cluster_module() -> ModuleType:
     """``scripts/citus_cluster.py`` (a script, not a package module)."""
-    name = "citus_cluster"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "scripts" / "citus_cluster.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    from navi_memory.bench.cluster import citus_module
+
+    return citus_module()
 
 
 def start_cluster(workers: int, settings: dict[str, str]) -> Any:
     """A cluster started from the cached build; where the build is impossible the test skips,
     saying why (fails when $NAVI_MEMORY_TEST_CITUS_REQUIRED=1, as in CI)."""
+    require_build()
+    return cluster_module().CitusCluster.start(workers=workers, settings=settings)
+
+
+def require_build() -> None:
+    """Citus built into the cache (first if missing), or the test skips saying why (fails when
+    $NAVI_MEMORY_TEST_CITUS_REQUIRED=1, as in CI)."""
     module = cluster_module()
     try:
-        return module.CitusCluster.start(workers=workers, settings=settings)
+        module.build()
     except module.BuildImpossible as exc:
         if os.environ.get(REQUIRED_ENV) == "1":
             pytest.fail(f"Citus is required here ({REQUIRED_ENV}=1) but cannot be built: {exc}")

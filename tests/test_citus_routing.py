@@ -17,7 +17,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from navi_memory import MemoryStore
-from navi_memory.backends.postgres.sql import adapt_vectors
+from navi_memory.backends.postgres.pool import iter_once
+from navi_memory.backends.postgres.sql import Q, adapt_vectors
 
 from .fakes import FakeClock, FakeEmbeddings
 
@@ -175,3 +176,14 @@ def test_a_statement_over_every_user_is_seen_to_fan_out(cluster_store, db_url):
         cluster_store.count_items(all_users=True)
     (tasks,) = [tasks for _, tasks, _ in shard_tasks(db_url, sent)]
     assert len(tasks) == 1 and tasks[0] > 1  # one task per shard (citus.shard_count)
+
+
+def test_the_vector_index_settings_of_a_search_reach_the_worker(cluster_store):
+    """A semantic statement's SET LOCAL (``hnsw.ef_search``) must reach the worker that runs it: Citus
+    sends SET LOCAL to the workers only under ``citus.propagate_set_commands = 'local'``, which the
+    statement's settings include (before it, every worker searched with pgvector's default of 40)."""
+    backend = cluster_store._backend
+    local = backend._index_settings(300, False)
+    rows = backend._run(lambda: iter_once(Q("SELECT current_setting('hnsw.ef_search', true) AS v FROM users"
+                                            " WHERE id = %s", ["bob"], local=local)), True)
+    assert rows == [{"v": "300"}]

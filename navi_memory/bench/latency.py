@@ -4,8 +4,9 @@ For each N and layout: a fresh database, N items with precomputed vectors (fixed
 sentences drawn from a Zipf-like vocabulary (``bench.data``), ingested with ``add_many`` in
 batches. Then the first search, a warm-up, and Q timed hybrid searches whose query vectors are
 precomputed (``query_embedding=``), so no embedding model is ever called; then the same queries
-lexically, on a store opened without embeddings. On PostgreSQL (``--db postgresql://...`` or
-``--postgres pgserver``) ``bench.postgres`` adds the index build, ANN recall and the peers.
+lexically, on a store opened without embeddings. On PostgreSQL (``--db postgresql://...``,
+``--postgres pgserver`` or a Citus cluster of its own, ``--postgres citus``; the store through
+PgBouncer with ``--pgbouncer``) ``bench.postgres`` adds the index build, ANN recall and the peers.
 The SQLite path uses only numpy and the standard library.
 """
 
@@ -62,8 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SQLite: fresh database URL, '{n}' is replaced by N (default: a file in a temp dir)."
                              " PostgreSQL: a server URL; the benchmark creates and drops its own databases there."
                              " The global --db and $NAVI_MEMORY_URL are not used")
-    parser.add_argument("--postgres", choices=["pgserver"], default=None,
-                        help="benchmark PostgreSQL on a throwaway pgserver (PG 16 + pgvector) in a temp dir")
+    parser.add_argument("--postgres", choices=["pgserver", "citus"], default=None,
+                        help="benchmark PostgreSQL on a throwaway pgserver (PG 16 + pgvector) in a temp dir, or on a"
+                             " throwaway Citus cluster of --workers workers (scripts/citus_cluster.py of the checkout)")
     parser.add_argument("--n", type=_sizes, default=_sizes("10000,100000"),
                         help="comma-separated item counts, e.g. 10000,100000 or 10k,100k")
     parser.add_argument("--layout", type=_names(LAYOUTS), default=["one"],
@@ -149,7 +151,7 @@ def _graph_note(row: dict[str, Any]) -> str:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    head = (f"{'backend':<10} {'layout':<7} {'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}"
+    head = (f"{'backend':<14} {'layout':<7} {'N':>9} {'ingest/s':>10} {'first ms':>9} {'p50 ms':>8} {'p95 ms':>8}"
             f" {'lex p50':>8} {'lex p95':>8} {'load':>5} {'bare p50':>8} {'ratio':>6} {'R@10':>6} {'MB/100k':>8}")
     timeout = report["environment"].get("openblas_thread_timeout")
     title = (f"dim {report['dim']} ({report['vectors']}), {report['queries']} timed queries"
@@ -159,7 +161,7 @@ def format_table(report: dict[str, Any]) -> str:
     for r in report["results"]:
         for row in [r] + [r[p] for p in ("sqlite",) if p in r]:
             s, lx = row["search_ms"], row["lexical_search_ms"]
-            lines.append(f"{row['backend']:<10} {row['layout']:<7} {row['n']:>9,} {row['ingest_items_per_s']:>10,.0f}"
+            lines.append(f"{row.get('target', row['backend']):<14} {row['layout']:<7} {row['n']:>9,} {row['ingest_items_per_s']:>10,.0f}"
                          f" {row['first_search_ms']:>9.1f} {s['p50']:>8.2f} {s['p95']:>8.2f} {lx['p50']:>8.2f}"
                          f" {lx['p95']:>8.2f} {s['load']:>5.2f}{_scan_columns(row)}")
     if any(r["backend"] == "postgresql" for r in report["results"]):
@@ -179,6 +181,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigurationError("--queries, --dim, --batch and --users must be positive, --warmup not negative")
     db = getattr(args, "bench_db", None)
     postgres = bool(getattr(args, "postgres", None)) or (db is not None and parse_url(db).scheme == "postgresql")
+    if getattr(args, "pgbouncer", False) and not postgres:
+        raise ConfigurationError("--pgbouncer needs PostgreSQL: --postgres pgserver|citus or --db postgresql://...")
     if db and not postgres and "{n}" not in db and len(args.n) * len(args.layout) > 1:
         raise ConfigurationError("put '{n}' in --db when benchmarking several sizes: each needs a fresh database")
     from . import peers

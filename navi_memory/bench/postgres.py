@@ -8,6 +8,9 @@ lexical searches, and a sweep over ``hnsw.ef_search`` that times ``semantic_hits
 query alone) and compares its top 10 with exact search (numpy brute force over the same vectors
 of the same user). Other ``--hnsw m:ef_construction`` pairs rebuild the index and repeat the sweep.
 Last, ``--maintained`` more items go in with the index in place (ingest with the index maintained).
+On a Citus cluster (``--postgres citus``, ``bench.cluster``) each run uses the coordinator's own
+database instead, emptied; with ``--pgbouncer`` (``bench.pooler``) the store connects through
+PgBouncer while the benchmark's own statements (VACUUM, EXPLAIN, sizes) go to the server directly.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def _pairs(text: str) -> list[tuple[int, int]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("PostgreSQL (with --db postgresql://... or --postgres pgserver)")
+    g = parser.add_argument_group("PostgreSQL (with --db postgresql://... or --postgres pgserver|citus)")
     g.add_argument("--ef-search", type=_ints, default=[40, 100, 200], metavar="LIST",
                    help="hnsw.ef_search values of the recall sweep (default 40,100,200); searches use the backend's")
     g.add_argument("--hnsw", type=_pairs, default=[(16, 64)], metavar="M:EFC,...",
@@ -56,20 +59,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="items added after the build, with the index maintained (default 2000; 0: skip)")
     g.add_argument("--compare-sqlite", action="store_true", help="run the same data and queries on SQLite")
     g.add_argument("--keep", action="store_true", help="keep the benchmark databases")
+    g.add_argument("--workers", type=int, default=2, help="--postgres citus: workers of the cluster (default 2)")
+    g.add_argument("--shard-count", type=int, default=32,
+                   help="--postgres citus: shards per distributed table (default 32, Citus' own)")
+    g.add_argument("--pgbouncer", action="store_true",
+                   help="the store connects through PgBouncer in transaction mode in front of the server")
+    g.add_argument("--pool-size", type=int, default=8,
+                   help="--pgbouncer: server connections per database and user (default 8)")
 
 
 class Server:
-    """The server the databases are made on: a URL, or a tuned throwaway pgserver."""
+    """The server the databases are made on: a URL, a tuned throwaway pgserver or a Citus cluster of
+    its own (``cluster``: each run in the coordinator's database, see ``bench.cluster``), and
+    PgBouncer in front of it when asked (``bouncer``: the store's connections go through it)."""
 
-    def __init__(self, url: str, handle: Any = None) -> None:
-        self.url, self.handle = url, handle
+    def __init__(self, url: str, handle: Any = None, cluster: Any = None) -> None:
+        self.url, self.handle, self.cluster = url, handle, cluster
+        self.bouncer: Any = None
 
     @classmethod
     def start(cls, db: str | None, args: argparse.Namespace, tmp: Path) -> "Server":
-        if getattr(args, "postgres", None) != "pgserver":
-            if not db:
-                raise ConfigurationError("give --db postgresql://... or --postgres pgserver")
-            return cls(db)
+        kind = getattr(args, "postgres", None)
+        if kind == "citus":
+            from . import cluster
+
+            if args.workers < 1 or args.shard_count < 1:
+                raise ConfigurationError("--workers and --shard-count must be positive")
+            citus = cluster.start(args.workers, args.shard_count)
+            server = cls(citus.url, cluster=citus)
+        elif kind == "pgserver":
+            server = cls._pgserver(tmp)
+        elif not db:
+            raise ConfigurationError("give --db postgresql://... or --postgres pgserver|citus")
+        else:
+            server = cls(db)
+        if getattr(args, "pgbouncer", False):
+            from .pooler import PgBouncer
+
+            try:
+                server.bouncer = PgBouncer.start(server.url, args.pool_size)
+            except BaseException:
+                server.stop()
+                raise
+        return server
+
+    @classmethod
+    def _pgserver(cls, tmp: Path) -> "Server":
         try:
             import pgserver
         except ImportError:
@@ -86,6 +121,22 @@ class Server:
         handle = pgserver.get_server(pgdata, cleanup_mode="delete")
         return cls(handle.get_uri(), handle)
 
+    @property
+    def target(self) -> str:
+        """What is measured, for the tables: postgres or citus Nw, /pgb behind PgBouncer."""
+        name = "postgres" if self.cluster is None else f"citus {len(self.cluster.workers)}w"
+        return name + ("/pgb" if self.bouncer is not None else "")
+
+    def store_url(self, url: str) -> str:
+        """The URL the store opens: ``url`` itself, or the same database through PgBouncer."""
+        if self.bouncer is None:
+            return url
+        from urllib.parse import urlsplit
+
+        from .pooler import POOLED
+
+        return self.bouncer.url(urlsplit(url).path.lstrip("/")) + POOLED
+
     def execute(self, statement: Any, params: Any = None, url: str | None = None) -> list[tuple]:
         import psycopg
 
@@ -94,8 +145,12 @@ class Server:
             return cur.fetchall() if cur.description else []
 
     def create_database(self, name: str, maintenance_work_mem: str) -> str:
+        """A fresh database ``name`` (on a Citus cluster: the coordinator's own, emptied) and its URL."""
         from psycopg import sql
 
+        if self.cluster is not None:  # workers take maintenance_work_mem from their settings
+            self.drop_database(name)
+            return self.url
         self.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         self.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         # every connection to it, the peers' too, builds indexes with the same memory
@@ -106,18 +161,45 @@ class Server:
     def drop_database(self, name: str) -> None:
         from psycopg import sql
 
+        if self.cluster is not None:
+            from .cluster import empty_public
+
+            empty_public(self.url)
+            return
         self.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
     def settings(self) -> dict[str, str]:
         names = ["server_version", "shared_buffers", "maintenance_work_mem", "max_parallel_maintenance_workers",
-                 "work_mem", "effective_cache_size"]
+                 "work_mem", "effective_cache_size", "fsync", "synchronous_commit", "citus.shard_count",
+                 "citus.propagate_set_commands"]
         rows = self.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", [names])
         out = {n: f"{s}{'' if u is None else ' x ' + u}" for n, s, u in rows}
         out["pgvector"] = (self.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
                            or [("absent",)])[0][0]
+        if self.cluster is not None:
+            from .cluster import version
+
+            out["citus"], out["citus_workers"] = version(self.url), str(len(self.cluster.workers))
+        if self.bouncer is not None:
+            from .pooler import version as pooler_version
+
+            out["pgbouncer"] = ".".join(map(str, pooler_version()))
         return out
 
+    def index_bytes(self, index: str, url: str) -> int:
+        """Size of the index (on a Citus cluster: of its shards, ``<index>_<shard id>`` on the workers)."""
+        if self.cluster is None:
+            return int(self.execute("SELECT pg_relation_size(%s::regclass)", [index], url=url)[0][0])
+        command = ("SELECT coalesce(sum(pg_relation_size(oid)), 0) FROM pg_class WHERE relkind = 'i'"
+                   f" AND relname ~ '^{index}_[0-9]+$'")
+        rows = self.execute("SELECT result FROM run_command_on_workers(%s)", [command], url=url)
+        return sum(int(r[0]) for r in rows)
+
     def stop(self) -> None:
+        if self.bouncer is not None:
+            self.bouncer.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         if self.handle is not None:
             self.handle.cleanup()
 
@@ -173,19 +255,20 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
     """Load, index and time one dataset in a database of its own."""
     from psycopg import sql
 
-    from ..backends.postgres.sql import vector_index_name
+    from ..backends.postgres.sql import vector_index_name, vector_index_text
     from . import measure
 
     name = f"navi_bench_{data.n}_{data.layout}"
-    url = server.create_database(name, args.maintenance_work_mem)
-    model, label = f"bench-{args.dim}", f"postgres n={data.n} {data.layout}"
-    settings = Settings(url=url, embeddings="none")
-    backend = open_backend(parse_url(url), defer_vector_index=True)
+    url = server.create_database(name, args.maintenance_work_mem)  # direct: maintenance, EXPLAIN, peers
+    model, label = f"bench-{args.dim}", f"{server.target} n={data.n} {data.layout}"
+    store_url = server.store_url(url)
+    settings = Settings(url=store_url, embeddings="none")
+    backend = open_backend(parse_url(store_url), defer_vector_index=True)
     backend.migrate()
     store = MemoryStore(backend, None, settings=settings, embedding_model=model)
     lexical = MemoryStore(backend, None, settings=settings, embedding_model=None)
-    result: dict[str, Any] = {"backend": "postgresql", "n": data.n, "layout": data.layout, "users": len(data.users),
-                              "server": server.settings()}
+    result: dict[str, Any] = {"backend": "postgresql", "target": server.target, "n": data.n, "layout": data.layout,
+                              "users": len(data.users), "server": server.settings()}
     try:
         result["ingest_load"] = _load()
         ingest_s, ids = measure.ingest(store, data, args.batch, f"{label} ingest")
@@ -197,10 +280,8 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
                 server.execute(sql.SQL("DROP INDEX {}").format(vector_index_name(model, args.dim)), url=url)
             load_before = _load()
             seconds, _ = _timed(lambda: backend.build_vector_index(model, args.dim, m, efc, args.maintenance_work_mem))
-            size = server.execute("SELECT pg_relation_size(%s::regclass)", [vector_index_name(model, args.dim)._obj[0]],
-                                  url=url)
             build = {"m": m, "ef_construction": efc, "build_s": round(seconds, 1), "load": load_before,
-                     "index_mb": round(size[0][0] / 2**20, 1)}
+                     "index_mb": round(server.index_bytes(vector_index_text(model, args.dim), url) / 2**20, 1)}
             print(f"{label}: HNSW m={m} ef_construction={efc} built in {seconds:.1f} s", flush=True)
             modes = [backend.exact_below, 0] if data.layout != "one" and position == 0 else [backend.exact_below]
             build["sweep"] = recall_sweep(backend, data, ids, model, args.ef_search, args.recall_queries, modes)

@@ -171,12 +171,9 @@ class PostgresSearchQueries:
             return []
         dims, vector, depth = int(query.size), query, max(self.ef_search, k)
         pinned = (yield from self._pinned(filters, model, dims, depth, k))
-        local: tuple[tuple[str, int | str], ...] = \
-            (("ivfflat.probes", self.ivfflat_probes),) if self.index_method == "ivfflat" else \
-            (("hnsw.ef_search", depth), *((("plan_cache_mode", "force_generic_plan"),) if pinned else ()))
         rows = yield Q(*_statement(lambda wide: q.semantic_candidates(
             filters, model, dims, vector, k, wide=wide, index_depth=depth if pinned else None), filters, beside),
-            local=local)
+            local=self._index_settings(depth, pinned))
         def exact() -> Q:
             return Q(*_statement(lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True,
                                                                     wide=wide), filters, beside))
@@ -204,6 +201,15 @@ class PostgresSearchQueries:
                 raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
                                      f"{other[0]['dimensions']}")
         return rows
+
+    def _index_settings(self, depth: int, pinned: bool) -> tuple[tuple[str, int | str], ...]:
+        """The SET LOCAL settings of a semantic statement. On Citus the worker runs the statement, and
+        Citus sends it a SET LOCAL only under ``citus.propagate_set_commands = 'local'`` (its default,
+        none, left every worker at pgvector's ``ef_search`` of 40: 40 candidates where 50 were asked)."""
+        local: tuple[tuple[str, int | str], ...] = \
+            (("ivfflat.probes", self.ivfflat_probes),) if self.index_method == "ivfflat" else \
+            (("hnsw.ef_search", depth), *((("plan_cache_mode", "force_generic_plan"),) if pinned else ()))
+        return (("citus.propagate_set_commands", "local"), *local) if self.distributed else local
 
     def _pinned(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op:
         """Whether to search the user with the plan-fixed HNSW statement under a generic plan
