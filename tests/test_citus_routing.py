@@ -17,6 +17,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from navi_memory import MemoryStore
+from navi_memory.backends.base import Filters
+from navi_memory.retrieval.search import WEIGHTED_K
 from navi_memory.backends.postgres.pool import iter_once
 from navi_memory.backends.postgres.sql import Q, adapt_vectors
 
@@ -187,3 +189,31 @@ def test_the_vector_index_settings_of_a_search_reach_the_worker(cluster_store):
     rows = backend._run(lambda: iter_once(Q("SELECT current_setting('hnsw.ef_search', true) AS v FROM users"
                                             " WHERE id = %s", ["bob"], local=local)), True)
     assert rows == [{"v": "300"}]
+
+
+def test_a_user_with_few_of_a_shards_vectors_is_compared_exactly_at_once(db_url):
+    """On a shard a user's rows are a larger share than of a whole table, and the worker's planner
+    picks the HNSW scan, which then finds none of a small user's: the store reads the shards' own
+    statistics and sends the exact statement first. One statement, the same hits."""
+    with MemoryStore.open(db_url, embeddings=FakeEmbeddings(), clock=FakeClock()) as store:
+        store.add_many([{"user_id": f"user{n:03d}", "content": f"user {n} takes the ferry {m}"}
+                        for n in range(200) for m in range(3)])
+        store.add_many([{"user_id": "big", "content": f"big note {n} about the ferry"} for n in range(400)])
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("ANALYZE embeddings")
+        db, model = store.backend, store.embedding_model
+        query = np.array(FakeEmbeddings().expected("the ferry"), dtype=np.float32)
+
+        def candidates(user: str) -> tuple[list[str], list[int]]:
+            with statements_sent() as sent:
+                hits = db.semantic_hits(filters=Filters(user_id=user, now=FakeClock()()), model=model, query=query,
+                                        k=WEIGHTED_K)
+            with psycopg.connect(db_url) as conn:
+                return [_text(statement, conn) for statement, _ in sent], [i for i, _ in hits.scored]
+
+        candidates("user007")  # the shards' statistics read once
+        small, hits = candidates("user007")
+        assert len(small) == 1 and "(e.embedding <=> %s::vector)" in small[0]  # exact, nothing before it
+        assert len(hits) == 3
+        large, hits = candidates("big")  # most of its shard: the index serves it
+        assert "(e.embedding <=> %s::vector)" not in " ".join(large) and len(hits) == WEIGHTED_K

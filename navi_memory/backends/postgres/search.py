@@ -4,6 +4,7 @@ methods mixed into ``PostgresQueries``; the ranking of what they return is ``ret
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import replace
@@ -88,14 +89,14 @@ class Pins:
             self._short = {}
         self._short[(user_id, model, dims)] = time.monotonic()
 
-    def serves(self, user_id: str, model: str, dims: int, depth: int, k: int) -> bool:
+    def serves(self, user_id: str, model: str, dims: int, depth: int, k: int, margin: float = PIN_MARGIN) -> bool:
         read = self._tables.get((model, dims))
         if read is None or not read[1]:
             return False
         short = self._short.get((user_id, model, dims))
         if short is not None and time.monotonic() - short <= PIN_SECONDS:
             return False
-        return depth * read[2].get(user_id, 0.0) >= PIN_MARGIN * k
+        return depth * read[2].get(user_id, 0.0) >= margin * k
 
 
 class PostgresSearchQueries:
@@ -171,14 +172,19 @@ class PostgresSearchQueries:
             return []
         dims, vector, depth = int(query.size), query, max(self.ef_search, k)
         pinned = (yield from self._pinned(filters, model, dims, depth, k))
-        rows = yield Q(*_statement(lambda wide: q.semantic_candidates(
-            filters, model, dims, vector, k, wide=wide, index_depth=depth if pinned else None), filters, beside),
-            local=self._index_settings(depth, pinned))
+
         def exact() -> Q:
             return Q(*_statement(lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True,
                                                                     wide=wide), filters, beside))
 
-        short = _hit_count(rows) < k and filters.user_id is not None
+        if (yield from self._small_in_shard(filters, model, dims, depth, k)):
+            rows = yield exact()
+            short = False
+        else:
+            rows = yield Q(*_statement(lambda wide: q.semantic_candidates(
+                filters, model, dims, vector, k, wide=wide, index_depth=depth if pinned else None), filters, beside),
+                local=self._index_settings(depth, pinned))
+            short = _hit_count(rows) < k and filters.user_id is not None
         if pinned and short:
             # The index's nearest vectors held too few of the user's (the share read was stale, or
             # theirs lie elsewhere): pinning was this backend's guess, so it must cost speed only.
@@ -216,7 +222,7 @@ class PostgresSearchQueries:
         (``Pins``): no statement is planned again for each search of a large user, which saves
         more than half a millisecond on the path every search waits for. Never on Citus: the
         plan-fixed statement's nearest-vectors subquery names no user, so it would not route to the
-        user's shard (the plain statement does; the worker picks the HNSW or btree plan itself)."""
+        user's shard (the plain statement does; ``_small_in_shard`` sends a small user's exact statement)."""
         if filters.user_id is None or self.index_method != "hnsw" or dims > q.HNSW_MAX_DIMENSIONS \
                 or not filters.plain or self.distributed:
             return False
@@ -224,6 +230,27 @@ class PostgresSearchQueries:
             rows = yield Q(*q.user_shares(model, dims))
             self.pins.read(model, dims, rows[0]["indexed"], rows[0]["users"], rows[0]["shares"])
         return self.pins.serves(filters.user_id, model, dims, depth, k)
+
+    def _small_in_shard(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op:
+        """On Citus: whether the user's vectors are too few a share of their shard for its HNSW scan
+        to yield k of them, so the exact statement goes first. On a shard a user's rows are a
+        larger share than of a whole table, and the worker's planner picks the HNSW scan, which
+        then returns the shard's nearest vectors and none of the user's: a second statement
+        counted them and a third compared them exactly. The shares are the shards' own statistics
+        (``sql.shard_user_shares``), read again after ``PIN_SECONDS``; a user they do not list is small."""
+        if not self.distributed or filters.user_id is None or self.index_method != "hnsw" \
+                or dims > q.HNSW_MAX_DIMENSIONS:
+            return False
+        if self.pins.stale(model, dims):
+            rows = yield Q(*q.shard_user_shares(model, dims))
+            users: list[str] = []
+            shares: list[float] = []
+            for text in rows[0]["shards"]:
+                shard = json.loads(text)
+                users += shard.get("users") or []
+                shares += shard.get("shares") or []
+            self.pins.read(model, dims, rows[0]["indexed"], users, shares)
+        return not self.pins.serves(filters.user_id, model, dims, depth, k, margin=1)
 
     @operation
     @reads

@@ -166,6 +166,22 @@ def user_shares(model: str, dimensions: int) -> tuple[sql.SQL, list[Any]]:
     ), [vector_index_text(model, dimensions)]
 
 
+def shard_user_shares(model: str, dimensions: int) -> tuple[sql.SQL, list[Any]]:
+    """``user_shares`` on Citus: whether the model's index exists, and per shard of ``embeddings``
+    its most common users with their share of that shard (the shard's own statistics; the
+    coordinator's table is empty), as JSON text ``{"users": [...], "shares": [...]}`` (``{}``
+    before the shard's first ANALYZE). A user's share of its shard is what the worker's planner and
+    HNSW scan see."""
+    per_shard = ("SELECT coalesce((SELECT json_build_object('users', s.most_common_vals::text::text[],"
+                 " 'shares', s.most_common_freqs)::text FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename"
+                 " JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname"
+                 " WHERE c.oid = '%%s'::regclass AND s.attname = 'user_id'), '{}')")
+    return sql.SQL(
+        "SELECT to_regclass(%s) IS NOT NULL AS indexed, coalesce(array_agg(result) FILTER (WHERE success),"
+        " '{}') AS shards FROM run_command_on_shards('embeddings', %s)"
+    ), [vector_index_text(model, dimensions), per_shard.replace("%%s", "%s")]
+
+
 def neighbour_centres(f: Filters, ids: list[int]) -> tuple[sql.Composed, list[Any]]:
     """The items ``ids`` (of ``f.user_id``, when set) as the centres ``session_neighbours`` reads."""
     user = sql.SQL("TRUE") if f.user_id is None else sql.SQL("c.user_id = %s")
