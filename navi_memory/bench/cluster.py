@@ -22,8 +22,11 @@ from ..errors import ConfigurationError
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "citus_cluster.py"
 MODULE = "citus_cluster"
-# per node; the single node's are PGSERVER_SETTINGS (bench.postgres): each worker holds half the data
-NODE_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "1GB", "effective_cache_size": "6GB",
+# per node; the single node's are PGSERVER_SETTINGS (bench.postgres): each worker holds half the data.
+# A worker builds its shards' indexes at once (up to 16): 1 GB each with parallel helpers ran a 24 GB
+# machine out of memory at 1M items; a shard's graph at 1M in 32 shards needs under 100 MB.
+NODE_SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "128MB", "max_parallel_maintenance_workers": "0",
+                 "effective_cache_size": "6GB",
                  "max_wal_size": "4GB", "checkpoint_timeout": "30min",
                  "fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 
