@@ -15,7 +15,7 @@ in ``users.embedding_model``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from .dialect import Dialect, Q
 # items ``i`` stored with ``embed=False``: never embedded, whatever the model (one %s: NOT_INDEXED)
 _NOT_SKIPPED = ("NOT EXISTS (SELECT 1 FROM embeddings s WHERE s.user_id = i.user_id AND s.item_id = i.id"
                 " AND s.error = %s)")
+# the items ``i`` of one user (%s) still to embed into ``next_embeddings`` (%s: the model; %s: NOT_INDEXED)
+_WITHOUT_NEXT = ("i.user_id = %s AND NOT EXISTS (SELECT 1 FROM next_embeddings n WHERE n.user_id = i.user_id"
+                 f" AND n.item_id = i.id AND n.model = %s) AND {_NOT_SKIPPED}")
 
 
 def moving_condition(model: str, moving_to: str | None) -> tuple[str, list[Any]]:
@@ -44,22 +47,17 @@ class EmbeddingQueries:
     dialect: Dialect
     has_vector: bool
     _next_column: str  # the vector column of ``next_embeddings``
-
-    def _next_vector(self, vector: np.ndarray) -> Any:
-        """A vector as ``next_embeddings`` binds it."""
-        raise NotImplementedError
-
-    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op:
-        """Copy the user's waiting vectors over their ``embeddings`` rows (not over an item stored
-        with ``embed=False``)."""
-        raise NotImplementedError
+    # each backend's: a vector as ``next_embeddings`` binds it, and the copy of the user's waiting
+    # vectors over their ``embeddings`` rows (not over an item stored with ``embed=False``)
+    _next_vector: Callable[[np.ndarray], Any]
+    _adopt_next: Callable[[str, str, datetime], Op]
 
     @operation
     @reads
     def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int,
                            moving_to: str | None = None) -> Op:
         """(item_id, user_id, text) of items without a ready vector of ``model``, by id after ``after_id``
-        (none where vectors cannot be stored). ``moving_to``: see ``_moving``."""
+        (none where vectors cannot be stored). ``moving_to``: see ``moving_condition``."""
         if not self.has_vector:
             return []
         user, params = ("", []) if user_id is None else (" AND i.user_id = %s", [user_id])
@@ -119,9 +117,8 @@ class EmbeddingQueries:
         if not self.has_vector:
             return []
         rows = yield Q(f"SELECT i.id, i.user_id, {self.dialect.embed_text} AS text FROM items i"
-                       " WHERE i.user_id = %s AND i.id > %s AND NOT EXISTS (SELECT 1 FROM next_embeddings n"
-                       " WHERE n.user_id = i.user_id AND n.item_id = i.id AND n.model = %s)"
-                       f" AND {_NOT_SKIPPED} ORDER BY i.id LIMIT %s", [user_id, after_id, model, NOT_INDEXED, limit])
+                       f" WHERE {_WITHOUT_NEXT} AND i.id > %s ORDER BY i.id LIMIT %s",
+                       [user_id, model, NOT_INDEXED, after_id, limit])
         return [(r["id"], r["user_id"], r["text"]) for r in rows]
 
     @operation
@@ -149,9 +146,7 @@ class EmbeddingQueries:
         rows = yield Q(f"SELECT embedding_model FROM users WHERE id = %s{self.dialect.for_update}", [user_id])
         if not rows or rows[0]["embedding_model"] == model:
             return bool(rows)
-        missing = yield Q("SELECT count(*) AS n FROM items i WHERE i.user_id = %s AND NOT EXISTS (SELECT 1"
-                          " FROM next_embeddings n WHERE n.user_id = i.user_id AND n.item_id = i.id AND n.model = %s)"
-                          f" AND {_NOT_SKIPPED}", [user_id, model, NOT_INDEXED])
+        missing = yield Q(f"SELECT count(*) AS n FROM items i WHERE {_WITHOUT_NEXT}", [user_id, model, NOT_INDEXED])
         if missing[0]["n"]:
             return False
         yield from self._adopt_next(user_id, model, now)
