@@ -388,3 +388,30 @@ def test_words_are_selected_rarest_first_within_the_budget_unless_the_user_fits_
                     conn.execute("ANALYZE items")
             found = store.backend.lexical_hits(Filters(user_id=U, now=utcnow()), ["apple", "banana"], 500).scored
             assert len(found) == expected
+
+
+def test_rows_of_one_insert_go_as_multi_row_inserts_within_the_parameter_limit():
+    text = "INSERT INTO t (a, b) VALUES (%s, %s::vector) ON CONFLICT DO NOTHING"
+    rows = [(i, f"v{i}") for i in range(5)]
+    batches = q.rows_at_once(text, rows, per_statement=2)
+    assert [b[0] for b in batches] == [
+        "INSERT INTO t (a, b) VALUES (%s, %s::vector), (%s, %s::vector) ON CONFLICT DO NOTHING"] * 2 + [
+        "INSERT INTO t (a, b) VALUES (%s, %s::vector) ON CONFLICT DO NOTHING"]
+    assert [v for b in batches for v in b[1]] == [v for r in rows for v in r]
+    wide = [tuple(range(40))] * 3000  # 120,000 parameters: statements of at most 65,535
+    assert all(len(params) <= q.MAX_PARAMETERS for _, params in q.rows_at_once(
+        "INSERT INTO t VALUES (" + ", ".join(["%s"] * 40) + ")", wide, per_statement=10_000))
+    for other in ("UPDATE t SET a = %s", "INSERT INTO t (a) VALUES (%s) RETURNING a", "INSERT INTO t SELECT %s"):
+        assert q.rows_at_once(other, [(1,)]) is None
+
+
+def test_a_large_batch_is_stored_whole_through_multi_row_inserts(pg_url):
+    items = [{"user_id": f"u{i % 7}", "content": f"note {i}", "theme": f"t{i % 3}"} for i in range(450)]
+    with MemoryStore.open(pg_url, embeddings=FakeEmbeddings()) as store:
+        ids = store.add_many(items)
+        assert len(set(ids)) == 450
+        for user in range(7):
+            stored = store.list_items(user_id=f"u{user}", limit=1000)
+            assert sorted(it.content for it in stored) == sorted(
+                f"note {i}" for i in range(450) if i % 7 == user)
+        assert store.embedding_status()["ready"] >= 450

@@ -302,8 +302,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
                     if query.own_tx:
                         value = self._ran_apart(conn, query, [] if apart is None else apart)
                     elif query.many:
-                        cur.executemany(query.text, query.params)
-                        value = cur.rowcount
+                        value = self._many(cur, query)
                     elif query.local:
                         value = self._with_local(conn, cur, query)
                     else:
@@ -332,6 +331,19 @@ class PostgresBackend(SharedReads, PostgresQueries):
     @staticmethod
     def _result(cur: Any) -> Any:
         return cur.fetchall() if cur.description is not None else cur.rowcount
+
+    def _many(self, cur: Any, query: Q) -> int:
+        """A statement for each of the query's rows: INSERTs as multi-row INSERTs, others executemany."""
+        batches = q.rows_at_once(query.text, query.params or [],
+                                 q.ROWS_PER_DISTRIBUTED_INSERT if self.distributed else q.ROWS_PER_INSERT)
+        if batches is None:
+            cur.executemany(query.text, query.params)
+            return int(cur.rowcount)
+        count = 0
+        for text, params in batches:
+            cur.execute(text, params)
+            count += max(cur.rowcount, 0)
+        return count
     # gen_sync: end
 
 
@@ -491,8 +503,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
                     if query.own_tx:
                         value = await self._ran_apart(conn, query, [] if apart is None else apart)
                     elif query.many:
-                        await cur.executemany(query.text, query.params)
-                        value = cur.rowcount
+                        value = await self._many(cur, query)
                     elif query.local:
                         value = await self._with_local(conn, cur, query)
                     else:
@@ -521,6 +532,19 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     @staticmethod
     async def _result(cur: Any) -> Any:
         return await cur.fetchall() if cur.description is not None else cur.rowcount
+
+    async def _many(self, cur: Any, query: Q) -> int:
+        """A statement for each of the query's rows: INSERTs as multi-row INSERTs, others executemany."""
+        batches = q.rows_at_once(query.text, query.params or [],
+                                 q.ROWS_PER_DISTRIBUTED_INSERT if self.distributed else q.ROWS_PER_INSERT)
+        if batches is None:
+            await cur.executemany(query.text, query.params)
+            return int(cur.rowcount)
+        count = 0
+        for text, params in batches:
+            await cur.execute(text, params)
+            count += max(cur.rowcount, 0)
+        return count
     # gen_sync: end
 
 
