@@ -79,4 +79,9 @@ __all__ = [
 
 class SchemaError(StorageError):
     """A read-only open (``MemoryStore.open(url, read_only=True)``) found no navi-memory schema,
-    or an older one: nothing was created; ``navi-memory migrate`` (or a writable open) creates it."""
+    or an older one: nothing was created; ``navi-memory migrate`` (or a writable open) creates it.
+    ``empty``: there is no schema at all (nothing was ever stored there), not an older one."""
+
+    def __init__(self, message: str, *, empty: bool = False) -> None:
+        super().__init__(message)
+        self.empty = empty

@@ -70,7 +70,7 @@ class _StoreBase:
     def _schema_error(version: int, settings: Settings) -> SchemaError:
         found = "no navi-memory schema" if version == 0 else f"schema version {version}, older than this code's"
         return SchemaError(f"{parse_url(settings.url)} has {found}: nothing was changed"
-                           " (navi-memory migrate creates or upgrades it)")
+                           " (navi-memory migrate creates or upgrades it)", empty=version == 0)
 
     def __repr__(self) -> str:
         url = self.settings.url

@@ -60,8 +60,9 @@ NAMES = {
     "ascore": "score",  # Reranker
     "acall": "call",  # StoreCaller
     "abatch": "batch",  # LangGraph's BaseStore
+    "_abatch_here": "_batch_here",  # NaviStore
     "_drive_async": "_drive_sync",
-    "asweep_ttl": "sweep_ttl",
+    "_asweep_here": "_sweep_here",
 }
 # a dotted async expression -> its blocking twin
 DOTTED = {"asyncio.sleep": "time.sleep"}

@@ -64,7 +64,7 @@ def index_config(index: bool | list[str]) -> Any:
     return {**INDEX, "embed": LangGraphEmbeddings(), **({"fields": index} if isinstance(index, list) else {})}
 
 
-def inmemory_case(*, index: bool | list[str] = False, ttl: dict | None = None) -> StoreCase:
+def inmemory_case(*, index: bool | list[str] = False, ttl: dict | None = None, bound: bool = True) -> StoreCase:
     from langgraph.store.memory import InMemoryStore
 
     store = InMemoryStore(index=index_config(index))
@@ -75,7 +75,8 @@ def inmemory_case(*, index: bool | list[str] = False, ttl: dict | None = None) -
     return StoreCase("inmemory", "inmemory", store, no_clock, lambda: None)
 
 
-def postgres_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = None) -> StoreCase:
+def postgres_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = None,
+                  bound: bool = True) -> StoreCase:
     """LangGraph's ``PostgresStore`` in the test's own schema (``url`` carries its search_path)."""
     import psycopg
     from langgraph.store.postgres import PostgresStore
@@ -93,9 +94,11 @@ def postgres_case(url: str, *, index: bool | list[str] = False, ttl: dict | None
     return StoreCase("postgres", "postgres", store, advance, store.sweep_ttl, cleanup=stack)
 
 
-def navi_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = None) -> StoreCase:
-    """``NaviStore`` over a ``MemoryStore`` at ``url`` (its own fake clock; the user bound is ``u1``,
-    a LangGraph run's own user id wins)."""
+def navi_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = None,
+              bound: bool = True) -> StoreCase:
+    """``NaviStore`` over a ``MemoryStore`` at ``url`` (its own fake clock). ``bound``: bound to user
+    ``u1`` (calls outside a run); else unbound, for tests whose runs name their users (LangGraph's
+    own stores have no users: the other kinds ignore it)."""
     from navi_memory import MemoryStore
     from navi_memory import Settings
     from navi_memory.integrations.langgraph import NaviStore
@@ -108,7 +111,7 @@ def navi_case(url: str, *, index: bool | list[str] = False, ttl: dict | None = N
     memory = MemoryStore.open(url, embeddings=FakeEmbeddings(dimensions=DIMS), clock=clock,
                               settings=Settings(url=url, min_similarity=0.0))
     fields = None if index is False else {"fields": index if isinstance(index, list) else INDEX["fields"]}
-    store = NaviStore(memory, user_id="u1", index=fields, ttl=ttl)  # type: ignore[arg-type]
+    store = NaviStore(memory, user_id="u1" if bound else None, index=fields, ttl=ttl)  # type: ignore[arg-type]
     stack = ExitStack()
     stack.callback(memory.close)
     return StoreCase("navi", "navi", store, lambda minutes: clock.advance(minutes=minutes), store.sweep_ttl,

@@ -88,3 +88,48 @@ def test_a_closed_pipe_ends_the_command_quietly(store, db_url):
         code = proc.wait(120)
     assert b'"format"' in first
     assert code == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_ingest_takes_json_lines_and_the_messages_of_an_export(store, db_url, tmp_path, capsys):
+    lines = tmp_path / "chat.jsonl"
+    lines.write_text('{"role": "user", "content": "I live in Lyon"}\n\n{"role": "assistant", "content": "noted"}\n')
+    code, out, _ = run(capsys, db_url, "ingest", "--user", U, "--session", "s1", str(lines))
+    assert code == 0 and "stored 2 messages in session s1" in out
+    assert [m.content for m in store.get_session("s1", user_id=U).messages] == ["I live in Lyon", "noted"]
+    exported: list[dict] = []
+    store.export(exported.append, user_id=U)
+    dump = tmp_path / "export.jsonl"
+    dump.write_text("".join(json.dumps(record) + "\n" for record in exported))
+    code, out, _ = run(capsys, db_url, "ingest", "--user", "u2", str(dump))  # its sessions, under their ids
+    assert code == 0 and "stored 2 messages in session s1 for u2" in out
+    assert [m.role for m in store.get_session("s1", user_id="u2").messages] == ["user", "assistant"]
+    plain = tmp_path / "number.json"
+    plain.write_text("42")
+    code, _, err = run(capsys, db_url, "ingest", "--user", U, str(plain))
+    one_line_error(code, err, "JSON Lines of messages")
+
+
+def test_fact_get_and_delete_take_the_category_before_the_key(store, db_url, capsys):
+    store.upsert_fact(user_id=U, category="profile", key="city", value="Lyon")
+    code, out, _ = run(capsys, db_url, "fact", "get", "--user", U, "profile", "city")
+    assert code == 0 and "Lyon" in out
+    code, _, err = run(capsys, db_url, "fact", "get", "--user", U, "--category", "technical", "profile", "city")
+    one_line_error(code, err, "two categories")
+    code, _, err = run(capsys, db_url, "fact", "get", "--user", U, "places", "city")
+    one_line_error(code, err, "unknown fact category 'places'")
+    code, out, _ = run(capsys, db_url, "fact", "delete", "--user", U, "profile", "city")
+    assert code == 0 and "deleted 1 fact(s)" in out
+
+
+def test_list_keeps_one_line_per_item(store, db_url, capsys):
+    store.add(user_id=U, content="first line\nsecond line\n\nthird " + "x" * 200)
+    code, out, _ = run(capsys, db_url, "list", "--user", U)
+    rows = out.splitlines()
+    assert code == 0 and len(rows) == 1 and "first line second line third" in rows[0] and rows[0].endswith("…")
+
+
+def test_doctor_on_a_fresh_machine_says_nothing_is_stored_yet(tmp_path, capsys):
+    fresh = f"sqlite:///{tmp_path / 'never-written.db'}"
+    code, out, err = run(capsys, fresh, "doctor")
+    assert code == 0 and not err and "none yet: nothing is stored" in out
+    assert not (tmp_path / "never-written.db").exists()

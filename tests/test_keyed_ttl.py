@@ -98,15 +98,19 @@ async def test_navistore_sweeper_task_with_an_async_store(new_db_url):
     try:
         navi = NaviStore(store, user_id=U)
         await navi.aput(NS, "gone", {"text": "x"}, ttl=1)
-        task = navi.start_ttl_sweeper(sweep_interval_minutes=0.001)
+        task = await navi.start_ttl_sweeper(sweep_interval_minutes=0.001)  # awaited, as LangGraph's async stores
+        assert await navi.start_ttl_sweeper() is task
         clock.advance(minutes=2)
         for _ in range(500):
             if await store.count_items(user_id=U, include_expired=True, status="any") == 0:
                 break
             await asyncio.sleep(0.02)
         assert await store.count_items(user_id=U, include_expired=True, status="any") == 0
-        assert navi.stop_ttl_sweeper()
-        await asyncio.wait_for(task, 10)
+        assert await navi.stop_ttl_sweeper(timeout=10) and task.done()
+        assert await navi.stop_ttl_sweeper() is True  # none running
+        await navi.aput(NS, "also gone", {"text": "y"}, ttl=1)
+        clock.advance(minutes=2)
+        assert await navi.sweep_ttl() == 1 and await navi.asweep_ttl() == 0
     finally:
         await store.close()
 

@@ -40,7 +40,7 @@ def find_notes(query: str) -> str:
 
 
 def test_agent_tools_use_the_store_through_runtime_and_get_store(make: Make) -> None:
-    case = make(index=True)
+    case = make(index=True, bound=False)
     model = ToolChat(script=[call("save_note", {"text": "I drink oat milk lattes"}), "Noted.",
                              call("find_notes", {"query": "oat milk"}), "You drink oat milk lattes.",
                              call("find_notes", {"query": "oat milk"}), "I know nothing about you."])
@@ -88,7 +88,7 @@ def user(name: str, thread: str) -> dict:
 
 
 def test_langmem_memory_tools_per_user(make: Make) -> None:
-    case = make(index=LANGMEM_INDEX)
+    case = make(index=LANGMEM_INDEX, bound=False)
     model = ToolChat(script=langmem_script())
     agent = create_agent(model, tools=langmem_tools(), store=case.store)
     ask = {"messages": [{"role": "user", "content": "Which seat do I like?"}]}
@@ -99,7 +99,7 @@ def test_langmem_memory_tools_per_user(make: Make) -> None:
 
 
 def test_langmem_memory_tools_async(make: Make) -> None:
-    case = make(index=LANGMEM_INDEX)
+    case = make(index=LANGMEM_INDEX, bound=False)
     model = ToolChat(script=langmem_script())
     agent = create_agent(model, tools=langmem_tools(), store=case.store)
     ask = {"messages": [{"role": "user", "content": "Which seat do I like?"}]}
@@ -113,7 +113,7 @@ def test_langmem_memory_tools_async(make: Make) -> None:
 
 
 def test_langmem_update_and_delete(make: Make) -> None:
-    case = make(index=LANGMEM_INDEX)
+    case = make(index=LANGMEM_INDEX, bound=False)
     model = ToolChat(script=[call("manage_memory", {"content": "Lives in Lyon"}), "ok"])
     agent = create_agent(model, tools=langmem_tools(), store=case.store)
     created = tool_results(agent.invoke({"messages": [{"role": "user", "content": "I live in Lyon"}]},
@@ -132,7 +132,7 @@ def test_langmem_update_and_delete(make: Make) -> None:
 
 
 def test_search_tool_filters_and_limits(make: Make) -> None:
-    case = make(index=LANGMEM_INDEX)
+    case = make(index=LANGMEM_INDEX, bound=False)
     model = ToolChat()
     agent = create_agent(model, tools=langmem_tools(), store=case.store)
     for n in range(3):

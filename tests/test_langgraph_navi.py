@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain.agents import create_agent
 from langgraph.store.base import GetOp, PutOp, SearchOp
@@ -69,30 +70,97 @@ def test_index_takes_only_fields() -> None:
         NaviStore(object.__new__(MemoryStore), index={"dims": 64, "embed": "openai:x", "fields": ["text"]})
 
 
-def test_query_search_is_the_hybrid_search(memory: MemoryStore) -> None:
+def test_query_search_ranks_by_similarity_or_is_the_hybrid_search(memory: MemoryStore) -> None:
     navi = NaviStore(memory, user_id="u1", index={"fields": ["text"]})
     navi.put(("docs",), "train", {"text": "My train to Berlin leaves at nine"})
     navi.put(("docs",), "coffee", {"text": "I drink oat milk lattes"})
-    found = navi.search(("docs",), query="Berlin")
+    found = navi.search(("docs",), query="Berlin")  # as LangGraph's stores: every item, by cosine similarity
+    query = np.asarray(FakeEmbeddings().embed_query("Berlin"))
+    expected = {}
+    for key, text in (("train", "My train to Berlin leaves at nine"), ("coffee", "I drink oat milk lattes")):
+        vector = np.asarray(FakeEmbeddings().embed_documents([text])[0])
+        expected[key] = float(query @ vector / (np.linalg.norm(query) * np.linalg.norm(vector)))
+    assert [i.key for i in found] == sorted(expected, key=lambda k: -expected[k]) and found[0].key == "train"
+    assert [i.score for i in found] == [pytest.approx(expected[i.key], abs=1e-5) for i in found]
+    hybrid = NaviStore(memory, user_id="u1", index={"fields": ["text"]}, ranking="hybrid").search(("docs",),
+                                                                                                 query="Berlin")
     direct = memory.search("Berlin", user_id="u1", namespace_prefix=("docs",))
-    assert [i.key for i in found] == [r.key for r in direct]
-    assert [i.score for i in found] == [pytest.approx(r.score) for r in direct]
-    assert found[0].key == "train"
+    assert [i.key for i in hybrid] == [r.key for r in direct]
+    assert [i.score for i in hybrid] == [pytest.approx(r.score) for r in direct]
+    with pytest.raises(ValidationError, match="ranking"):
+        NaviStore(memory, ranking="fused")
 
 
 def test_batch_in_a_run_uses_the_runs_user(memory: MemoryStore) -> None:
     from langchain_core.runnables import RunnableLambda
 
-    navi = NaviStore(memory, user_id="fallback")
+    navi = NaviStore(memory)
     put = RunnableLambda(lambda _: navi.batch([PutOp(("notes",), "k", {"text": "hi"}), GetOp(("notes",), "k")]))
     put.invoke(None, {"configurable": {"user_id": "dana"}})
     put.invoke(None, {"configurable": {"langgraph_user_id": "erin"}})
     assert memory.get_keyed(user_id="dana", namespace=("notes",), key="k") is not None
     assert memory.get_keyed(user_id="erin", namespace=("notes",), key="k") is not None
-    assert navi.batch([SearchOp(("notes",))]) == [[]]  # outside a run: the bound user
+    bound = NaviStore(memory, user_id="fallback")
+    assert bound.batch([SearchOp(("notes",))]) == [[]]  # outside a run: the bound user
+    same = RunnableLambda(lambda _: bound.batch([GetOp(("notes",), "k")]))
+    assert same.invoke(None, {"configurable": {"user_id": "fallback"}}) == [None]
 
 
-def test_async_store_is_native_and_blocking_calls_are_refused(db_url: str) -> None:
+def test_two_sources_naming_different_users_are_refused(memory: MemoryStore) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    def put(store: NaviStore) -> RunnableLambda:
+        return RunnableLambda(lambda _: store.put(("notes",), "k", {"text": "hi"}))
+
+    with pytest.raises(ValidationError, match="conflicting users"):  # bound to alice, run for bob
+        put(NaviStore(memory, user_id="alice")).invoke(None, {"configurable": {"user_id": "bob"}})
+    with pytest.raises(ValidationError, match="conflicting users"):
+        put(NaviStore(memory)).invoke(None, {"configurable": {"user_id": "alice", "langgraph_user_id": "bob"}})
+    labelled = NaviStore(memory, user_label=1)
+    read_bob = RunnableLambda(lambda _: labelled.get(("memories", "bob"), "k"))
+    with pytest.raises(ValidationError, match="another user"):  # alice's run naming bob's namespace
+        read_bob.invoke(None, {"configurable": {"user_id": "alice"}})
+    with pytest.raises(ValidationError, match="another user"):
+        NaviStore(memory, user_id="alice", user_label=1).put(("memories", "bob"), "k", {"text": "x"})
+    assert read_bob.invoke(None, {"configurable": {"user_id": "bob"}}) is None
+    labelled.put(("memories", "bob"), "k", {"text": "outside a run the label decides"})
+    assert memory.get_keyed(user_id="bob", namespace=("memories", "bob"), key="k") is not None
+    assert [u["id"] for u in memory.list_users()] == ["bob"]  # nothing reached alice
+
+
+def test_the_runtime_context_names_the_user(memory: MemoryStore) -> None:
+    from dataclasses import dataclass
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+    from typing_extensions import TypedDict
+
+    @dataclass
+    class Ctx:
+        user_id: str
+
+    class State(TypedDict):
+        text: str
+
+    def remember(state: State, runtime: Runtime[Ctx]) -> State:
+        assert runtime.store is not None
+        runtime.store.put(("notes",), "k", {"text": state["text"]})
+        return state
+
+    graph = StateGraph(State, context_schema=Ctx)
+    graph.add_node("remember", remember)
+    graph.add_edge(START, "remember")
+    graph.add_edge("remember", END)
+    app = graph.compile(store=NaviStore(memory))
+    app.invoke({"text": "bob's"}, context=Ctx(user_id="bob"))
+    item = memory.get_keyed(user_id="bob", namespace=("notes",), key="k")
+    assert item is not None and item.metadata["text"] == "bob's"
+    bound = graph.compile(store=NaviStore(memory, user_id="alice"))
+    with pytest.raises(ValidationError, match="conflicting users"):
+        bound.invoke({"text": "x"}, context=Ctx(user_id="bob"))
+
+
+def test_async_store_is_native_and_blocking_calls_come_from_worker_threads(db_url: str) -> None:
     async def run() -> tuple:
         async_memory = await AsyncMemoryStore.open(db_url, embeddings=FakeEmbeddings())
         try:
@@ -100,14 +168,44 @@ def test_async_store_is_native_and_blocking_calls_are_refused(db_url: str) -> No
             await navi.aput(("docs",), "k", {"text": "oat milk lattes"})
             got = await navi.aget(("docs",), "k")
             found = await navi.asearch(("docs",), query="oat milk")
-            with pytest.raises(RuntimeError, match="async"):
-                navi.get(("docs",), "k")
-            return got, found
+            with pytest.raises(asyncio.InvalidStateError, match="aget"):
+                navi.get(("docs",), "k")  # in the loop's own thread it would block the loop
+            await asyncio.to_thread(navi.put, ("docs",), "t", {"text": "from a thread"})
+            from_thread = await asyncio.to_thread(navi.get, ("docs",), "t")
+            return navi, got, found, from_thread
         finally:
             await async_memory.close()
 
-    got, found = asyncio.run(run())
+    navi, got, found, from_thread = asyncio.run(run())
     assert got.value == {"text": "oat milk lattes"} and [i.key for i in found] == ["k"]
+    assert from_thread.value == {"text": "from a thread"}
+    with pytest.raises(ValidationError, match="event loop running"):
+        navi.get(("docs",), "k")  # its loop has ended
+
+
+def test_a_sync_tool_under_ainvoke_uses_a_store_over_an_async_store(db_url: str) -> None:
+    from langchain_core.tools import tool
+    from langgraph.config import get_store
+
+    @tool
+    def save_note(text: str) -> str:
+        """Save a note."""
+        get_store().put(("notes",), "n1", {"text": text})
+        return "saved"
+
+    async def run() -> tuple:
+        async_memory = await AsyncMemoryStore.open(db_url, embeddings=FakeEmbeddings())
+        try:
+            model = ToolChat(script=[call("save_note", {"text": "likes tea"}), "Saved."])
+            agent = create_agent(model, tools=[save_note], store=NaviStore(async_memory))
+            result = await agent.ainvoke({"messages": [{"role": "user", "content": "I like tea"}]},
+                                         {"configurable": {"user_id": "ana"}})
+            return result, await async_memory.get_keyed(user_id="ana", namespace=("notes",), key="n1")
+        finally:
+            await async_memory.close()
+
+    result, item = asyncio.run(run())
+    assert result["messages"][-1].content == "Saved." and item.metadata["text"] == "likes tea"
 
 
 def test_langmem_with_user_label(memory: MemoryStore) -> None:
@@ -136,13 +234,16 @@ def test_the_docs_example_runs(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys
 
 
 def test_user_label_prefixes(memory: MemoryStore) -> None:
-    first, last = NaviStore(memory, user_label=1, user_id="bound"), NaviStore(memory, user_label=-1)
+    first, last = NaviStore(memory, user_label=1), NaviStore(memory, user_label=-1)
     first.put(("memories", "alice"), "k", {"text": "a"})
     first.put(("memories", "bob", "work"), "k", {"text": "b"})
     assert [i.value for i in first.search(("memories", "alice"))] == [{"text": "a"}]
     assert [i.value for i in last.search(("memories", "alice"))] == [{"text": "a"}]
-    assert first.search(("memories",)) == []  # too short: the bound user, who has nothing
+    with pytest.raises(ValidationError, match="does not know the user"):
+        first.search(("memories",))  # too short to name the user, and no run or binding names one
+    assert NaviStore(memory, user_label=1, user_id="carol").search(("memories",)) == []  # the bound user's
     assert first.list_namespaces(prefix=("memories", "bob")) == [("memories", "bob", "work")]
-    assert first.list_namespaces(prefix=("memories",)) == []
+    with pytest.raises(ValidationError, match="does not know the user"):
+        first.list_namespaces(prefix=("memories",))
     with pytest.raises(ValidationError, match="user"):
         last.list_namespaces(prefix=("memories", "bob"))  # a negative label cannot be read from a prefix

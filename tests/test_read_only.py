@@ -13,7 +13,7 @@ from navi_memory.cli import main
 READ_COMMANDS = [
     ["users"], ["search", "--user", "u1", "coffee"], ["list", "--user", "u1"], ["themes", "--user", "u1"],
     ["facts", "--user", "u1"], ["fact", "list", "--user", "u1"], ["summary", "--user", "u1"], ["stats"],
-    ["export", "--user", "u1"], ["doctor"],
+    ["export", "--user", "u1"],
 ]
 
 
@@ -45,6 +45,15 @@ def test_a_read_command_on_a_database_without_the_schema_exits_2_and_creates_not
     assert code == 2 and "schema" in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
     assert "nothing was changed" not in out  # the error is said once (doctor prints its report first)
+    assert contents() == before
+
+
+def test_doctor_on_a_database_without_the_schema_says_nothing_is_stored_and_creates_nothing(empty_db, capsys):
+    url, contents = empty_db
+    before = contents()
+    code = main(["--db", url, "--embeddings", "none", "doctor"])
+    out, err = capsys.readouterr()
+    assert code == 0 and not err and "none yet: nothing is stored" in out
     assert contents() == before
 
 

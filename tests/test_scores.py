@@ -176,10 +176,10 @@ def test_tools_and_adapters_use_the_store_floor(store):
     assert len(NaviMemoryRetriever(store=store, user_id=U, min_score=0).invoke("who won the 1998 world cup")) == 1
 
 
-def test_navistore_search_applies_the_store_floor(store):
+def test_navistore_hybrid_ranking_applies_the_store_floor(store):
     from navi_memory.integrations.langgraph import NaviStore
 
-    navi = NaviStore(store, user_id=U, index={"fields": ["text"]})
+    navi = NaviStore(store, user_id=U, index={"fields": ["text"]}, ranking="hybrid")
     navi.put(("docs",), "tea", {"text": "I like green tea"})
     assert navi.search(("docs",), query="who won the 1998 world cup") == []
     (found,) = navi.search(("docs",), query="green tea")

@@ -32,6 +32,13 @@ def integer(field: str) -> Callable[[str], "int | BadArgument"]:
     return parse
 
 
+def one_line(text: str, width: int) -> str:
+    """``text`` on one line of at most ``width`` characters: a table row never breaks (newlines and
+    runs of blanks become one space; a cut text ends with an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 1] + "…"
+
+
 def score(value: float) -> str:
     """A score as printed: 3 decimals, 6 wide, and never ``-0.000`` (a tiny negative rounds to 0)."""
     return f"{round(value, 3) + 0.0:6.3f}"

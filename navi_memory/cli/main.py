@@ -27,6 +27,7 @@ from .common import (
     BadArgument,
     integer,
     json_option,
+    one_line,
     open_store,
     print_json,
     score,
@@ -103,7 +104,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         return
     for item in items:
         state = item.embedding.state if item.embedding else "-"
-        print(f"{item.id:>6}  {item.created_at:%Y-%m-%d %H:%M}  {item.theme:<14} {item.type:<11} {state:<8} {item.content[:80]}")
+        print(f"{item.id:>6}  {item.created_at:%Y-%m-%d %H:%M}  {item.theme:<14} {item.type:<11} {state:<8} {one_line(item.content, 80)}")
 
 
 def cmd_search(args: argparse.Namespace) -> None:
@@ -120,7 +121,7 @@ def cmd_search(args: argparse.Namespace) -> None:
         return
     for r in results:
         flags = ",".join(name for name, on in r.signals.items() if on) or "-"
-        text = " ".join(r.snippet.split())[:90]  # one line per result
+        text = one_line(r.snippet, 90)
         print(f"{r.id:>6}  {score(r.score)}  {flags:<20} {r.theme:<14} {text}")
 
 
@@ -148,6 +149,8 @@ def cmd_fact(args: argparse.Namespace) -> None:
     if args.fact_command == "list":
         cmd_fact_list(args)
         return
+    if args.fact_command in ("get", "delete"):
+        _category_and_key(args)
     with open_store(args, embeddings=None if args.fact_command == "set" else False,
                     read_only=args.fact_command == "get") as store:
         if args.fact_command == "set":
@@ -162,6 +165,21 @@ def cmd_fact(args: argparse.Namespace) -> None:
         else:
             count = store.delete_fact(args.key, user_id=args.user, category=args.category)
             print(f"deleted {count} fact(s)")
+
+
+def _category_and_key(args: argparse.Namespace) -> None:
+    """``fact get [CATEGORY] KEY``: a leading category is the same as ``--category``."""
+    if len(args.key) > 2:
+        raise ValidationError(f"fact {args.fact_command} takes [CATEGORY] KEY, got {len(args.key)} words")
+    if len(args.key) == 2:
+        category, args.key = args.key
+        if category not in FACT_CATEGORIES:
+            raise ValidationError(f"unknown fact category {category!r} (one of {', '.join(FACT_CATEGORIES)})")
+        if args.category not in (None, category):
+            raise ValidationError(f"two categories given: {category!r} and --category {args.category!r}")
+        args.category = category
+    else:
+        args.key = args.key[0]
 
 
 def cmd_fact_list(args: argparse.Namespace) -> None:
@@ -327,6 +345,13 @@ def cmd_doctor(args: argparse.Namespace) -> None:
     try:
         store = open_store(args, read_only=True)
     except SchemaError as exc:  # the report so far, then the one-line error and exit 2
+        if exc.empty:  # a fresh machine: nothing to be wrong yet
+            report["schema"] = "none yet: nothing is stored (the first write, or navi-memory migrate, creates it)"
+            if args.json:
+                print_json(report)
+            else:
+                print("\n".join(doctor_lines(report)))
+            return
         report["schema"] = str(exc)
         if args.json:
             print_json(report)
@@ -457,13 +482,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "a value said before the current one goes into the history")
     f = facts.add_parser("get", help="show a fact and its history", description="show a fact and its history",
                          parents=[shared])
-    f.add_argument("key", help="the fact's key")
+    f.add_argument("key", nargs="+", metavar="[CATEGORY] KEY",
+                   help="the fact's key, after its category when given (as `fact get profile city`)")
     f.add_argument("--category", choices=FACT_CATEGORIES, help="the fact's category (when the key is in several)")
     f = facts.add_parser("list", help="list facts (also `navi-memory facts`)", description="list a user's facts",
                          parents=[shared])
     fact_list_options(f)
     f = facts.add_parser("delete", help="delete a fact by key", description="delete a fact by key", parents=[shared])
-    f.add_argument("key", help="the fact's key")
+    f.add_argument("key", nargs="+", metavar="[CATEGORY] KEY", help="the fact's key, after its category when given")
     f.add_argument("--category", choices=FACT_CATEGORIES, help="only in this category")
     for f in facts.choices.values():
         user_option(f); json_option(f)

@@ -26,12 +26,48 @@ def open_store(args: argparse.Namespace, chat: bool = False, read_only: bool = F
                             chat_model=getattr(args, "chat_model", None) if chat else False, read_only=read_only)
 
 
-def _read_messages(source: str) -> Any:
+EXPECTED = ("a JSON list of messages ({\"role\": ..., \"content\": ...}), an object with \"messages\" (and "
+            "\"session_id\"), JSON Lines of messages, or a navi-memory export (its message records)")
+MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "created_at", "timestamp")
+
+
+def _read_messages(source: str) -> list[tuple[Any, Any]]:
+    """The conversations in ``source``: (session id or None, messages payload) each. A JSON
+    document is one conversation; JSON Lines are one message a line, or an ``export``'s records,
+    whose messages are taken session by session."""
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {source}: {exc.strerror or exc}") from exc
-    return v.parse_json(v.utf8_text(data, source), source)
+    text = v.utf8_text(data, source)
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        payload = v.parse_json(text, source)
+    except ValidationError:
+        if len(lines) < 2:
+            raise
+        records = [v.parse_json(line, f"{source} line {n}") for n, line in enumerate(lines, 1)]
+        return _conversations(records, source)
+    if not isinstance(payload, (list, dict)):
+        raise ValidationError(f"{source} holds no messages: expected {EXPECTED}")
+    session = payload.get("session_id") if isinstance(payload, dict) else None
+    return [(session, payload)]
+
+
+def _conversations(records: list[Any], source: str) -> list[tuple[Any, Any]]:
+    if not all(isinstance(r, dict) for r in records):
+        raise ValidationError(f"{source}: every line of JSON Lines must be an object: expected {EXPECTED}")
+    if records[0].get("format") != "navi-memory-export":
+        return [(None, records)]
+    sessions: dict[Any, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.get("type") == "message":
+            message = {k: record[k] for k in MESSAGE_FIELDS if record.get(k) not in (None, [])}
+            sessions.setdefault(record.get("session_id"), []).append(message)
+    if not sessions:
+        raise ValidationError(f"{source} is a navi-memory export without messages: `navi-memory import` loads "
+                              "the rest of an export")
+    return list(sessions.items())
 
 
 def report_line(report: ExtractionReport) -> str:
@@ -71,17 +107,23 @@ def _asks_to_remember(store: Any, session: str, user: str, added: int) -> bool:
 
 
 def cmd_ingest(args: argparse.Namespace) -> None:
-    payload = _read_messages(args.file)
-    session = args.session or (payload.get("session_id") if isinstance(payload, dict) else None)
+    conversations = _read_messages(args.file)
+    if args.session and len(conversations) > 1:
+        raise ValidationError(f"{args.file} holds {len(conversations)} sessions: --session names one")
+    with open_store(args, chat=True) as store:
+        for found, payload in conversations:
+            _ingest_one(args, store, args.session or found, payload)
+
+
+def _ingest_one(args: argparse.Namespace, store: Any, session: Any, payload: Any) -> None:
     if session is None:
         import uuid
 
         session = uuid.uuid4().hex
-    with open_store(args, chat=True) as store:
-        result = store.add_messages(session, payload, user_id=args.user, triggers=False)
-        remember = not args.extract and _asks_to_remember(store, session, args.user, result.added)
-        # a whole file is a finished conversation: "remember that ..." extracts it now, as it would live
-        report = store.extract_session(session, user_id=args.user) if args.extract or remember else None
+    result = store.add_messages(session, payload, user_id=args.user, triggers=False)
+    remember = not args.extract and _asks_to_remember(store, session, args.user, result.added)
+    # a whole file is a finished conversation: "remember that ..." extracts it now, as it would live
+    report = store.extract_session(session, user_id=args.user) if args.extract or remember else None
     if args.json and report is None:
         print_json(result)
     elif not args.json:
@@ -89,7 +131,7 @@ def cmd_ingest(args: argparse.Namespace) -> None:
         if report is None:
             import shlex
 
-            command = f"navi-memory extract --user {shlex.quote(args.user)} --session {shlex.quote(session)}"
+            command = f"navi-memory extract --user {shlex.quote(args.user)} --session {shlex.quote(str(session))}"
             print(f"{head} (run `{command}`, or `navi-memory extract` for every pending session, to process it)")
         else:
             print(head + ('; it asks to "remember" something: extracted now' if remember else ""))
@@ -149,9 +191,10 @@ def cmd_sessions(args: argparse.Namespace) -> None:
 
 def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     """Register the commands on the main parser (``command`` is ``build_parser``'s helper)."""
-    p = command("ingest", cmd_ingest, "store a conversation (a JSON list of OpenAI/LangChain-style messages)")
+    p = command("ingest", cmd_ingest, "store a conversation: a JSON list of OpenAI/LangChain-style messages, "
+                                      "JSON Lines of them, or the messages of an export")
     user_option(p); json_option(p)
-    p.add_argument("file", metavar="FILE", help="JSON file, or - for standard input")
+    p.add_argument("file", metavar="FILE", help="JSON or JSON Lines file, or - for standard input")
     p.add_argument("--session", help="session id (default: the file's session_id, else a new id)")
     p.add_argument("--extract", action="store_true",
                    help="extract facts from it right away (done anyway when it says \"remember that ...\")")

@@ -10,12 +10,15 @@ Meaning (``evaluate``; both backends compile the same, ``tests/test_metadata_fil
 numbers, so 1 equals 1.0, but never ``true``); ``in`` when it equals one of the list;
 ``ne`` / ``nin`` are their negations (a missing value is ``ne`` anything); ``gt`` / ``gte`` / ``lt`` /
 ``lte`` compare a number with a number or a string with a string (code point order), anything else
-does not match; ``exists: true`` holds when the key is there (even with a JSON null).
+does not match; ``exists: true`` holds when the key is there (even with a JSON null). Operands the
+databases cannot compare mean what they mean in Python: ``lt inf`` holds for every number, ``gt inf``
+and ``eq nan`` for none, ``ne nan`` for every value; a string with a NUL equals nothing stored.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -52,7 +55,8 @@ def _path(key: Any) -> tuple[str, ...]:
         raise ValidationError(f"metadata filter key {key!r} must be a non-empty string")
     parts = tuple(key.split("."))
     if not all(parts) or any(ch in '"\\' or ord(ch) < 32 for ch in key):
-        raise ValidationError(f"metadata filter key {key!r}: empty part, quote, backslash or control character")
+        raise ValidationError(f"Invalid filter key {key!r}: a metadata filter key has no empty part, quote, "
+                              "backslash or control character")
     return parts
 
 
@@ -73,6 +77,40 @@ def _operand(key: str, op: str, value: Any) -> Any:
     return value
 
 
+LARGEST = sys.float_info.max
+RANGE = ("gt", "gte", "lt", "lte")
+
+
+def _unmatchable(value: Any) -> bool:
+    """A value no stored one equals: NaN, or a string with a NUL (which neither database stores)."""
+    return (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and "\x00" in value)
+
+
+def _beyond(key: str, path: tuple[str, ...], op: str, value: Any) -> tuple[Condition, ...] | None:
+    """An operand the databases cannot compare (NaN, a NUL, an infinity, a number past a double
+    or an int64) as the conditions meaning the same, as in Python and LangGraph's stores: ``lt inf``
+    holds for every number, ``eq nan`` for nothing, ``ne nan`` for everything. None: not such an operand."""
+    never = (Condition(path, "exists", True), Condition(path, "exists", False))
+    if op in ("eq", "ne") and _unmatchable(value):
+        return never if op == "eq" else ()
+    if op in ("in", "nin") and isinstance(value, (list, tuple)) and any(map(_unmatchable, value)):
+        kept = [item for item in value if not _unmatchable(item)]
+        if not kept:
+            return never if op == "in" else ()
+        return (Condition(path, op, _operand(key, op, kept)),)
+    if op not in RANGE or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return never
+    if isinstance(value, int) and abs(value) > INT64 and abs(value) <= LARGEST:
+        return (Condition(path, op, float(value)),)
+    if -LARGEST <= value <= LARGEST:
+        return None
+    if (op in ("lt", "lte")) == (value > 0):  # below +inf or above -inf: every number
+        return (Condition(path, "gte", -LARGEST),) if value > 0 else (Condition(path, "lte", LARGEST),)
+    return never
+
+
 def conditions(filters: Any) -> tuple[Condition, ...]:
     """The conditions of a filter mapping (None or empty: none); ``ValidationError`` names the
     key and the operator of the first bad one."""
@@ -91,7 +129,8 @@ def conditions(filters: Any) -> tuple[Condition, ...]:
             if op not in OPERATORS:
                 raise ValidationError(f"metadata filter {key!r}: unknown operator {raw!r}"
                                       f" (known: {', '.join(OPERATORS)}, with or without '$')")
-            out.append(Condition(path, op, _operand(key, op, operand)))
+            special = _beyond(key, path, op, operand)
+            out.extend(special if special is not None else [Condition(path, op, _operand(key, op, operand))])
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(f"at most {MAX_CONDITIONS} metadata conditions")
     return tuple(out)

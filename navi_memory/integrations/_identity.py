@@ -153,3 +153,9 @@ class IdentityResolver:
 
     def user(self, **kwargs: Any) -> str:
         return self.resolve(**kwargs).user_id
+
+    def known_user(self, *, runtime: Any = None, config: Mapping[str, Any] | None = None) -> str | None:
+        """The user the running call's context, config or binding names, or None when none does
+        (two different ones still raise)."""
+        found, _ = self._sources({}, runtime, config)
+        return self._one("user_id", found["user_id"])

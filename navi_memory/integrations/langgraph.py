@@ -4,9 +4,10 @@
 memory tools and ``get_store()`` then read and write navi-memory items: a LangGraph namespace and
 key are the item's namespace and external key, the value dict is its metadata (returned exactly
 as put), and the text at the index fields is its content, so ``search(query=...)`` is the store's
-hybrid search. The user an item belongs to is the run's identity (``configurable.user_id`` or
-``configurable.langgraph_user_id``), else the bound ``user_id``, or with ``user_label=i`` the
-namespace's label ``i``. Needs the ``langchain`` extra (LangGraph).
+hybrid search. The user an item belongs to is found as in every adapter (``_identity``: the run's
+``runtime.context``, ``acting_for``, ``configurable.user_id``, the bound ``user_id``; two different
+ones raise), and with ``user_label=i`` the namespace's label ``i``, which must name that same user
+where one is named. Needs the ``langchain`` extra (LangGraph).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import weakref
 from collections.abc import Generator, Iterable
-from typing import Any, Optional
+from typing import Any, Coroutine, Optional, cast
 
 from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
                                   SearchItem, SearchOp, TTLConfig, get_text_at_path, tokenize_path)
@@ -24,6 +26,7 @@ from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, Matc
 from ..core import validation as v
 from ..errors import NaviMemoryError, ValidationError
 from ._caller import StoreCaller, store_call
+from ._identity import IdentityResolver
 
 __all__ = ["NaviStore"]
 
@@ -33,24 +36,12 @@ PRIVATE = "_langgraph"  # NaviStore's own metadata (index=False), never shown in
 DEFAULT_SWEEP_MINUTES = 5.0  # how often start_ttl_sweeper() sweeps without ttl={"sweep_interval_minutes": ...}
 MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
 LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
+RANKINGS = ("similarity", "hybrid")
+CONCURRENT_BATCHES = 8  # abatch calls running at once per event loop (the others wait their turn)
 
 # The op generators yield calls of the store (``store_call``: typed as the method's result, a
 # ``StoreCall`` at run time), run on the blocking or the async store.
 Steps = Generator[Any, Any, Any]
-
-
-def _config_user() -> Optional[str]:
-    """The user of the LangGraph run this call is part of, if any."""
-    from langgraph.config import get_config
-
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:  # not inside a runnable
-        return None
-    for name in ("user_id", "langgraph_user_id"):
-        if configurable.get(name) is not None:
-            return str(configurable[name])
-    return None
 
 
 class NaviStore(BaseStore):
@@ -58,36 +49,57 @@ class NaviStore(BaseStore):
 
     ``NaviStore(store, user_id=None, user_label=None, index=None, ttl=None)``:
 
-    - the user of each call: with ``user_label=i``, label ``i`` of the namespace (``1`` or ``-1``
-      for LangMem's ``("memories", "{langgraph_user_id}")``); else the LangGraph run's
-      ``configurable.user_id`` / ``configurable.langgraph_user_id``; else ``user_id``.
+    - the user of each call: the one its LangGraph run names (``runtime.context.user_id``,
+      ``configurable.user_id`` / ``langgraph_user_id``, ``acting_for(...)``) or ``user_id``; two
+      different ones raise ``ValidationError``. With ``user_label=i``, label ``i`` of the namespace
+      (``1`` or ``-1`` for LangMem's ``("memories", "{langgraph_user_id}")``) names the user: a
+      call whose run or binding names another user is refused; outside a run, unbound, the label decides.
     - ``index={"fields": ["text", ...]}``: the value's text at these paths (LangGraph's path syntax,
       ``"$"`` the whole value) is the item's content, searched by ``search(query=...)``; a put's
       own ``index=[...]`` or ``index=False`` overrides it. Without ``index`` nothing is indexed and
       a query is ignored, as in LangGraph's stores. The store's embedder embeds (``embed`` and
       ``dims`` are LangGraph's own stores' settings and are refused).
+    - ``ranking``: how a query search orders and scores. ``"similarity"`` (default, as LangGraph's
+      stores): every item the filter passes is a result, ordered by the cosine similarity of its
+      vector to the query's, which is its ``score``; the candidates are the store's hybrid search's
+      best 50 (all of them for up to 50 items). ``"hybrid"``: navi-memory's hybrid search as is (its
+      fused score and order, its relevance floor: an off-topic query finds nothing).
     - ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
       ``sweep_interval_minutes``); the TTL is kept on the item (``ttl_minutes``) and a read
       refreshes it. An expired item is never returned; ``sweep_ttl()`` deletes expired items now,
-      ``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` do it every ``sweep_interval_minutes``.
+      ``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` do it every ``sweep_interval_minutes``
+      (over an ``AsyncMemoryStore`` the three are awaited, as on LangGraph's async stores).
 
     ``batch`` and ``abatch`` run the same steps: ``abatch`` natively with an ``AsyncMemoryStore``,
-    in a worker thread with a ``MemoryStore``; ``batch`` needs a ``MemoryStore``.
+    in a worker thread with a ``MemoryStore``; ``batch`` over an ``AsyncMemoryStore`` runs on the
+    store's event loop from a worker thread (a sync tool under ``ainvoke``), and is refused in the
+    loop's own thread.
     """
 
     supports_ttl: bool = True
 
     def __init__(self, store: Any, *, user_id: Optional[str] = None, user_label: Optional[int] = None,
-                 index: Optional[dict[str, Any]] = None, ttl: Optional[TTLConfig] = None) -> None:
+                 index: Optional[dict[str, Any]] = None, ttl: Optional[TTLConfig] = None,
+                 ranking: str = "similarity") -> None:
+        if ranking not in RANKINGS:
+            raise ValidationError(f"ranking must be one of {', '.join(RANKINGS)}, got {ranking!r}")
+        self.ranking = ranking
         self._caller = StoreCaller(store)
-        self.user_id = None if user_id is None else v.user_id(user_id)
+        self._resolver = IdentityResolver("NaviStore", user_id=user_id)
+        self.user_id = self._resolver.user_id
         if user_label is not None and (isinstance(user_label, bool) or not isinstance(user_label, int)):
             raise ValidationError(f"user_label must be an int (a namespace position), got {user_label!r}")
         self.user_label = user_label
         self.index_config = self._index(index)
         self.ttl_config = ttl
         self._sweeper: Optional[tuple[Any, Any]] = None  # (stop event or task, future or task)
+        try:  # the loop an AsyncMemoryStore runs on (abatch keeps it up to date)
+            self._loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         self._sweeper_lock = threading.Lock()
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary())
 
     @staticmethod
     def _index(index: Optional[dict[str, Any]]) -> Optional[list[tuple[str, Any]]]:
@@ -102,31 +114,93 @@ class NaviStore(BaseStore):
     # -- identity --------------------------------------------------------------------------------
 
     def _user(self, namespace: tuple[str, ...], prefix: bool = False) -> str:
-        """The user of a call on ``namespace``; a search ``prefix`` too short to hold the user
-        label falls back to the run's or the bound user (a negative label counts from its end)."""
-        if prefix and self.user_label is not None and not -len(namespace) <= self.user_label < len(namespace):
-            return self._identity()
-        if self.user_label is not None:
-            try:
-                return v.user_id(namespace[self.user_label])
-            except IndexError:
-                raise ValidationError(f"namespace {namespace!r} has no label {self.user_label} "
-                                      f"(NaviStore(user_label={self.user_label}) reads the user there)") from None
-        return self._identity()
+        """The user of a call on ``namespace``: the one the run names (``runtime.context``,
+        ``acting_for``, ``configurable``) or the bound one, and the namespace's user label when set;
+        where both name a user it must be the same. A search ``prefix`` too short to hold the label
+        leaves the run's or the bound user (a negative label counts from its end)."""
+        named = self._resolver.known_user()
+        if self.user_label is None:
+            return self._identity(named)
+        if not -len(namespace) <= self.user_label < len(namespace):
+            if prefix:
+                return self._identity(named)
+            raise ValidationError(f"namespace {namespace!r} has no label {self.user_label} "
+                                  f"(NaviStore(user_label={self.user_label}) reads the user there)")
+        labelled = v.user_id(namespace[self.user_label])
+        if named is not None and named != labelled:
+            raise ValidationError(f"namespace label {self.user_label} names another user than this call acts for "
+                                  "(its run's context or config, or the user bound to NaviStore): a call reaches "
+                                  "only its own user's memory")
+        return labelled
 
-    def _identity(self) -> str:
-        user = _config_user() or self.user_id
-        if user is None:
+    @staticmethod
+    def _identity(named: Optional[str]) -> str:
+        if named is None:
             raise ValidationError("NaviStore does not know the user: run it inside a LangGraph run whose config "
-                                  "has configurable.user_id (or langgraph_user_id), or bind one with "
-                                  "NaviStore(store, user_id=...)")
-        return v.user_id(user)
+                                  "has configurable.user_id (or langgraph_user_id) or whose context has user_id, "
+                                  "or bind one with NaviStore(store, user_id=...)")
+        return named
 
     # -- running ---------------------------------------------------------------------------------
 
-    # gen_sync: NaviStore, generated by scripts/gen_sync.py from its async source: do not edit
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return list(self._drive_sync(self._steps(list(ops))))
+        """The ops, run on the ``MemoryStore``; over an ``AsyncMemoryStore``, from a worker thread on
+        the event loop the store runs on (in that loop's own thread it would block it: refused with
+        ``asyncio.InvalidStateError``, as LangGraph's async stores do)."""
+        ops = list(ops)
+        if self._caller.sync_store is None:
+            return cast("list[Result]", self._on_store_loop(self._abatch_here(ops), "batch"))
+        return self._batch_here(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The ops, run on the ``AsyncMemoryStore`` (or the ``MemoryStore`` in a worker thread). At
+        most ``CONCURRENT_BATCHES`` run at once per event loop: a ``gather`` of thousands of calls
+        queues here, not for the store's pooled connections (whose wait is limited)."""
+        loop = asyncio.get_running_loop()
+        if self._caller.sync_store is None:
+            self._loop = loop
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(CONCURRENT_BATCHES)
+        async with gate:
+            return await self._abatch_here(list(ops))
+
+    def sweep_ttl(self) -> Any:
+        """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
+        how many (over an ``AsyncMemoryStore``: a coroutine to await, as LangGraph's async stores).
+        Expired items are never returned in any case: sweeping only frees their space."""
+        if self._caller.sync_store is None:
+            return self._asweep_here()
+        return self._sweep_here()
+
+    async def asweep_ttl(self) -> int:
+        """``sweep_ttl``, awaited."""
+        return await self._asweep_here()
+
+    def _on_store_loop(self, work: Coroutine[Any, Any, Any], name: str) -> Any:
+        """Run ``work`` (a call of the async store) on the loop the store runs on, from another thread."""
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        loop = self._loop
+        if running is not None and (loop is None or running is loop):
+            work.close()
+            raise asyncio.InvalidStateError(
+                "a blocking NaviStore call (get, put, search, batch, ...) over an AsyncMemoryStore inside its event "
+                "loop would block the loop: await the async one there (aget, aput, asearch, abatch, ...); blocking "
+                "calls are served from worker threads")
+        if loop is None or loop.is_closed() or not loop.is_running():
+            work.close()
+            raise ValidationError(
+                f"NaviStore.{name}() over an AsyncMemoryStore needs the store's event loop running (its "
+                "connections belong to it): await the async methods (aget, aput, asearch, abatch, ainvoke), or call "
+                "from a worker thread while the loop runs")
+        return asyncio.run_coroutine_threadsafe(work, loop).result()
+
+    # gen_sync: NaviStore, generated by scripts/gen_sync.py from its async source: do not edit
+    def _batch_here(self, ops: list[Op]) -> list[Result]:
+        return list(self._drive_sync(self._steps(ops)))
 
     def _drive_sync(self, steps: Steps) -> Any:
         result: Any = None
@@ -136,15 +210,13 @@ class NaviStore(BaseStore):
         except StopIteration as done:
             return done.value
 
-    def sweep_ttl(self) -> int:
-        """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
-        how many. Expired items are never returned in any case: sweeping only frees their space."""
+    def _sweep_here(self) -> int:
         return int(self._caller.call(store_call.sweep_ttl()))
     # gen_sync: end
 
     # gen_sync: source of NaviStore
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return list(await self._drive_async(self._steps(list(ops))))
+    async def _abatch_here(self, ops: list[Op]) -> list[Result]:
+        return list(await self._drive_async(self._steps(ops)))
 
     async def _drive_async(self, steps: Steps) -> Any:
         result: Any = None
@@ -154,9 +226,7 @@ class NaviStore(BaseStore):
         except StopIteration as done:
             return done.value
 
-    async def asweep_ttl(self) -> int:
-        """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
-        how many. Expired items are never returned in any case: sweeping only frees their space."""
+    async def _asweep_here(self) -> int:
         return int(await self._caller.acall(store_call.sweep_ttl()))
     # gen_sync: end
 
@@ -219,23 +289,28 @@ class NaviStore(BaseStore):
         query = bool(op.query) and self.index_config is not None
         if query:
             # the most the store gives, then without the unindexed items (found by their key's text)
-            found = yield store_call.search(op.query, limit=MAX_SEARCH, **scope)
+            # similarity: every item is a candidate, as in LangGraph's stores (no relevance floor)
+            floor = 0.0 if self.ranking == "similarity" else None
+            found = yield store_call.search(op.query, limit=MAX_SEARCH, min_similarity=floor, **scope)
         elif local:  # list equality is checked here: on the first LOCAL_SCAN items
             found = yield store_call.list_items(limit=LOCAL_SCAN, order="updated", **scope)
         else:
             found = yield store_call.list_items(limit=op.limit, offset=op.offset, order="updated", **scope)
         hits = [r for r in found if r.key is not None and (not query or _private(r).get("index", True))
                 and all(_lookup(_value(r), path) == wanted for path, wanted in local)]
+        similarity = query and self.ranking == "similarity"
+        if similarity:
+            hits.sort(key=lambda r: -_similarity(r))
         if query or local:
             hits = hits[op.offset:op.offset + op.limit]
         yield from self._refresh(uid, hits, op.refresh_ttl)
-        return [_to_search_item(r, float(r.score) if query else None) for r in hits]
+        return [_to_search_item(r, _similarity(r) if similarity else float(r.score) if query else None) for r in hits]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Steps:
         prefix, suffix = _conditions(op.match_conditions)
         # a listing prefix is open-ended: only a label counted from its start can name the user
         reaches = self.user_label is not None and 0 <= self.user_label < len(prefix) and prefix[self.user_label] != "*"
-        uid = self._user(prefix) if reaches else self._identity()
+        uid = self._user(prefix) if reaches else self._identity(self._resolver.known_user())
         found = yield store_call.list_namespaces(user_id=uid, prefix=prefix or None, suffix=suffix or None,
                                                  max_depth=op.max_depth, limit=op.limit, offset=op.offset)
         return [tuple(ns) for ns in found]
@@ -250,38 +325,59 @@ class NaviStore(BaseStore):
 
     def start_ttl_sweeper(self, sweep_interval_minutes: Optional[float] = None) -> Any:
         """Sweep expired items every ``sweep_interval_minutes`` (default: the ``ttl`` config's, else
-        5) until ``stop_ttl_sweeper()``, as LangGraph's ``PostgresStore`` does. With a
-        ``MemoryStore`` the sweeps run in a daemon thread (returns its ``concurrent.futures.Future``);
-        with an ``AsyncMemoryStore`` in an asyncio task of the running loop (returns the task).
-        A sweeper already running is returned as is. A failed sweep is logged and retried later."""
+        5) until ``stop_ttl_sweeper()``, as LangGraph's stores do. Over a ``MemoryStore`` the sweeps
+        run in a daemon thread (returns its ``concurrent.futures.Future``); over an
+        ``AsyncMemoryStore`` it returns a coroutine, as LangGraph's async stores: ``await`` it for the
+        asyncio task sweeping in the running loop. A sweeper already running is returned as is. A
+        failed sweep is logged and retried later."""
         seconds = self._interval(sweep_interval_minutes)
+        if self._caller.sync_store is None:
+            return self._start_task(seconds)
         with self._sweeper_lock:
             if self._sweeper is not None and not self._sweeper[1].done():
                 return self._sweeper[1]
-            if self._caller.sync_store is None:
-                stop: Any = asyncio.Event()
-                task: Any = asyncio.get_running_loop().create_task(self._sweep_async(stop, seconds))
-            else:
-                stop, task = threading.Event(), concurrent.futures.Future()
-                threading.Thread(target=self._sweep_thread, args=(stop, seconds, task), daemon=True,
-                                 name="navi-memory-ttl-sweeper").start()
+            stop, done = threading.Event(), concurrent.futures.Future[None]()
+            threading.Thread(target=self._sweep_thread, args=(stop, seconds, done), daemon=True,
+                             name="navi-memory-ttl-sweeper").start()
+            self._sweeper = (stop, done)
+            return done
+
+    async def _start_task(self, seconds: float) -> "asyncio.Task[None]":
+        with self._sweeper_lock:
+            if self._sweeper is not None and not self._sweeper[1].done():
+                return cast("asyncio.Task[None]", self._sweeper[1])
+            stop = asyncio.Event()
+            task = asyncio.get_running_loop().create_task(self._sweep_async(stop, seconds))
             self._sweeper = (stop, task)
             return task
 
-    def stop_ttl_sweeper(self, timeout: Optional[float] = None) -> bool:
-        """Stop the sweeper (True once it has stopped within ``timeout`` seconds; True if none ran).
-        An asyncio sweeper is told to stop; await the task ``start_ttl_sweeper`` returned to wait."""
+    def stop_ttl_sweeper(self, timeout: Optional[float] = None) -> Any:
+        """Stop the sweeper: True once it has stopped within ``timeout`` seconds (True if none ran).
+        Over an ``AsyncMemoryStore`` a coroutine to await for that answer."""
         with self._sweeper_lock:
             sweeper, self._sweeper = self._sweeper, None
+        if self._caller.sync_store is None:
+            return self._stop_task(sweeper, timeout)
+        if sweeper is None:
+            return True
+        stop, done = sweeper
+        stop.set()
+        try:
+            done.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        return True
+
+    @staticmethod
+    async def _stop_task(sweeper: Optional[tuple[Any, Any]], timeout: Optional[float]) -> bool:
         if sweeper is None:
             return True
         stop, task = sweeper
         stop.set()
-        if isinstance(task, concurrent.futures.Future):
-            try:
-                task.result(timeout)
-            except concurrent.futures.TimeoutError:
-                return False
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            return False
         return True
 
     def _sweep_thread(self, stop: threading.Event, seconds: float, done: concurrent.futures.Future[None]) -> None:
@@ -365,6 +461,11 @@ def _lookup(value: Any, path: tuple[str, ...]) -> Any:
             return None
         value = value.get(part)
     return value
+
+
+def _similarity(found: Any) -> float:
+    """The cosine similarity of a search result's vector to the query's (0 for one without a vector yet)."""
+    return float(found.scores.get("semantic", 0.0))
 
 
 def _private(item: Any) -> dict[str, Any]:

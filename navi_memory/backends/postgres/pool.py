@@ -48,6 +48,9 @@ from ..shared.transfer import TransferQueries
 log = logging.getLogger(__name__)
 
 POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
+# How long a call waits for a pooled connection: apart from CONNECT_TIMEOUT (a server that does not
+# answer), since a burst of calls queueing for busy connections is no failure.
+POOL_WAIT = 120.0
 CONFLICT_ATTEMPTS = 6
 # SQLSTATE classes of a server that cannot be reached or cannot take the work now
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
@@ -154,13 +157,14 @@ class PostgresBackend(SharedReads, PostgresQueries):
     """Blocking PostgreSQL backend."""
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
-                 connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL, **tuning: Any) -> None:
+                 connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL,
+                 pool_wait: float = POOL_WAIT, **tuning: Any) -> None:
         self.replicas = replicas.take_options(tuning)
         self._init_state(url, **tuning)
         self._conninfo, kwargs = pool_settings(url, prepare_threshold)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs=kwargs, configure=_configure, timeout=connect_timeout, name="navi-memory")
+                                   kwargs=kwargs, configure=_configure, timeout=pool_wait, name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -359,7 +363,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                       connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL,
-                      **tuning: Any) -> "AsyncPostgresBackend":
+                      pool_wait: float = POOL_WAIT, **tuning: Any) -> "AsyncPostgresBackend":
         conninfo, kwargs = pool_settings(url, prepare_threshold)
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(connect_timeout)))
@@ -367,7 +371,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False, kwargs=kwargs,
-                                   configure=_configure_async, timeout=connect_timeout, name="navi-memory-async")
+                                   configure=_configure_async, timeout=pool_wait, name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:

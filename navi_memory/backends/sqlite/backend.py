@@ -78,7 +78,7 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         elif not self._memory and not Path(path).expanduser().is_file():
             raise SchemaError(f"no navi-memory schema at {path}: the file does not exist, and nothing was created"
-                              " (navi-memory migrate creates it)")
+                              " (navi-memory migrate creates it)", empty=True)
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.path!r})"
