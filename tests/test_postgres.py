@@ -415,3 +415,10 @@ def test_a_large_batch_is_stored_whole_through_multi_row_inserts(pg_url):
             assert sorted(it.content for it in stored) == sorted(
                 f"note {i}" for i in range(450) if i % 7 == user)
         assert store.embedding_status()["ready"] >= 450
+
+
+def test_the_pool_wait_is_the_connect_timeout_unless_given(pg_url):
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"connect_timeout": 3}) as store:
+        assert store.backend.pool.timeout == 3  # a server that is down fails a call as fast as a connect
+    with MemoryStore.open(pg_url, embeddings=False, backend_options={"pool_wait": 45}) as store:
+        assert store.backend.pool.timeout == 45  # a burst of calls may queue longer for busy connections

@@ -47,7 +47,7 @@ Steps = Generator[Any, Any, Any]
 class NaviStore(BaseStore):
     """LangGraph's ``BaseStore`` over a ``MemoryStore`` or an ``AsyncMemoryStore``.
 
-    ``NaviStore(store, user_id=None, user_label=None, index=None, ttl=None)``:
+    ``NaviStore(store, user_id=None, user_label=None, index=None, ttl=None, ranking="similarity")``:
 
     - the user of each call: the one its LangGraph run names (``runtime.context.user_id``,
       ``configurable.user_id`` / ``langgraph_user_id``, ``acting_for(...)``) or ``user_id``; two

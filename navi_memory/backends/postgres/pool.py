@@ -48,9 +48,6 @@ from ..shared.transfer import TransferQueries
 log = logging.getLogger(__name__)
 
 POOL_MIN, POOL_MAX, CONNECT_TIMEOUT = 1, 16, 10.0
-# How long a call waits for a pooled connection: apart from CONNECT_TIMEOUT (a server that does not
-# answer), since a burst of calls queueing for busy connections is no failure.
-POOL_WAIT = 120.0
 CONFLICT_ATTEMPTS = 6
 # SQLSTATE classes of a server that cannot be reached or cannot take the work now
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
@@ -119,6 +116,13 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
 
 
+def _wait(pool_wait: float | None, connect_timeout: float) -> float:
+    """How long a call waits for a pooled connection: ``pool_wait``, else ``connect_timeout`` (the
+    pool cannot tell a burst of calls on busy connections from a server that is down: while it is
+    down every call waits this long before it fails, so the default stays short)."""
+    return connect_timeout if pool_wait is None else pool_wait
+
+
 def _configure(conn: psycopg.Connection) -> None:
     adapt_vectors(conn)
     pin_session(conn)
@@ -158,13 +162,14 @@ class PostgresBackend(SharedReads, PostgresQueries):
 
     def __init__(self, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                  connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL,
-                 pool_wait: float = POOL_WAIT, **tuning: Any) -> None:
+                 pool_wait: float | None = None, **tuning: Any) -> None:
         self.replicas = replicas.take_options(tuning)
         self._init_state(url, **tuning)
         self._conninfo, kwargs = pool_settings(url, prepare_threshold)
         self._check(url, connect_timeout)
         self.pool = ConnectionPool(self._conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs=kwargs, configure=_configure, timeout=pool_wait, name="navi-memory")
+                                   kwargs=kwargs, configure=_configure, timeout=_wait(pool_wait, connect_timeout),
+                                   name="navi-memory")
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -363,7 +368,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     @classmethod
     async def connect(cls, url: DatabaseURL, min_size: int = POOL_MIN, max_size: int = POOL_MAX,
                       connect_timeout: float = CONNECT_TIMEOUT, prepare_threshold: Any = FROM_URL,
-                      pool_wait: float = POOL_WAIT, **tuning: Any) -> "AsyncPostgresBackend":
+                      pool_wait: float | None = None, **tuning: Any) -> "AsyncPostgresBackend":
         conninfo, kwargs = pool_settings(url, prepare_threshold)
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=max(1, int(connect_timeout)))
@@ -371,7 +376,8 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         except psycopg.Error as exc:
             raise _translate(url, exc) from exc
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False, kwargs=kwargs,
-                                   configure=_configure_async, timeout=pool_wait, name="navi-memory-async")
+                                   configure=_configure_async, timeout=_wait(pool_wait, connect_timeout),
+                                   name="navi-memory-async")
         try:
             await pool.open(wait=True, timeout=connect_timeout)
         except (psycopg.Error, PoolTimeout) as exc:
