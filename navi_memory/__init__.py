@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import (BackendUnavailableError, ConfigurationError, EmbeddingError, ExtractionError, MemoryOffError,
                      NaviMemoryError, NotFoundError, RerankError, SchemaError, StorageError, ValidationError)
 from .models import (AddResult, ExtractionReport, Fact, FactChange, FactList, FactVersion, Item, Message, NoteAdded,
-                     SearchResult, SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme, ToolCall)
+                     SearchResult, SearchResults, Session, Summary, SummaryHistory, SummaryText, TextVectors, Theme,
+                     ToolCall)
 
 __version__ = "0.1.0"
 
@@ -52,7 +53,7 @@ __all__ = [
     "Item", "NoteAdded", "Fact", "FactChange", "FactVersion", "Theme", "Summary", "SearchResult",
     "SearchResults", "FactList", "SummaryHistory", "SummaryText",
     "Session", "Message", "ToolCall", "ExtractionReport", "AddResult", "Person", "SpeakerInference",
-    "PromotionReport",
+    "PromotionReport", "TextVectors",
     "NaviMemoryError", "ConfigurationError", "ValidationError", "NotFoundError", "MemoryOffError", "EmbeddingError",
     "ExtractionError", "RerankError", "StorageError", "BackendUnavailableError", "SchemaError", "__version__",
 ]

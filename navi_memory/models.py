@@ -306,6 +306,15 @@ class BackfillReport(_Record):
 
 
 @dataclass
+class TextVectors(_Record):
+    """What ``embed_texts`` returns: one vector per text, in order, and the model that made them
+    (the one the user's searches read: vectors of two models are never compared)."""
+
+    model: str
+    vectors: list[list[float]]
+
+
+@dataclass
 class ReembedReport(_Record):
     """What ``reembed`` did: users moved to ``model`` this run, vectors made, and what remains
     (``complete``: every user's searches read ``model``; the previous embeddings can go)."""

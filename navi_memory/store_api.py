@@ -10,9 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
+from .core.filters import MetadataFilter
 from .core.persons import Person, SpeakerInference
 from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, NoteAdded,
-                     ReembedReport, SearchResults, Session, Summary, SummaryHistory, SummaryText, Theme)
+                     ReembedReport, SearchResults, Session, Summary, SummaryHistory, SummaryText, TextVectors, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
@@ -91,7 +92,7 @@ class MemoryStoreAPI:
                    types: Sequence[str] | None = None, status: str = 'active', limit: int = 50, offset: int = 0,
                    include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
                    order: str = 'created', agent_id: str | None = None, run_id: str | None = None,
-                   filters: Mapping[str, Any] | None = None, person: str | None = None) -> list[Item]:
+                   filters: MetadataFilter | None = None, person: str | None = None) -> list[Item]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
@@ -108,7 +109,7 @@ class MemoryStoreAPI:
     def count_items(self, *, user_id: str | None = None, all_users: bool = False, theme: str | None = None,
                     types: Sequence[str] | None = None, status: str = 'active', include_expired: bool = False,
                     namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-                    run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+                    run_id: str | None = None, filters: MetadataFilter | None = None,
                     person: str | None = None) -> int:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""
         return self._run(self._ops.memory.count_items(user_id=user_id, all_users=all_users, theme=theme, types=types,
@@ -178,6 +179,13 @@ class MemoryStoreAPI:
         (``previous_ready``, ...), and the users moved and still to move (``reembed``)."""
         return self._run(self._ops.embedding.embedding_status())
 
+    def embed_texts(self, texts: Sequence[str], *, user_id: str, query: bool = False) -> TextVectors:
+        """The vectors of ``texts`` (at most 256) by the model ``user_id``'s searches read, with
+        that model's name: for a caller that scores texts of its own against a query (NaviStore's
+        per-field vectors). ``query=True`` embeds them as search queries. ``EmbeddingError`` when
+        the provider fails; ``ValidationError`` without an embedding provider."""
+        return self._run(self._ops.embedding.embed_texts(texts, user_id=user_id, query=query))
+
     def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,
                  progress: Callable[[int, int], None] | None = None) -> BackfillReport:
         """Embed every row without a ready vector of the active model (pending, error, other model).
@@ -213,7 +221,7 @@ class MemoryStoreAPI:
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
                semantic_weight: float | None = None, min_score: float | None = None,
                min_similarity: float | None = None, namespace_prefix: Sequence[str] | None = None,
-               agent_id: str | None = None, run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+               agent_id: str | None = None, run_id: str | None = None, filters: MetadataFilter | None = None,
                timezone: str | None = None) -> SearchResults:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
@@ -221,7 +229,8 @@ class MemoryStoreAPI:
         with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
         ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
         ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
-        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        ``"a.b"`` holds at the nested path or the key ``a.b`` itself, a tuple key at that one path
+        (``("a.b",)``: the key ``a.b``; meaning: ``core/filters.py``). Facts have no metadata of
         their own: with a metadata filter, no fact is returned.
 
         Each result's ``score`` is its relevance, from its own evidence, in [0, 1] and comparable

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from navi_memory import ConfigurationError, MemoryStore, Settings, ValidationError
+from navi_memory import ConfigurationError, EmbeddingError, MemoryStore, Settings, ValidationError
 from navi_memory.embeddings import Embedder, resolve_embedder
 
 from .fakes import FakeEmbeddings
@@ -278,3 +278,21 @@ def test_the_first_write_after_an_outage_catches_up_in_the_background(store, fak
     calls = fake_embeddings.calls
     store.add(user_id=U, content="no debt left")
     assert store.wait_for_background(30) and fake_embeddings.calls == calls + 1  # no second catch-up
+
+
+def test_embed_texts_gives_the_users_model_and_its_vectors(store, lexical_store, fake_embeddings) -> None:
+    made = store.embed_texts(["oat milk", "a train"], user_id="u1")
+    assert made.model == store.embedding_model
+    assert made.vectors == [pytest.approx(v, abs=1e-6) for v in fake_embeddings.embed_documents(["oat milk", "a train"])]
+    asked = store.embed_texts(["oat milk"], user_id="u1", query=True)
+    assert asked.vectors == [pytest.approx(fake_embeddings.embed_query("oat milk"), abs=1e-6)]
+    assert store.embed_texts([], user_id="u1").vectors == []
+    for texts, message in ((["x"] * 257, "at most 256"), ("oat", "list of strings"), ([1], "must be a string"),
+                           (["a\x00"], "NUL")):
+        with pytest.raises(ValidationError, match=message):
+            store.embed_texts(texts, user_id="u1")
+    with pytest.raises(ValidationError, match="no embedding provider"):
+        lexical_store.embed_texts(["x"], user_id="u1")
+    fake_embeddings.fail = True
+    with pytest.raises(EmbeddingError):
+        store.embed_texts(["x"], user_id="u1")

@@ -5,6 +5,7 @@ The BaseStore behaviour shared with LangGraph's own stores is in test_langgraph_
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,83 @@ def test_query_search_ranks_by_similarity_or_is_the_hybrid_search(memory: Memory
     assert [i.score for i in hybrid] == [pytest.approx(r.score) for r in direct]
     with pytest.raises(ValidationError, match="ranking"):
         NaviStore(memory, ranking="fused")
+
+
+class Scaled(FakeEmbeddings):
+    """Vectors of lengths that differ by text: the l2 and inner product scales tell them apart."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[x * (1 + len(t) % 3) for x in vec] for t, vec in zip(texts, super().embed_documents(texts))]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [x * 2 for x in super().embed_query(text)]
+
+
+@pytest.mark.parametrize("distance", ["cosine", "l2", "inner_product"])
+def test_scores_in_the_index_distance_from_each_fields_vector(db_url: str, distance: str) -> None:
+    embedder = Scaled()
+    with MemoryStore.open(db_url, embeddings=embedder) as memory:
+        navi = NaviStore(memory, user_id="u1", index={"fields": ["title", "body"], "distance_type": distance})
+        values = {"a": {"title": "oat milk lattes", "body": "the river walk"}, "b": {"title": "train to Berlin"},
+                  "c": {"body": "oat milk"}}
+        for key, value in values.items():
+            navi.put(("docs",), key, value)
+        query = np.asarray(embedder.embed_query("oat milk"))
+
+        def score(text: str) -> float:
+            vec = np.asarray(embedder.embed_documents([text])[0])
+            if distance == "l2":
+                return float(-np.linalg.norm(vec - query))
+            if distance == "inner_product":
+                return float(vec @ query)
+            return float(vec @ query / (np.linalg.norm(vec) * np.linalg.norm(query)))
+
+        expected = {key: max(score(t) for t in value.values()) for key, value in values.items()}
+        found = navi.search(("docs",), query="oat milk")
+        assert [i.key for i in found] == sorted(expected, key=lambda k: -expected[k])
+        assert {i.key: i.score for i in found} == {k: pytest.approx(e, abs=1e-4) for k, e in expected.items()}
+        # kept beside the item, with their model: a cosine index keeps them only for several texts
+        private = memory.get_keyed(user_id="u1", namespace=("docs",), key="a").metadata["_langgraph"]
+        assert private["vectors"]["model"] == memory.embedding_model and len(private["vectors"]["vectors"]) == 2
+        one = memory.get_keyed(user_id="u1", namespace=("docs",), key="b").metadata
+        assert ("_langgraph" in one) is (distance != "cosine")
+    with pytest.raises(ValidationError, match="distance_type"):
+        NaviStore(memory, index={"fields": ["text"], "distance_type": "hamming"})
+
+
+def test_field_vectors_of_another_model_or_a_failed_embedding_leave_the_items_own(db_url: str, caplog) -> None:
+    old = FakeEmbeddings(model="old")
+    with MemoryStore.open(db_url, embeddings=old) as memory:
+        navi = NaviStore(memory, user_id="u1", index={"fields": ["title", "body"]})
+        navi.put(("docs",), "a", {"title": "oat milk lattes", "body": "the river walk"})
+        old.fail = True
+        navi.put(("docs",), "b", {"title": "oat milk lattes", "body": "a train"})  # stored all the same
+        assert "embedding the index fields failed" in caplog.text
+        assert "_langgraph" not in memory.get_keyed(user_id="u1", namespace=("docs",), key="b").metadata
+        assert navi.get(("docs",), "b").value == {"title": "oat milk lattes", "body": "a train"}
+    new = FakeEmbeddings(model="new")
+    with MemoryStore.open(db_url, embeddings=new) as memory:
+        memory.rebuild_embeddings()
+        navi = NaviStore(memory, user_id="u1", index={"fields": ["title", "body"]})
+        found = navi.search(("docs",), query="oat milk lattes")
+        # the old model's field vectors are not compared with the new model's query: the item's own cosine
+        own = {r.key: r.scores["semantic"] for r in memory.search("oat milk lattes", user_id="u1", min_similarity=0.0)}
+        assert {i.key: i.score for i in found} == {k: pytest.approx(v, abs=1e-5) for k, v in own.items()}
+
+
+def test_a_ttl_config_refreshes_on_read_only_when_it_says_so(memory: MemoryStore, clock) -> None:
+    assert NaviStore(memory, user_id="u1", ttl={"default_ttl": 5}).ttl_config == {
+        "default_ttl": 5, "refresh_on_read": False}
+    assert NaviStore(memory, user_id="u1", ttl={"refresh_on_read": True}).ttl_config == {"refresh_on_read": True}
+    silent = NaviStore(memory, user_id="u1", ttl={"default_ttl": 5})
+    silent.put(("docs",), "k", {"text": "x"})
+    before = memory.get_keyed(user_id="u1", namespace=("docs",), key="k").expires_at
+    clock.advance(minutes=2)
+    silent.get(("docs",), "k")
+    silent.search(("docs",))
+    assert memory.get_keyed(user_id="u1", namespace=("docs",), key="k").expires_at == before
+    silent.get(("docs",), "k", refresh_ttl=True)  # a read that asks still refreshes
+    assert memory.get_keyed(user_id="u1", namespace=("docs",), key="k").expires_at == before + timedelta(minutes=2)
 
 
 def test_batch_in_a_run_uses_the_runs_user(memory: MemoryStore) -> None:

@@ -205,6 +205,19 @@ def test_filter_nested_dict(case: StoreCase) -> None:
     assert filtered(case, {"meta": {"lang": "en", "src": "web"}}) == []
 
 
+# a filter key with a dot: the key itself, or also the nested path (LangGraph's SqliteStore: that path only)
+DOTTED = {"inmemory": ["flat"], "postgres": ["flat"], "navi": ["flat", "nested"]}
+
+
+def test_a_dotted_filter_key(case: StoreCase) -> None:
+    ns = ("docs", "alice")
+    case.store.put(ns, "flat", {"a.b": 1})
+    case.store.put(ns, "nested", {"a": {"b": 1}})
+    assert filtered(case, {"a.b": 1}) == DOTTED[case.kind]
+    if NESTED_FILTER[case.kind]:
+        assert filtered(case, {"a": {"b": 1}}) == ["nested"]
+
+
 # $in, $nin, $exists: only NaviStore has them (LangGraph's stores raise ValueError)
 MORE_OPERATORS = {"inmemory": False, "postgres": False, "navi": True}
 
@@ -249,7 +262,7 @@ def test_query_search_ranks_by_meaning_with_scores(make: Make) -> None:
 
 # an item put with index=False, in a search with a query
 NOT_INDEXED = {"inmemory": "after the scored items, score None", "postgres": "not returned",
-               "navi": "not returned"}
+               "navi": "after the scored items, score None"}
 
 
 def test_index_false_items_in_query_search(make: Make) -> None:
@@ -263,6 +276,20 @@ def test_index_false_items_in_query_search(make: Make) -> None:
         assert found[-1].key == "hidden" and found[-1].score is None
     assert case.store.get(("docs", "alice"), "hidden").value == {"text": "oat milk lattes are secret"}
     assert "hidden" in keys(case.store.search(("docs",), limit=10))
+
+
+def test_each_index_field_is_scored_on_its_own(make: Make) -> None:
+    case = make(index=["title", "body"])
+    ns = ("docs", "alice")
+    case.store.put(ns, "both", {"title": "oat milk lattes", "body": "a long walk along the river to the station"})
+    case.store.put(ns, "title", {"title": "oat milk lattes"})
+    case.store.put(ns, "body", {"body": "a long walk along the river to the station"})
+    found = {i.key: i.score for i in case.store.search(("docs",), query="oat milk lattes")}
+    # the item with both fields scores as its best field (the same text as the one-field item)
+    assert found["both"] == pytest.approx(found["title"], abs=1e-5)
+    assert found["both"] > found["body"]
+    found = {i.key: i.score for i in case.store.search(("docs",), query="a long walk along the river to the station")}
+    assert found["both"] == pytest.approx(found["body"], abs=1e-5)
 
 
 def test_query_without_index_is_a_filter_only_search(case: StoreCase) -> None:

@@ -20,7 +20,7 @@ ROWS = {
     "m1": {"kind": "pref", "score": 5, "tags": ["a", "b"], "n": {"x": 1}},
     "m2": {"kind": "note", "score": 2.5, "flag": True, "n": {"x": "1"}},
     "m3": {"kind": "pref", "score": "high", "flag": False, "nul": None},
-    "m4": {},
+    "m4": {"n.x": 7},  # a key with a dot in it
     "m5": {"kind": "Pref", "score": 10, "n": {"x": [1]}, "0": {"1": 3}},
 }
 
@@ -42,8 +42,14 @@ CASES = [
     ({"nul": {"exists": True}}, {"m3"}),
     ({"n.x": 1}, {"m1"}),
     ({"n.x": "1"}, {"m2"}),
-    ({"n.x": {"exists": True}}, {"m1", "m2", "m5"}),
-    ({"n.x": {"gte": 0}}, {"m1"}),
+    ({"n.x": {"exists": True}}, {"m1", "m2", "m4", "m5"}),  # a dotted key: the nested path or the key itself
+    ({"n.x": {"gte": 0}}, {"m1", "m4"}),
+    ({"n.x": {"ne": 1}}, {"m2", "m3", "m4", "m5"}),
+    ({"n.x": {"exists": False}}, {"m3"}),
+    ({("n.x",): 7}, {"m4"}),  # a tuple key is the path itself: the key "n.x"
+    ({("n", "x"): 1}, {"m1"}),
+    ({"n.x": 7}, {"m4"}),
+    ({("n.x",): {"exists": True}}, {"m4"}),
     ({"tags": "a"}, set()),
     ({"0.1": 3}, {"m5"}),
     ({"0.1": {"gte": 3}}, {"m5"}),
@@ -101,6 +107,10 @@ def test_the_filter_table_on_every_backend(filled, filters, expected):
     ({"a') OR json_extract(value, '$.": 1}, "Invalid filter key"),
     ({"k": 2**70}, "'k' $eq"),
     (["k"], "mapping"),
+    ({(): 1}, "non-empty string"),
+    ({("a", 1): 1}, "non-empty string"),
+    ({("a", ""): 1}, "Invalid filter key"),
+    ({("a", 'b"'): 1}, "quote"),
 ])
 def test_bad_filters_name_the_key_and_the_operator(filters, message):
     with pytest.raises(ValidationError, match=message.replace("$", r"\$")):

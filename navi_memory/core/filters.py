@@ -3,7 +3,11 @@
 A filter is a mapping over item ``metadata``: ``{"k": value}`` (equality) or ``{"k": {"$op":
 value, ...}}`` with the operators below, written with or without the leading ``$`` (LangGraph
 writes ``$eq``, mem0 ``eq``). Several keys, and several operators of one key, must all hold.
-A dotted key ``a.b`` reaches ``metadata["a"]["b"]`` (through objects only, never into lists).
+A dotted key ``a.b`` names both ``metadata["a"]["b"]`` (through objects only, never into lists) and
+the key ``"a.b"`` itself, as LangGraph's stores read it (its SqliteStore the first, its InMemoryStore
+and PostgresStore the second): a condition holds when it holds at either (a negated one, ``ne``,
+``nin``, ``exists: false``, when it holds at both). A tuple key is one path exactly: ``("a.b",)`` the
+key ``"a.b"``, ``("a", "b")`` the nested one.
 
 Meaning (``evaluate``; both backends compile the same, ``tests/test_metadata_filters.py``):
 ``eq`` holds when the value is there and equal, of the same JSON type (numbers compare as
@@ -20,9 +24,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Union
 
 from ..errors import ValidationError
+
+# a filter: keys are dotted paths, or tuples of labels (a mapping of one kind of key or the other)
+MetadataFilter = Union[Mapping[str, Any], Mapping[tuple[str, ...], Any]]
 
 OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists")
 MAX_CONDITIONS = 64
@@ -32,11 +39,24 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class Condition:
-    """One checked condition: the path of object keys, the operator (no ``$``), its operand."""
+    """One checked condition: the path of object keys, the operator (no ``$``), its operand;
+    ``also``: the other paths its key names (a dotted key's literal one), where it may hold instead."""
 
     path: tuple[str, ...]
     op: str
     value: Any
+    also: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def negated(self) -> bool:
+        """Whether it holds where the value is not (then at every path, else at any)."""
+        return self.op in ("ne", "nin") or (self.op == "exists" and not self.value)
+
+    def at_each_path(self) -> tuple["Condition", ...]:
+        """The condition once per path its key names (the same condition when it names one)."""
+        if not self.also:
+            return (self,)
+        return tuple(Condition(path, self.op, self.value) for path in (self.path, *self.also))
 
 
 INT64 = 2**63 - 1
@@ -51,10 +71,13 @@ def _scalar(value: Any) -> bool:
 
 
 def _path(key: Any) -> tuple[str, ...]:
-    if not isinstance(key, str) or not key:
-        raise ValidationError(f"metadata filter key {key!r} must be a non-empty string")
-    parts = tuple(key.split("."))
-    if not all(parts) or any(ch in '"\\' or ord(ch) < 32 for ch in key):
+    if isinstance(key, tuple) and key and all(isinstance(part, str) for part in key):
+        parts = key  # the path itself: its labels may hold dots
+    elif isinstance(key, str) and key:
+        parts = tuple(key.split("."))
+    else:
+        raise ValidationError(f"metadata filter key {key!r} must be a non-empty string (or a tuple of labels)")
+    if not all(parts) or any(ch in '"\\' or ord(ch) < 32 for part in parts for ch in part):
         raise ValidationError(f"Invalid filter key {key!r}: a metadata filter key has no empty part, quote, "
                               "backslash or control character")
     return parts
@@ -130,7 +153,9 @@ def conditions(filters: Any) -> tuple[Condition, ...]:
                 raise ValidationError(f"metadata filter {key!r}: unknown operator {raw!r}"
                                       f" (known: {', '.join(OPERATORS)}, with or without '$')")
             special = _beyond(key, path, op, operand)
-            out.extend(special if special is not None else [Condition(path, op, _operand(key, op, operand))])
+            found = special if special is not None else [Condition(path, op, _operand(key, op, operand))]
+            also = ((key,),) if isinstance(key, str) and len(path) > 1 else ()
+            out.extend(Condition(c.path, c.op, c.value, also) for c in found)
     if len(out) > MAX_CONDITIONS:
         raise ValidationError(f"at most {MAX_CONDITIONS} metadata conditions")
     return tuple(out)
@@ -159,7 +184,20 @@ def _equal(found: Any, wanted: Any) -> bool:
     return found is not _MISSING and json_type(found) == json_type(wanted) and found == wanted
 
 
+def at_each_path_sql(c: Condition, one: Callable[[Condition], tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    """A backend's SQL of ``c`` (``one`` compiles a condition of one path): at each path its key
+    names, joined by AND for a negated condition, else by OR."""
+    if not c.also:
+        return one(c)
+    parts = [one(each) for each in c.at_each_path()]
+    return ("(" + (" AND " if c.negated else " OR ").join(text for text, _ in parts) + ")",
+            [param for _, params in parts for param in params])
+
+
 def holds(condition: Condition, metadata: Any) -> bool:
+    if condition.also:
+        each = (holds(one, metadata) for one in condition.at_each_path())
+        return all(each) if condition.negated else any(each)
     found = lookup(metadata, condition.path)
     op, wanted = condition.op, condition.value
     if op == "exists":

@@ -17,14 +17,17 @@ import concurrent.futures
 import logging
 import threading
 import weakref
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Coroutine, Optional, cast
+
+import numpy as np
 
 from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
                                   SearchItem, SearchOp, TTLConfig, get_text_at_path, tokenize_path)
 
 from ..core import validation as v
-from ..errors import NaviMemoryError, ValidationError
+from ..errors import EmbeddingError, NaviMemoryError, ValidationError
+from . import _fields
 from ._caller import StoreCaller, store_call
 from ._identity import IdentityResolver
 
@@ -37,6 +40,7 @@ DEFAULT_SWEEP_MINUTES = 5.0  # how often start_ttl_sweeper() sweeps without ttl=
 MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + limit <= 50
 LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
 RANKINGS = ("similarity", "hybrid")
+EMBED_TEXTS = 256  # texts per embed_texts call (the store's limit)
 CONCURRENT_BATCHES = 8  # abatch calls running at once per event loop (the others wait their turn)
 
 # The op generators yield calls of the store (``store_call``: typed as the method's result, a
@@ -58,15 +62,19 @@ class NaviStore(BaseStore):
       ``"$"`` the whole value) is the item's content, searched by ``search(query=...)``; a put's
       own ``index=[...]`` or ``index=False`` overrides it. Without ``index`` nothing is indexed and
       a query is ignored, as in LangGraph's stores. The store's embedder embeds (``embed`` and
-      ``dims`` are LangGraph's own stores' settings and are refused).
+      ``dims`` are LangGraph's own stores' settings and are refused). Each text is scored on its
+      own, an item by its best (as LangGraph's stores do): an item with several texts keeps their
+      vectors beside its own (``_fields``). ``"distance_type"``: ``"cosine"`` (default), ``"l2"``
+      (minus the distance) or ``"inner_product"``, the scale of ``score``.
     - ``ranking``: how a query search orders and scores. ``"similarity"`` (default, as LangGraph's
-      stores): every item the filter passes is a result, ordered by the cosine similarity of its
-      vector to the query's, which is its ``score``; the candidates are the store's hybrid search's
+      stores): every item the filter passes is a result, ordered by the similarity of its
+      vector(s) to the query's, which is its ``score``; the candidates are the store's hybrid search's
       best 50 (all of them for up to 50 items). ``"hybrid"``: navi-memory's hybrid search as is (its
       fused score and order, its relevance floor: an off-topic query finds nothing).
     - ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
       ``sweep_interval_minutes``); the TTL is kept on the item (``ttl_minutes``) and a read
-      refreshes it. An expired item is never returned; ``sweep_ttl()`` deletes expired items now,
+      refreshes it when it asks (``refresh_ttl=True``) or by default when ``refresh_on_read`` is
+      true (a config without it: false, as LangGraph's SqliteStore; no config: true). An expired item is never returned; ``sweep_ttl()`` deletes expired items now,
       ``start_ttl_sweeper()`` / ``stop_ttl_sweeper()`` do it every ``sweep_interval_minutes``
       (over an ``AsyncMemoryStore`` the three are awaited, as on LangGraph's async stores).
 
@@ -91,7 +99,10 @@ class NaviStore(BaseStore):
             raise ValidationError(f"user_label must be an int (a namespace position), got {user_label!r}")
         self.user_label = user_label
         self.index_config = self._index(index)
-        self.ttl_config = ttl
+        self.distance_type = self._distance(index)
+        # a TTL config that does not say refresh_on_read refreshes nothing unless a read asks (as
+        # LangGraph's SqliteStore); without a TTL config a read refreshes (BaseStore's default)
+        self.ttl_config: Optional[TTLConfig] = None if ttl is None else {"refresh_on_read": False, **ttl}
         self._sweeper: Optional[tuple[Any, Any]] = None  # (stop event or task, future or task)
         try:  # the loop an AsyncMemoryStore runs on (abatch keeps it up to date)
             self._loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
@@ -105,11 +116,19 @@ class NaviStore(BaseStore):
     def _index(index: Optional[dict[str, Any]]) -> Optional[list[tuple[str, Any]]]:
         if index is None:
             return None
-        unknown = set(index) - {"fields"}
+        unknown = set(index) - {"fields", "distance_type"}
         if unknown:
-            raise ValidationError(f"NaviStore index takes only 'fields' (the store's embedder embeds); "
-                                  f"got {', '.join(sorted(unknown))}")
+            raise ValidationError(f"NaviStore index takes only 'fields' and 'distance_type' (the store's embedder "
+                                  f"embeds); got {', '.join(sorted(unknown))}")
         return _paths(index.get("fields") or ["$"])
+
+    @staticmethod
+    def _distance(index: Optional[dict[str, Any]]) -> str:
+        distance = (index or {}).get("distance_type", "cosine")
+        if distance not in _fields.DISTANCES:
+            raise ValidationError(f"NaviStore index distance_type must be one of {', '.join(_fields.DISTANCES)}, "
+                                  f"got {distance!r}")
+        return str(distance)
 
     # -- identity --------------------------------------------------------------------------------
 
@@ -204,9 +223,15 @@ class NaviStore(BaseStore):
 
     def _drive_sync(self, steps: Steps) -> Any:
         result: Any = None
+        error: Optional[NaviMemoryError] = None
         try:
             while True:
-                result = self._caller.call(steps.send(result))
+                request = steps.send(result) if error is None else steps.throw(error)
+                result, error = None, None
+                try:
+                    result = self._caller.call(request)
+                except NaviMemoryError as exc:  # the steps may handle it (they re-raise what they do not)
+                    error = exc
         except StopIteration as done:
             return done.value
 
@@ -220,9 +245,15 @@ class NaviStore(BaseStore):
 
     async def _drive_async(self, steps: Steps) -> Any:
         result: Any = None
+        error: Optional[NaviMemoryError] = None
         try:
             while True:
-                result = await self._caller.acall(steps.send(result))
+                request = steps.send(result) if error is None else steps.throw(error)
+                result, error = None, None
+                try:
+                    result = await self._caller.acall(request)
+                except NaviMemoryError as exc:  # the steps may handle it (they re-raise what they do not)
+                    error = exc
         except StopIteration as done:
             return done.value
 
@@ -245,8 +276,7 @@ class NaviStore(BaseStore):
                 puts[(op.namespace, op.key)] = op
             else:
                 raise ValidationError(f"unknown LangGraph store operation {type(op).__name__}")
-        for op in puts.values():
-            yield from self._put(op)
+        yield from self._put_all(list(puts.values()))
         return results
 
     def _get(self, op: GetOp) -> Steps:
@@ -261,19 +291,49 @@ class NaviStore(BaseStore):
         if refresh and found:
             yield store_call.refresh_ttl(ids=[item.id for item in found], user_id=uid)
 
-    def _put(self, op: PutOp) -> Steps:
+    def _put_all(self, ops: list[PutOp]) -> Steps:
+        """The puts, each text of an item whose one vector cannot give LangGraph's score embedded
+        first (``_fields``), in one call per user."""
+        texts: dict[tuple[tuple[str, ...], str], list[str]] = {}
+        wanted: dict[str, list[str]] = {}
+        for op in ops:
+            if op.value is None:
+                continue
+            if PRIVATE in op.value:
+                raise ValidationError(f"{PRIVATE!r} is NaviStore's own key: a value cannot use it")
+            paths = self.index_config if op.index is None else None if op.index is False else _paths(op.index)
+            texts[(op.namespace, op.key)] = found = _indexed_texts(op.value, paths) if paths else []
+            if _fields.needs_own_vectors(found, self.distance_type) and self._embedding_model() is not None:
+                wanted.setdefault(self._user(op.namespace), []).extend(found)
+        vectors: dict[tuple[str, str], dict[str, Any]] = {}
+        for uid, batch in wanted.items():
+            for start in range(0, len(batch), EMBED_TEXTS):
+                part = batch[start:start + EMBED_TEXTS]
+                try:
+                    made = yield store_call.embed_texts(part, user_id=uid)
+                except EmbeddingError as exc:  # kept without them: the item's own vector scores it
+                    log.warning("NaviStore: embedding the index fields failed (%s); the item's own vector "
+                                "scores it", exc)
+                    continue
+                vectors.update(((uid, text), {"model": made.model, "vector": vec})
+                               for text, vec in zip(part, made.vectors))
+        for op in ops:
+            yield from self._put(op, texts.get((op.namespace, op.key), []), vectors)
+
+    def _put(self, op: PutOp, texts: list[str], vectors: dict[tuple[str, str], dict[str, Any]]) -> Steps:
         uid = self._user(op.namespace)
         if op.value is None:
             yield store_call.delete_keyed(user_id=uid, namespace=op.namespace, key=op.key)
             return None
         value = dict(op.value)
-        if PRIVATE in value:
-            raise ValidationError(f"{PRIVATE!r} is NaviStore's own key: a value cannot use it")
-        paths = self.index_config if op.index is None else None if op.index is False else _paths(op.index)
-        text = _indexed_text(value, paths) if paths else ""
+        text = "\n".join(texts)
         private: dict[str, Any] = {}
         if not text:
             private["index"] = False  # the content below is a stand-in, never searched
+        own = [found for t in texts if (found := vectors.get((uid, t))) is not None]
+        if _fields.needs_own_vectors(texts, self.distance_type) and len(own) == len(texts) \
+                and len({o["model"] for o in own}) == 1:
+            private["vectors"] = _fields.pack(own[0]["model"], [o["vector"] for o in own])
         metadata = {**value, PRIVATE: private} if private else value
         yield store_call.put_keyed(user_id=uid, namespace=op.namespace, key=op.key, content=text or op.key,
                                    metadata=metadata, ttl_minutes=None if op.ttl is None else float(op.ttl),
@@ -287,24 +347,55 @@ class NaviStore(BaseStore):
         if native:
             scope["filters"] = native
         query = bool(op.query) and self.index_config is not None
+        similarity = query and self.ranking == "similarity"
+        asked: Any = None  # the query's vector (TextVectors), for the items' own vectors
+        if similarity and self._embedding_model() is not None:
+            try:
+                asked = yield store_call.embed_texts([cast(str, op.query)], user_id=uid, query=True)
+            except EmbeddingError as exc:  # the store's search says so again and goes on by words
+                log.info("NaviStore: embedding the query failed: %s", exc)
         if query:
             # the most the store gives, then without the unindexed items (found by their key's text)
             # similarity: every item is a candidate, as in LangGraph's stores (no relevance floor)
             floor = 0.0 if self.ranking == "similarity" else None
-            found = yield store_call.search(op.query, limit=MAX_SEARCH, min_similarity=floor, **scope)
+            found = yield store_call.search(op.query, limit=MAX_SEARCH, min_similarity=floor,
+                                            query_embedding=None if asked is None else asked.vectors[0], **scope)
         elif local:  # list equality is checked here: on the first LOCAL_SCAN items
             found = yield store_call.list_items(limit=LOCAL_SCAN, order="updated", **scope)
         else:
             found = yield store_call.list_items(limit=op.limit, offset=op.offset, order="updated", **scope)
         hits = [r for r in found if r.key is not None and (not query or _private(r).get("index", True))
-                and all(_lookup(_value(r), path) == wanted for path, wanted in local)]
-        similarity = query and self.ranking == "similarity"
+                and _holds(r, local)]
+        scores: dict[int, float] = {}
         if similarity:
-            hits.sort(key=lambda r: -_similarity(r))
+            scores = {r.id: self._score(r, asked) for r in hits}
+            hits.sort(key=lambda r: -scores[r.id])
+            if len(hits) < op.offset + op.limit:  # then the items kept unindexed, unscored (as InMemoryStore)
+                hits += (yield from self._unindexed(scope, local, op.offset + op.limit - len(hits)))
         if query or local:
             hits = hits[op.offset:op.offset + op.limit]
         yield from self._refresh(uid, hits, op.refresh_ttl)
-        return [_to_search_item(r, _similarity(r) if similarity else float(r.score) if query else None) for r in hits]
+        return [_to_search_item(r, scores.get(r.id) if similarity else float(r.score) if query else None)
+                for r in hits]
+
+    @staticmethod
+    def _unindexed(scope: dict[str, Any], local: list[tuple[tuple[str, ...], Any]], wanted: int) -> Steps:
+        """Up to ``wanted`` of the items in ``scope`` put with nothing to index, newest first."""
+        unindexed = {**scope, "filters": {**scope.get("filters", {}), (PRIVATE, "index"): False}}
+        found = yield store_call.list_items(limit=LOCAL_SCAN if local else wanted, order="updated", **unindexed)
+        return [r for r in found if r.key is not None and _holds(r, local)][:wanted]
+
+    def _score(self, found: Any, asked: Any) -> float:
+        """LangGraph's score of a search result: its texts' own vectors against the query's when it
+        has them (of the query's model), else its one vector's cosine."""
+        own = None if asked is None else _fields.unpack(_private(found).get("vectors"), asked.model)
+        if own is None or own.shape[1] != len(asked.vectors[0]):
+            return _fields.from_cosine(_similarity(found), self.distance_type)
+        return _fields.best_score(np.asarray(asked.vectors[0], dtype=np.float64), own, self.distance_type)
+
+    def _embedding_model(self) -> Optional[str]:
+        store = self._caller.sync_store if self._caller.sync_store is not None else self._caller.async_store
+        return cast(Optional[str], store.embedding_model)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> Steps:
         prefix, suffix = _conditions(op.match_conditions)
@@ -413,12 +504,12 @@ def _paths(fields: Iterable[str]) -> list[tuple[str, Any]]:
     return [(field, "$" if field == "$" else tokenize_path(field)) for field in fields]
 
 
-def _indexed_text(value: dict[str, Any], paths: list[tuple[str, Any]]) -> str:
-    """The text LangGraph would embed for ``value`` at ``paths``, joined into one content."""
+def _indexed_texts(value: Mapping[str, Any], paths: list[tuple[str, Any]]) -> list[str]:
+    """The texts LangGraph would embed for ``value`` at ``paths`` (the item's content: joined)."""
     texts: list[str] = []
     for _, tokens in paths:
         texts.extend(get_text_at_path(value, tokens))
-    return "\n".join(t for t in texts if t)
+    return [t for t in texts if t]
 
 
 def _conditions(conditions: Optional[tuple[MatchCondition, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -434,13 +525,14 @@ def _conditions(conditions: Optional[tuple[MatchCondition, ...]]) -> tuple[tuple
     return prefix, suffix
 
 
-def _filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], Any]]]:
+def _filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[Any, Any],
+                                                                     list[tuple[tuple[str, ...], Any]]]:
     """A LangGraph filter as the store's metadata filters, plus the conditions the store cannot
     express (equality with a list or an object), checked on the items it returns.
 
     LangGraph: ``{"k": {"$op": v}}`` is an operator (kept), ``{"k": {"a": v}}`` matches a stored
-    object containing it (a dotted path ``k.a`` for the store), ``{"k": [..]}`` list equality."""
-    native: dict[str, Any] = {}
+    object containing it (the path ``("k", "a")`` for the store), ``{"k": [..]}`` list equality."""
+    native: dict[Any, Any] = {}
     local: list[tuple[tuple[str, ...], Any]] = []
     for key, wanted in flt.items():
         at = path + (str(key),)
@@ -451,8 +543,15 @@ def _filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[str,
         elif isinstance(wanted, (list, tuple)):
             local.append((at, list(wanted)))
         else:
-            native[".".join(at)] = wanted
+            # a dotted key names the key itself and the nested path (the store's meaning: LangGraph's
+            # InMemoryStore and PostgresStore read the first, its SqliteStore the second)
+            native[".".join(at) if len(at) == 1 else at] = wanted
     return native, local
+
+
+def _holds(item: Any, local: list[tuple[tuple[str, ...], Any]]) -> bool:
+    """Whether ``item``'s value meets the conditions the store cannot express (list equality)."""
+    return all(_lookup(_value(item), path) == wanted for path, wanted in local)
 
 
 def _lookup(value: Any, path: tuple[str, ...]) -> Any:

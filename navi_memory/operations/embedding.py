@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 from time import monotonic
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from ..calls import EmbedDocuments, Pause, db
+from ..calls import EmbedDocuments, EmbedQuery, Pause, db
 from ..core import validation as v
 from ..errors import EmbeddingError, ValidationError
-from ..models import BackfillReport, ReembedReport
+from ..models import BackfillReport, ReembedReport, TextVectors
 from ..sansio import Op, operation
 from .memory import MemoryOperations
 from .shared import EMBED_BATCH, Shared
@@ -29,6 +29,7 @@ log = logging.getLogger("navi_memory")
 
 MOVE_PASSES = 3  # embed-then-switch rounds per user before leaving one still being written to the next run
 USERS_PAGE = 100
+MAX_TEXTS = 256  # texts one embed_texts call embeds
 
 
 class EmbeddingOperations:
@@ -60,6 +61,28 @@ class EmbeddingOperations:
             out["previous_model"] = previous
             out.update((yield db.reembed_progress(model=model)))
         return out
+
+    @operation
+    def embed_texts(self, texts: Sequence[str], *, user_id: str, query: bool = False) -> Op[TextVectors]:
+        """The vectors of ``texts`` (at most 256) by the model ``user_id``'s searches read, with
+        that model's name: for a caller that scores texts of its own against a query (NaviStore's
+        per-field vectors). ``query=True`` embeds them as search queries. ``EmbeddingError`` when
+        the provider fails; ``ValidationError`` without an embedding provider."""
+        self._require_embedder("embed")
+        uid = v.user_id(user_id)
+        if isinstance(texts, str) or not isinstance(texts, Sequence):
+            raise ValidationError("texts must be a list of strings")
+        if len(texts) > MAX_TEXTS:
+            raise ValidationError(f"embed_texts takes at most {MAX_TEXTS} texts, got {len(texts)}")
+        batch = [v.text(t, "text", self._shared.max_content_bytes, strip=False) for t in texts]
+        model = (yield from self._memory.serving_model(uid)) or self._shared.require_model()
+        if v.flag(query, "query"):
+            vectors = []
+            for one in batch:
+                vectors.append((yield EmbedQuery(one, model)))
+        else:
+            vectors = (yield EmbedDocuments(batch, model=model)) if batch else []
+        return TextVectors(model=model, vectors=[[float(x) for x in vec] for vec in vectors])
 
     @operation
     def backfill(self, *, user_id: str | None = None, batch_size: int = EMBED_BATCH,

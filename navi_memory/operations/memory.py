@@ -25,6 +25,7 @@ from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationEr
 from ..models import (ITEM_STATUSES, ITEM_TYPES, Item, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
+from ..core.filters import MetadataFilter
 from ..core.timeutil import zone
 from ..retrieval.query import query_terms
 from ..core.contract import embedding_text
@@ -412,7 +413,7 @@ class MemoryOperations:
                    types: Sequence[str] | None = None, status: str = "active", limit: int = 50, offset: int = 0,
                    include_expired: bool = False, namespace_prefix: Sequence[str] | None = None,
                    order: str = "created", agent_id: str | None = None, run_id: str | None = None,
-                   filters: Mapping[str, Any] | None = None, person: str | None = None) -> Op[list[Item]]:
+                   filters: MetadataFilter | None = None, person: str | None = None) -> Op[list[Item]]:
         """Items newest first (``order``: ``created``, or ``updated`` for the last written first),
         filtered by theme, types and status (``any`` includes archived). ``namespace_prefix``: only
         keyed items (``put_keyed``) whose namespace equals it or starts with its labels.
@@ -438,7 +439,7 @@ class MemoryOperations:
         namespace_prefix: Sequence[str] | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
-        filters: Mapping[str, Any] | None = None,
+        filters: MetadataFilter | None = None,
         person: str | None = None,
     ) -> Op[int]:
         """How many items ``list_items`` pages through with the same filters (for page counts)."""

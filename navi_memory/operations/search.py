@@ -19,6 +19,7 @@ from ..errors import EmbeddingError, ValidationError
 from ..models import FUSIONS, SearchResults
 from ..retrieval import context, stage, superseded
 from ..retrieval import search as ranking
+from ..core.filters import MetadataFilter
 from ..core.timeutil import zone
 from ..retrieval.query import is_match_all, query_terms
 from ..sansio import Op, operation
@@ -44,7 +45,7 @@ class SearchOperations:
                include_expired: bool = False, context_weight: float = context.NEIGHBOUR_WEIGHT,
                semantic_weight: float | None = None, min_score: float | None = None,
                min_similarity: float | None = None, namespace_prefix: Sequence[str] | None = None, agent_id: str | None = None,
-               run_id: str | None = None, filters: Mapping[str, Any] | None = None,
+               run_id: str | None = None, filters: MetadataFilter | None = None,
                timezone: str | None = None) -> Op[SearchResults]:
         """Hybrid search over items and facts. ``''`` or ``'*'`` returns the newest items.
 
@@ -52,7 +53,8 @@ class SearchOperations:
         with its labels. ``agent_id`` / ``run_id``: only rows written with that agent / run (exact).
         ``filters``: conditions on item ``metadata``, all of which must hold: ``{"k": value}`` or
         ``{"k": {"$op": value}}`` with eq, ne, in, nin, gt, gte, lt, lte, exists (``$`` optional);
-        ``"a.b"`` reaches nested objects (meaning: ``core/filters.py``). Facts have no metadata of
+        ``"a.b"`` holds at the nested path or the key ``a.b`` itself, a tuple key at that one path
+        (``("a.b",)``: the key ``a.b``; meaning: ``core/filters.py``). Facts have no metadata of
         their own: with a metadata filter, no fact is returned.
 
         Each result's ``score`` is its relevance, from its own evidence, in [0, 1] and comparable

@@ -66,7 +66,10 @@ def _parts(index: dict[str, Any] | None) -> tuple[Any, dict[str, Any] | None]:
     if index is None:
         return False, None
     fields = index.get("fields") or index.get("text_fields")
-    return index.get("embed") or False, ({"fields": list(fields)} if fields else {})
+    own: dict[str, Any] = {"fields": list(fields)} if fields else {}
+    if "distance_type" in index:
+        own["distance_type"] = index["distance_type"]
+    return index.get("embed") or False, own
 
 
 class _Setup:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
-from ...core.filters import Condition, json_type
+from ...core.filters import Condition, at_each_path_sql, json_type
 
 _COMPARE = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
@@ -43,7 +43,12 @@ def _number(value: Any) -> Any:
 
 def condition_sql(c: Condition) -> tuple[str, list[Any]]:
     """One condition as an SQL boolean on items ``i`` with its parameters: NULL only where it
-    counts as false (a positive condition of the WHERE's AND), never under NOT."""
+    counts as false (a positive condition of the WHERE's AND), never under NOT. At each path its
+    key names (``Condition.also``): all of them for a negated one, else any."""
+    return at_each_path_sql(c, _one_path)
+
+
+def _one_path(c: Condition) -> tuple[str, list[Any]]:
     if c.op in ("eq", "ne", "in", "nin"):
         parts = [_equal(c.path, w) for w in (c.value if c.op in ("in", "nin") else (c.value,))]
         text = " OR ".join(p for p, _ in parts)

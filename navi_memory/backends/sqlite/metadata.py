@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...core.filters import Condition, json_type
+from ...core.filters import Condition, at_each_path_sql, json_type
 
 _TYPES = {"number": "IN ('integer', 'real')", "string": "= 'text'"}
 _COMPARE = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -26,7 +26,12 @@ def _equal(path: str, value: Any) -> tuple[str, list[Any]]:
 
 
 def condition_sql(c: Condition) -> tuple[str, list[Any]]:
-    """One condition as an SQL boolean on items ``i`` (never NULL), with its parameters."""
+    """One condition as an SQL boolean on items ``i`` (never NULL), with its parameters; at each
+    path its key names (``Condition.also``): all of them for a negated one, else any."""
+    return at_each_path_sql(c, _one_path)
+
+
+def _one_path(c: Condition) -> tuple[str, list[Any]]:
     path = json_path(c.path)
     if c.op == "exists":
         return f"json_type(i.metadata, %s) IS {'NOT ' if c.value else ''}NULL", [path]
