@@ -29,9 +29,8 @@ from ..core import validation as v
 from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES
 from . import _outputs as outputs
-from ._caller import StoreCaller, store_call
-
-__all__ = ["TOOLS", "MULTI_TOOLS", "MemoryTools", "StoreCaller", "tool_specs", "strict_arguments"]
+from ._caller import StoreCaller as StoreCaller  # re-exported: the adapters take it from here
+from ._caller import store_call
 
 log = logging.getLogger("navi_memory.integrations")
 

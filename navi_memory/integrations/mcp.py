@@ -4,7 +4,8 @@ Tools: the ones ``MemoryTools`` defines for every framework (``memory_search``, 
 ``memory_save_fact``, ``memory_get``, ``memory_archive``, ``memory_forget``, ``memory_list_themes``
 and, in a multi-person household, ``memory_find_person``), with the same schemas, outputs and
 error texts. Each declares an ``outputSchema`` and returns its JSON as structured content too
-(MCP 2025-06-18); an error result is text only, flagged ``isError``. Resource: ``navi-memory://summary``, the user's narrative summary.
+(MCP 2025-06-18); an error result is text only, flagged ``isError``. Resource:
+``navi-memory://summary``, the user's narrative summary.
 
 The user is never a tool argument. Over stdio it is the one the server was started for
 (``--user``); over streamable HTTP it is the one the request's bearer token maps to in the token
