@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -22,7 +23,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from navi_memory import MemoryStore
 from navi_memory.cli import main as cli_main
 from navi_memory.errors import ConfigurationError
-from navi_memory.integrations._tools import TOOLS, json_schema
+from navi_memory.integrations._tools import MULTI_TOOLS, TOOLS
+from navi_memory.integrations.tools import output_schema
 from navi_memory.integrations.mcp import HOUSEHOLD_URI, SUMMARY_URI, MemoryServer, TokenMap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +52,8 @@ async def test_stdio_server_serves_the_memory_tools_for_its_user(tmp_path):
         listed = (await client.list_tools()).tools
         assert [t.name for t in listed] == list(TOOLS)
         for tool in listed:  # the framework tools' schemas; the user is not a parameter
-            assert tool.input_schema == json_schema(TOOLS[tool.name][0])
+            assert tool.input_schema == TOOLS[tool.name][0].model_json_schema()
+            assert tool.output_schema == output_schema(tool.name)
             assert "user_id" not in json.dumps(tool.input_schema)
         added = payload(await client.call_tool("memory_add_note", {"content": "Alice drinks oat milk lattes",
                                                                      "theme": "food"}))
@@ -196,6 +199,30 @@ async def test_in_process_server_offers_household_tools_per_user(store):
             await client.read_resource("navi-memory://secrets")
     async with Client(MemoryServer(store, user_id="u2").server) as client:
         assert "memory_find_person" not in [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_every_tool_declares_its_output_and_returns_it_as_structured_content(store):
+    """MCP 2025-06-18: a tool's outputSchema, and its result as structuredContent beside the text.
+    The SDK's client checks each result against the schema itself; checked here once more."""
+    store.add_person("Tom", user_id="u1")
+    store.set_household_mode("multi", user_id="u1")
+    store.add_person("Sarah", user_id="u1", aliases=["mom"], role="spouse")
+    calls = [("memory_add_note", {"content": "Sarah plays the cello", "person": "mom", "theme": None}),
+             ("memory_save_fact", {"category": "profile", "key": "home_city", "value": "Porto", "source": None}),
+             ("memory_search", {"query": "cello Porto", "limit": None}), ("memory_get", {"item_id": 1}),
+             ("memory_archive", {"item_id": 1}), ("memory_list_themes", {}), ("memory_find_person", {"ref": "mom"}),
+             ("memory_find_person", {"ref": "nobody"}), ("memory_forget", {"key": "home_city"})]
+    assert {name for name, _ in calls} == set(MULTI_TOOLS)
+    async with Client(MemoryServer(store, user_id="u1").server) as client:
+        declared = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+        assert declared == {name: output_schema(name) for name in MULTI_TOOLS}
+        for name, args in calls:
+            result = await client.call_tool(name, args)
+            assert not result.is_error, payload(result)
+            assert result.structured_content == payload(result)
+            jsonschema.validate(result.structured_content, declared[name])
+        failed = await client.call_tool("memory_get", {"item_id": 999})  # an error: text only, flagged
+        assert failed.is_error and failed.structured_content is None
 
 
 @pytest.mark.parametrize("args, message", [

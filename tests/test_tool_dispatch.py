@@ -1,4 +1,4 @@
-"""Framework-free tools: ``MemoryTools.openai_schemas()`` / ``anthropic_schemas()`` and ``dispatch``,
+"""Framework-free tools: ``MemoryTools.openai_schemas(strict=False)`` / ``anthropic_schemas()`` and ``dispatch``,
 for a plain OpenAI or Anthropic SDK tool loop, on a real store with the fake embedder."""
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ def _keys(node):
 
 @pytest.mark.parametrize("household, names", [("single", TOOLS), ("multi", MULTI_TOOLS)])
 def test_openai_and_anthropic_schemas_are_json_schema_without_a_user_id(store, household, names):
+    """The plain form (``strict=False``); OpenAI's strict mode: tests/test_tool_schemas.py."""
     tools = MemoryTools(store, household=household)
-    openai, anthropic = tools.openai_schemas(), tools.anthropic_schemas()
+    openai, anthropic = tools.openai_schemas(strict=False), tools.anthropic_schemas()
     assert [t["function"]["name"] for t in openai] == list(names) == [t["name"] for t in anthropic]
     for o, a in zip(openai, anthropic):
         fn = o["function"]
@@ -40,6 +41,7 @@ def test_openai_and_anthropic_schemas_are_json_schema_without_a_user_id(store, h
         # the same parameters the framework tools validate with
         assert set(schema["properties"]) == set(names[fn["name"]][0].model_fields)
     search = next(t["function"]["parameters"] for t in openai if t["function"]["name"] == "memory_search")
+    assert "title" not in search and "title" not in search["properties"]["query"]  # pydantic's titles: noise
     assert search["required"] == ["query"] and search["properties"]["limit"]["maximum"] == 50
     note = next(t["input_schema"] for t in anthropic if t["name"] == "memory_add_note")
     assert "title" in note["properties"]  # a field named title survives the title clean-up

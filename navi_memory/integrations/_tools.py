@@ -7,29 +7,32 @@ never an argument: a model can only read and write the memory of the user it was
 Expected failures (unknown id, invalid value, arguments outside the schema) come back as
 ``{"error": ...}`` so the model can correct itself; a database failure comes back as
 ``{"error": "memory unavailable: ..."}``.
-The LangChain and LlamaIndex adapters and the MCP server wrap these methods with the schemas below;
-``openai_schemas``/``anthropic_schemas`` and ``dispatch`` serve a plain OpenAI or Anthropic SDK loop.
+The LangChain and LlamaIndex adapters and the MCP server wrap these methods with the argument
+models below; ``openai_schemas``/``anthropic_schemas`` and ``dispatch`` serve a plain OpenAI or
+Anthropic SDK loop. The schemas are pydantic's, of those models: for OpenAI's strict mode, of a
+strict variant (``strict_arguments``) passed through the OpenAI SDK's ``pydantic_function_tool``
+(or LangChain's ``convert_to_openai_tool(strict=True)``) where installed. What each tool returns is
+typed in ``_outputs``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Literal, Optional
+from functools import lru_cache
+from typing import Annotated, Any, Callable, Literal, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ..core import validation as v
 from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
-from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
-from ._caller import StoreCaller, store_call
+from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES
+from . import _outputs as outputs
+from ._caller import StoreCaller as StoreCaller  # re-exported: the adapters take it from here
+from ._caller import store_call
 
 log = logging.getLogger("navi_memory.integrations")
-
-SNIPPET_CHARS = 300
-ITEM_FIELDS = ("id", "type", "theme", "title", "content", "tags", "status", "pinned", "person", "source",
-               "created_at", "updated_at", "observed_at")
 
 # search's arguments an adapter may take (as fields or per call); the user and k/limit apart
 SEARCH_FILTERS = ("theme", "types", "recency_days", "status", "person", "person_hints", "fusion", "recency",
@@ -44,9 +47,32 @@ FactSource = Literal["user_explicit", "conversation", "tool_call"]
 assert set(FactCategory.__args__) == set(FACT_CATEGORIES)  # type: ignore[attr-defined]
 
 
-class SearchArgs(BaseModel):
+def _untitled(schema: dict[str, Any]) -> None:
+    """Drop pydantic's generated titles ("Query" for ``query``): noise in a model's prompt. Done in
+    the schema pydantic makes, so every SDK helper that reads it sees none; a field named title stays."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class ToolArgs(BaseModel):
+    """A tool's arguments. A null for a field with a default means that default: a model in
+    OpenAI's strict mode sends every field, null for those it leaves out. Other fields are ignored."""
+
+    model_config = ConfigDict(json_schema_extra=_untitled)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: val for k, val in data.items() if val is not None or k not in fields or fields[k].is_required()}
+
+
+class SearchArgs(ToolArgs):
     query: str = Field(description="What to look for, in natural words; '*' or '' lists the newest items.")
-    limit: int = Field(default=10, ge=1, le=50, description="Number of results (1-50).")
+    limit: int = Field(default=10, ge=1, le=50, description="Number of results (1-50, default 10).")
     theme: Optional[str] = Field(default=None, description="Only this theme (a slug from memory_list_themes).")
     types: Optional[list[ItemType]] = Field(default=None, description="Only these item types.")
     recency_days: Optional[int] = Field(default=None, ge=1, description="Only items from the last N days.")
@@ -54,7 +80,7 @@ class SearchArgs(BaseModel):
         default="active", description="'active' (default), 'archived', or 'any' to include archived items.")
 
 
-class AddNoteArgs(BaseModel):
+class AddNoteArgs(ToolArgs):
     content: str = Field(description="The note, self-contained (who, what, when), in one or a few sentences.")
     theme: Optional[str] = Field(default=None, description="Theme to file it under, e.g. 'work' (default 'general').")
     title: Optional[str] = Field(default=None, description="A short title.")
@@ -62,7 +88,7 @@ class AddNoteArgs(BaseModel):
                                                         "'other'.")
 
 
-class SaveFactArgs(BaseModel):
+class SaveFactArgs(ToolArgs):
     category: FactCategory = Field(description="profile, preferences, technical, projects or other.")
     key: str = Field(description="A short snake_case attribute name, e.g. 'home_city' or 'coffee_order'.")
     value: str = Field(description="The value, e.g. 'Berlin'. A new value replaces the old one (kept in history).")
@@ -82,16 +108,16 @@ class SaveFactArgs(BaseModel):
                                                    "before the current one goes into the history.")
 
 
-class ItemArgs(BaseModel):
+class ItemArgs(ToolArgs):
     item_id: int = Field(description="The id of a memory item, as returned by memory_search.")
 
 
-class ForgetArgs(BaseModel):
+class ForgetArgs(ToolArgs):
     key: str = Field(description="The key of the fact to delete, e.g. 'home_city'.")
     category: Optional[FactCategory] = Field(default=None, description="Only in this category (default: any).")
 
 
-class NoArgs(BaseModel):
+class NoArgs(ToolArgs):
     pass
 
 
@@ -114,12 +140,12 @@ class PersonSaveFactArgs(SaveFactArgs):
                                                             "household as a whole).")
 
 
-class FindPersonArgs(BaseModel):
+class FindPersonArgs(ToolArgs):
     ref: str = Field(description="A name, alias ('mom', 'Sarah') or relation ('wife', 'child').")
 
 
 # name: (argument schema, description)
-TOOLS: dict[str, tuple[type[BaseModel], str]] = {
+TOOLS: dict[str, tuple[type[ToolArgs], str]] = {
     "memory_search": (SearchArgs, "Search the long-term memory of the user (notes, facts, past conversations) "
                                   "by meaning and keywords. Use it before assuming anything about the user, and "
                                   "when they refer to something from earlier. Returns JSON results with id, "
@@ -140,7 +166,7 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
 }
 
 
-MULTI_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
+MULTI_TOOLS: dict[str, tuple[type[ToolArgs], str]] = {
     **TOOLS,
     "memory_search": (PersonSearchArgs, TOOLS["memory_search"][1]),
     "memory_add_note": (PersonAddNoteArgs, TOOLS["memory_add_note"][1]),
@@ -151,25 +177,64 @@ MULTI_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
 }
 
 
-def tool_specs(household: str) -> dict[str, tuple[type[BaseModel], str]]:
+def tool_specs(household: str) -> dict[str, tuple[type[ToolArgs], str]]:
     """The tools, their schemas and descriptions for a household mode ('single' or 'multi')."""
     if household not in HOUSEHOLD_MODES:
         raise ValueError(f"household must be 'single' or 'multi', not {household!r}")
     return MULTI_TOOLS if household == "multi" else TOOLS
 
 
-def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """A tool's argument schema as plain JSON schema: pydantic's, without its generated titles
-    (noise in a model's prompt); a field named ``title`` stays."""
-    def clean(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: ({name: clean(sub) for name, sub in val.items()} if k == "properties" else clean(val))
-                    for k, val in node.items() if k != "title"}
-        return [clean(x) for x in node] if isinstance(node, list) else node
+@lru_cache(maxsize=None)
+def strict_arguments(args: type[ToolArgs]) -> type[BaseModel]:
+    """``args`` as OpenAI's strict mode wants it: every field required, a field with a default
+    nullable instead (null: the default, as ``ToolArgs`` reads it; no ``default`` keyword, which
+    strict mode refuses), no other fields (``additionalProperties: false``). Only its schema is used."""
+    fields: dict[str, Any] = {}
+    for name, info in args.model_fields.items():
+        annotation: Any = info.annotation if info.is_required() else Optional[info.annotation]
+        if info.metadata:  # constraints (ge, le) stay on the value
+            constrained = (annotation, *info.metadata)
+            annotation = Annotated[constrained]
+        fields[name] = (annotation, Field(description=info.description))
+    return create_model(args.__name__, __config__=ConfigDict(extra="forbid", json_schema_extra=_untitled), **fields)
 
-    out: dict[str, Any] = clean(schema.model_json_schema())
-    out.setdefault("properties", {})
-    return out
+
+def openai_tool(name: str, description: str, args: type[ToolArgs], *, strict: bool = True) -> dict[str, Any]:
+    """A tool in OpenAI's Chat Completions form. Strict: made by the OpenAI SDK's
+    ``pydantic_function_tool``, else LangChain's ``convert_to_openai_tool(strict=True)``, from
+    ``strict_arguments``; with neither installed, from pydantic's schema of that model alone (it
+    already keeps the rules the SDKs enforce)."""
+    if not strict:
+        return {"type": "function", "function": {"name": name, "description": description,
+                                                 "parameters": args.model_json_schema()}}
+    model = strict_arguments(args)
+    try:
+        from openai import pydantic_function_tool
+    except ImportError:
+        pass
+    else:  # plain dicts: the SDK's own dict type carries the model along
+        return {"type": "function", "function": dict(pydantic_function_tool(model, name=name,
+                                                                            description=description)["function"])}
+    try:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+    except ImportError:
+        pass
+    else:  # it names the tool after the schema's title, which is dropped
+        function = convert_to_openai_tool(model, strict=True)["function"]
+        return {"type": "function", "function": {**function, "name": name, "description": description}}
+    return {"type": "function", "function": {"name": name, "description": description, "strict": True,
+                                             "parameters": model.model_json_schema()}}
+
+
+def responses_tool(name: str, description: str, args: type[ToolArgs], *, strict: bool = True) -> dict[str, Any]:
+    """A tool in OpenAI's Responses API form: the Chat Completions function, flat, ``strict`` always said."""
+    function = openai_tool(name, description, args, strict=strict)["function"]
+    return {"type": "function", **function, "strict": strict}
+
+
+def anthropic_tool(name: str, description: str, args: type[ToolArgs]) -> dict[str, Any]:
+    """A tool in Anthropic's Messages API form, as its SDK makes one from a pydantic model."""
+    return {"name": name, "description": description, "input_schema": args.model_json_schema()}
 
 
 def parse_arguments(arguments: Any) -> dict[str, Any]:
@@ -191,54 +256,10 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _when(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def result_json(r: SearchResult) -> dict[str, Any]:
-    out = {"id": r.id, "theme": r.theme, "type": r.type, "content_snippet": r.snippet[:SNIPPET_CHARS],
-           "created_at": _when(r.created_at), "score": round(r.score, 4), "signals": dict(r.signals)}
-    if r.fact:
-        out["fact"] = {k: r.fact.get(k) for k in ("category", "key", "value")}
-    if r.person:
-        out["person"] = r.person
-    if r.superseded_by:  # what this said is past: a newer fact replaced it
-        out["superseded_by"] = r.superseded_by
-    return out
-
-
-def note_json(added: Any) -> dict[str, Any]:
-    if added.action == "existing":
-        return {"id": added.item.id, "status": "existing",
-                "note": "this text was already stored: the existing item is kept, nothing was added"}
-    embedding = added.item.embedding  # pending/error: found by its words until a vector is made
-    out = {"id": added.item.id, "status": "added", "embedding": embedding.state if embedding else None}
-    if added.similar:
-        out["similar_ids"] = list(added.similar)
-        out["note"] = "stored as a new item; items with almost the same text are kept apart (similar_ids)"
-    return out
-
-
-def fact_change_json(change: Any) -> dict[str, Any]:
-    out = {"action": change.action, "category": change.fact.category, "key": change.fact.key,
-           "value": change.fact.value, "previous_value": change.previous_value}
-    if change.requested_key is not None:
-        out["note"] = (f"saved under the equivalent key {change.fact.key!r} already on file, not as a second fact "
-                       f"{change.requested_key!r}")
-    if change.action == "history":
-        out["note"] = "said before the current value: kept in the history, the value stays"
-    return out
-
-
-def person_json(p: Any) -> dict[str, Any] | None:
-    if p is None:
-        return None
-    return {k: getattr(p, k) for k in ("display_name", "role", "aliases", "pronouns") if getattr(p, k)}
-
-
 def argument_error(exc: Exception) -> str:
     """A short message for arguments that do not fit a tool's schema (no input values echoed)."""
-    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
+    listed = getattr(exc, "errors", None)
+    errors: list[Any] = listed() if callable(listed) else []
     problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'arguments'}: {e.get('msg', 'invalid')}"
                          for e in errors)
     return f"invalid arguments: {problems or exc}"
@@ -291,16 +312,16 @@ class MemoryTools:
 
     # (store call, formatter of its result) per tool
     def _plan(self, name: str, args: dict[str, Any], uid: str,
-              scope: dict[str, Any]) -> tuple[Any, Callable[[Any], Any]]:
+              scope: dict[str, Any]) -> tuple[Any, Callable[[Any], outputs.ToolOutput]]:
         if name == "memory_search":
             return (store_call.search(args["query"], user_id=uid, limit=args["limit"], theme=args["theme"],
                                       types=args["types"], recency_days=args["recency_days"], status=args["status"],
                                       **scope, person_hints=[args["person"]] if args.get("person") else []),
-                    lambda rs: {"results": [result_json(r) for r in rs], "hidden": getattr(rs, "hidden", 0)})
+                    lambda rs: outputs.search_json(rs, getattr(rs, "hidden", 0)))
         if name == "memory_add_note":
             return (store_call.add_note(user_id=uid, content=args["content"], theme=args["theme"], title=args["title"],
                                         type=args["type"], source="tool_call", person=args.get("person"), **scope),
-                    note_json)
+                    outputs.note_json)
         if name == "memory_save_fact":
             # the model's own word on how it knows (default: the user said it), so a later correction in
             # the chat can replace the value; only a tool's output outranks what the user says
@@ -308,23 +329,18 @@ class MemoryTools:
                                            source=args["source"], confidence=args["confidence"],
                                            expires_days=args["expires_days"], source_context=args["source_context"],
                                            person=args.get("person"), observed_at=args["observed_at"], **scope),
-                    fact_change_json)
+                    outputs.fact_change_json)
         if name == "memory_get":
-            return (store_call.get(args["item_id"], user_id=uid, **scope),
-                    lambda it: {**{k: v for k, v in it.to_dict().items() if k in ITEM_FIELDS},
-                                "embedding": it.embedding.state if it.embedding else None})
+            return store_call.get(args["item_id"], user_id=uid, **scope), outputs.item_json
         if name == "memory_archive":
-            return (store_call.archive(args["item_id"], user_id=uid, **scope),
-                    lambda it: {"id": it.id, "status": it.status})
+            return store_call.archive(args["item_id"], user_id=uid, **scope), outputs.archive_json
         if name == "memory_forget":
             return (store_call.delete_fact(args["key"], user_id=uid, category=args["category"], **scope),
-                    lambda n: {"deleted": n, "key": args["key"]})
+                    lambda n: outputs.forget_json(n, args["key"]))
         if name == "memory_list_themes":
-            return (store_call.list_themes(user_id=uid),
-                    lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count}
-                                           for t in ts]})
+            return store_call.list_themes(user_id=uid), outputs.themes_json
         if name == "memory_find_person":
-            return store_call.resolve_person_ref(args["ref"], user_id=uid), lambda p: {"person": person_json(p)}
+            return store_call.resolve_person_ref(args["ref"], user_id=uid), outputs.person_json
         raise KeyError(name)
 
     def _parse(self, name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -350,13 +366,14 @@ class MemoryTools:
 
     def resolve_scope(self, agent_id: Any = None, run_id: Any = None) -> dict[str, str]:
         """The scopes a call acts in (only those set): each given one must match a bound one."""
-        out = {}
+        out: dict[str, str] = {}
         for name, given in (("agent_id", agent_id), ("run_id", run_id)):
             value, bound = v.scope_id(given, name), self.scope[name]
             if value is not None and bound is not None and value != bound:
                 raise ValidationError(f"{name} differs from the {name} these tools are bound to")
-            if (value or bound) is not None:
-                out[name] = value or bound
+            chosen = value or bound
+            if chosen is not None:
+                out[name] = chosen
         return out
 
     def execute(self, name: str, kwargs: dict[str, Any], user_id: Any = None, *, agent_id: Any = None,
@@ -385,17 +402,22 @@ class MemoryTools:
         except NaviMemoryError as exc:
             return error_json(exc)
 
-    def openai_schemas(self) -> list[dict[str, Any]]:
-        """The tools as OpenAI function tools (Chat Completions ``tools=``): the names, descriptions
-        and argument schemas the LangChain and LlamaIndex tools have. No schema holds a user id."""
-        return [{"type": "function", "function": {"name": name, "description": description,
-                                                  "parameters": json_schema(schema)}}
-                for name, (schema, description) in self.specs.items()]
+    def openai_schemas(self, *, strict: bool = True,
+                       api: Literal["chat", "responses"] = "chat") -> list[dict[str, Any]]:
+        """The tools as OpenAI function tools: the names, descriptions and arguments the LangChain and
+        LlamaIndex tools have; no schema holds a user id. ``api="chat"`` (Chat Completions
+        ``tools=``: ``{"type": "function", "function": {...}}``) or ``"responses"`` (Responses API:
+        the function's keys flat). ``strict`` (default): OpenAI's strict mode, every field required
+        and the optional ones nullable (``dispatch`` reads a null as the default); ``strict=False``:
+        the plain schema (optional fields left out of ``required``, with their defaults)."""
+        if api not in ("chat", "responses"):
+            raise ValidationError(f"api must be 'chat' or 'responses', not {api!r}")
+        make = openai_tool if api == "chat" else responses_tool
+        return [make(name, description, args, strict=strict) for name, (args, description) in self.specs.items()]
 
     def anthropic_schemas(self) -> list[dict[str, Any]]:
         """The tools as Anthropic Messages API tools (``name``, ``description``, ``input_schema``)."""
-        return [{"name": name, "description": description, "input_schema": json_schema(schema)}
-                for name, (schema, description) in self.specs.items()]
+        return [anthropic_tool(name, description, args) for name, (args, description) in self.specs.items()]
 
     def dispatch(self, name: str, arguments: Any = None, *, user_id: Any = None, agent_id: Any = None,
                  run_id: Any = None, errors: str = "raise") -> str:

@@ -3,7 +3,9 @@
 Tools: the ones ``MemoryTools`` defines for every framework (``memory_search``, ``memory_add_note``,
 ``memory_save_fact``, ``memory_get``, ``memory_archive``, ``memory_forget``, ``memory_list_themes``
 and, in a multi-person household, ``memory_find_person``), with the same schemas, outputs and
-error texts. Resource: ``navi-memory://summary``, the user's narrative summary.
+error texts. Each declares an ``outputSchema`` and returns its JSON as structured content too
+(MCP 2025-06-18); an error result is text only, flagged ``isError``. Resource:
+``navi-memory://summary``, the user's narrative summary.
 
 The user is never a tool argument. Over stdio it is the one the server was started for
 (``--user``); over streamable HTTP it is the one the request's bearer token maps to in the token
@@ -31,8 +33,9 @@ from .. import __version__, prompt
 from ..core import validation as v
 from ..errors import ConfigurationError, NaviMemoryError, ValidationError
 from ..tokens import TokenMap
-from ._caller import store_call
-from ._tools import MemoryTools, StoreCaller, dumps, error_json, json_schema, parse_arguments
+from ._caller import StoreCaller, store_call
+from ._outputs import output_schema
+from ._tools import MemoryTools, dumps, error_json, parse_arguments
 
 log = logging.getLogger("navi_memory.integrations.mcp")
 
@@ -104,11 +107,12 @@ class MemoryServer:
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         tools = await self.tools_for(ctx)
         return types.ListToolsResult(tools=[
-            types.Tool(name=name, description=description, input_schema=json_schema(schema),
+            types.Tool(name=name, description=description, input_schema=args.model_json_schema(),
+                       output_schema=output_schema(name),
                        annotations=types.ToolAnnotations(read_only_hint=name in READ_ONLY,
                                                          destructive_hint=name in DESTRUCTIVE,
                                                          open_world_hint=False))
-            for name, (schema, description) in tools.specs.items()])
+            for name, (args, description) in tools.specs.items()])
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
