@@ -23,7 +23,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..core import validation as v
 from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES, SearchResult
-from ._caller import StoreCaller, store_call
+from ._caller import StoreCall, StoreCaller, store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
@@ -291,7 +291,7 @@ class MemoryTools:
 
     # (store call, formatter of its result) per tool
     def _plan(self, name: str, args: dict[str, Any], uid: str,
-              scope: dict[str, Any]) -> tuple[Any, Callable[[Any], Any]]:
+              scope: dict[str, Any]) -> tuple[StoreCall[Any], Callable[[Any], Any]]:
         if name == "memory_search":
             return (store_call.search(args["query"], user_id=uid, limit=args["limit"], theme=args["theme"],
                                       types=args["types"], recency_days=args["recency_days"], status=args["status"],
