@@ -6,6 +6,7 @@ change the operation, then run the script (the test suite runs it with ``--check
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
@@ -21,7 +22,9 @@ from .promotion import MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionRepor
 from .retrieval import context
 from .sansio import Op, T
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:
     from typing_extensions import Unpack
 
 

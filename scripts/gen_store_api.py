@@ -116,31 +116,24 @@ def _from_store_api(node: ast.ImportFrom) -> tuple[str, int]:
     return (module, node.level - 1) if node.level else (module, 0)
 
 
-def _statements(node: ast.stmt) -> list[ast.stmt]:
-    """The statements of an ``if TYPE_CHECKING:`` block, else the statement itself."""
-    if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-        return node.body
-    return [node]
-
-
 def import_lines(methods: list[Method], depth: int = 0, runner: bool = True) -> list[str]:
     """``from X import a, b`` for every name the signatures use, from where each source module got it;
-    names a module imports under ``if TYPE_CHECKING:`` (``Unpack``) are imported so too. ``depth``:
-    how many folders below ``navi_memory/`` the generated file is; ``runner``: with what the store
-    classes' ``_run`` needs."""
+    a name a module imports in a top-level ``if`` (``Unpack``: ``typing``'s from Python 3.11, else
+    only for type checkers) comes with that ``if`` as written. ``depth``: how many folders below
+    ``navi_memory/`` the generated file is; ``runner``: with what the store classes' ``_run`` needs."""
     origin: dict[str, tuple[str, int]] = {}
-    checking_only: set[str] = set()
+    conditional: dict[str, ast.If] = {}
     for module in SOURCES:
         tree = ast.parse((PACKAGE / "operations" / f"{module}.py").read_text())
         for node in tree.body:
-            for statement in _statements(node):
-                if isinstance(statement, ast.ImportFrom):
+            if isinstance(node, ast.If):  # ``if TYPE_CHECKING:``, a Python version: every branch's imports
+                for statement in (n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)):
                     for alias in statement.names:
-                        name = alias.asname or alias.name
-                        if name not in origin and statement is not node:
-                            checking_only.add(name)
-                        origin.setdefault(name, _from_store_api(statement))
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.ClassDef, ast.FunctionDef)):
+                        conditional.setdefault(alias.asname or alias.name, node)
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    origin.setdefault(alias.asname or alias.name, _from_store_api(node))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.ClassDef, ast.FunctionDef)):
                 targets = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else [
                     t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
                     if isinstance(t, ast.Name)]
@@ -148,35 +141,40 @@ def import_lines(methods: list[Method], depth: int = 0, runner: bool = True) -> 
                     origin.setdefault(name, (f"operations.{module}", 1))
     builtins = set(dir(__import__("builtins")))
     wanted: dict[tuple[str, int], set[str]] = {}
+    blocks: dict[str, ast.If] = {}
     for method in methods:
         for name in names_used(method) - builtins - {"self"}:
-            if name not in origin:
+            if name in conditional:
+                blocks.setdefault(ast.unparse(conditional[name]), conditional[name])
+            elif name in origin:
+                wanted.setdefault(origin[name], set()).add(name)
+            else:
                 raise SystemExit(f"{method.module}.{method.node.name}: cannot tell where {name!r} comes from")
-            wanted.setdefault(origin[name], set()).add(name)
     wanted.setdefault(("typing", 0), set()).add("TYPE_CHECKING")
     if runner:
         wanted.setdefault(("sansio", 1), set()).update({"Op", "T"})
         wanted.setdefault(("operations", 1), set()).add("StoreOperations")
     else:
         wanted[("typing", 0)].add("Protocol")
-    lines: list[str] = []
-    checking: list[str] = []
+    tested = {n.id for block in blocks.values() for n in ast.walk(block.test) if isinstance(n, ast.Name)}
+    lines: list[str] = ["import sys"] if "sys" in tested else []
     placed = [(module, level + depth if level else 0, names) for (module, level), names in wanted.items()]
     for module, level, names in sorted(placed, key=lambda found: (min(found[1], 1), found[0])):
-        for few, indent, out in ((sorted(names - checking_only), "", lines),
-                                 (sorted(names & checking_only), "    ", checking)):
-            if not few:
-                continue
-            if out is lines and lines and level and not any(line.startswith("from .") for line in lines):
-                lines.append("")  # the standard library first, then the package
-            head = f"{indent}from {'.' * level}{module} import "
-            text = head + ", ".join(few)
-            out += [text] if len(text) <= WIDTH else wrap(head.lstrip(), few, ")", indent)
+        if lines and level and not any(line.startswith("from .") for line in lines):
+            lines.append("")  # the standard library first, then the package
+        head = f"from {'.' * level}{module} import "
+        text = head + ", ".join(sorted(names))
+        lines += [text] if len(text) <= WIDTH else wrap(head, sorted(names), ")", "")
     if not runner:  # the recorded call's type, from a sibling of the generated file
         lines.append("from ._recorded import StoreCall")
-    if checking:
-        lines += ["", "if TYPE_CHECKING:", *checking]
+    for text in blocks:
+        lines += ["", *text.splitlines()]
     return lines
+
+
+def module_head(doc: list[str], imports: list[str]) -> list[str]:
+    """A generated module's docstring (``doc``, its lines) and imports, up to its first class."""
+    return [f'"""{doc[0]}', *doc[1:], '"""', "", "from __future__ import annotations", "", *imports, "", ""]
 
 
 def render(sync: bool) -> str:
@@ -184,17 +182,10 @@ def render(sync: bool) -> str:
     cls = "MemoryStoreAPI" if sync else "AsyncMemoryStoreAPI"
     flavour = "blocking" if sync else "asyncio"
     out = [
-        f'"""The typed public methods of ``{cls[:-3]}`` ({flavour}).',
-        "",
-        "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand:",
-        "change the operation, then run the script (the test suite runs it with ``--check``).",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        *import_lines(methods),
-        "",
-        "",
+        *module_head([f"The typed public methods of ``{cls[:-3]}`` ({flavour}).", "",
+                      "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand:",
+                      "change the operation, then run the script (the test suite runs it with ``--check``)."],
+                     import_lines(methods)),
         f"class {cls}:",
         f'    """Every operation of the store as a {"plain" if sync else "coroutine"} method."""',
         "",
@@ -232,18 +223,12 @@ def render_calls() -> str:
     with its own parameters giving a ``StoreCall`` of its result type."""
     methods = list(operations())
     out = [
-        '"""``StoreCalls``: the type of ``store_call`` (``integrations._caller``), the store\'s operations recorded.',
-        "",
-        "``store_call.search(query, user_id=...)`` is checked against ``MemoryStore.search`` and is a",
-        "``StoreCall[SearchResults]``, which ``StoreCaller.call`` / ``acall`` runs on either store.",
-        "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand.",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        *import_lines(methods, depth=1, runner=False),
-        "",
-        "",
+        *module_head(["``StoreCalls``: the type of ``store_call`` (``integrations._caller``), the store's operations "
+                      "recorded.", "",
+                      "``store_call.search(query, user_id=...)`` is checked against ``MemoryStore.search`` and is a",
+                      "``StoreCall[SearchResults]``, which ``StoreCaller.call`` / ``acall`` runs on either store.",
+                      "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand."],
+                     import_lines(methods, depth=1, runner=False)),
         "class StoreCalls(Protocol):",
         '    """Every operation of the store, recorded as a ``StoreCall`` of its result type."""',
     ]
@@ -307,18 +292,11 @@ def render_async_backend() -> str:
         if group == 2:
             lines += [text] if len(text) <= WIDTH else wrap(f"from {module} import ", sorted(names), ")", "")
     return "\n".join([
-        '"""``AsyncBackend``: the ``Backend`` Protocol (``backends/base.py``) as the asyncio backends have it,',
-        "every method a coroutine with the same parameters; what ``AsyncMemoryStore.backend`` is.",
-        "",
-        "Generated by scripts/gen_store_api.py from ``backends/base.py``; do not edit by hand: change the",
-        "Protocol there, then run the script (the test suite runs it with ``--check``).",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        *lines,
-        "",
-        "",
+        *module_head(["``AsyncBackend``: the ``Backend`` Protocol (``backends/base.py``) as the asyncio backends "
+                      "have it,", "every method a coroutine with the same parameters; what ``AsyncMemoryStore.backend`` is.",
+                      "", "Generated by scripts/gen_store_api.py from ``backends/base.py``; do not edit by hand: "
+                      "change the", "Protocol there, then run the script (the test suite runs it with ``--check``)."],
+                     lines),
         "class AsyncBackend(Protocol):",
         '    """``Backend`` awaited: ``await store.backend.schema_version()`` on an ``AsyncMemoryStore``."""',
         *body,

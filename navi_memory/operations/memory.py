@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import replace
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
@@ -35,7 +36,9 @@ from ..vectors import check_vector
 from .reads import item_scope, read_filters, user_zone
 from .shared import EMBED_BATCH, Shared
 
-if TYPE_CHECKING:  # typing.Unpack is 3.11+; only checkers read it (the annotations stay text at run time)
+if sys.version_info >= (3, 11):  # in the store's public signatures: get_type_hints resolves them
+    from typing import Unpack
+elif TYPE_CHECKING:  # on 3.10 only type checkers read it (typing_extensions is no dependency)
     from typing_extensions import Unpack
 
 DEDUP_CANDIDATES = 50  # full-text hits checked for a stored note with the same text
