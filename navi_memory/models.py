@@ -10,7 +10,10 @@ import dataclasses
 import operator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, TypedDict, TypeVar
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ITEM_TYPES = ("preference", "fact", "instruction", "summary", "note", "other")
 ITEM_STATUSES = ("active", "archived")
@@ -125,6 +128,43 @@ class Item(_Record):
     namespace: tuple[str, ...] | None = None  # keyed items (put_keyed): the namespace's labels
     key: str | None = None  # keyed items: the key within the namespace
     ttl_minutes: float | None = None  # keyed items: the TTL a read may refresh (expires_at = now + ttl)
+
+
+Tags = str | list[str] | tuple[str, ...] | set[str] | frozenset[str]  # a bare string is one tag
+
+
+class _ItemEdits(TypedDict, total=False):
+    # the fields ``add`` and ``update`` share; the run time checks every value (ValidationError)
+    type: str  # one of ITEM_TYPES
+    theme: str | None
+    title: str | None
+    tags: Tags | None
+    status: str  # one of ITEM_STATUSES
+    pinned: bool
+    person: str | None
+    confidence: int | None  # 0 to 100
+    observed_at: datetime | str | None  # a datetime (naive = UTC) or ISO 8601 text
+    expires_at: datetime | str | None
+    metadata: dict[str, Any] | None
+    source: str | None
+    source_ref: dict[str, Any] | None
+    context: str | None
+
+
+class ItemFields(_ItemEdits, total=False):
+    """The optional keywords of ``add`` / ``add_note`` (``**fields``): a misspelt one is a type
+    error, and a ``ValidationError`` for a caller no checker reads."""
+
+    expires_days: float | None  # instead of expires_at: now plus this many days
+    embedding: Sequence[float] | np.ndarray | None  # a precomputed vector of the store's model
+    agent_id: str | None
+    run_id: str | None
+
+
+class ItemChanges(_ItemEdits, total=False):
+    """The fields ``update`` changes (``**changes``); those not given keep their value."""
+
+    content: str
 
 
 @dataclass
@@ -255,10 +295,14 @@ def _html_columns(kind: type) -> list[tuple[str, Callable[[Any], Any]]]:
     return [(f, operator.attrgetter(f)) for f in kind._field_names()]  # type: ignore[attr-defined]
 
 
-class _Records(list[Any]):
-    """A plain list of models that renders as an escaped HTML table in Jupyter."""
+R = TypeVar("R", bound=_Record)
 
-    _kind: type
+
+class _Records(list[R]):
+    """A plain list of models (of ``R``: iterating a ``SearchResults`` gives ``SearchResult``s) that
+    renders as an escaped HTML table in Jupyter."""
+
+    _kind: type[R]
 
     def _repr_html_(self) -> str:
         from .htmlrepr import table
@@ -266,24 +310,24 @@ class _Records(list[Any]):
         return table(self, _html_columns(self._kind), caption=f"{len(self)} {self._kind.__name__.lower()}(s)")
 
 
-class SearchResults(_Records):
+class SearchResults(_Records[SearchResult]):
     """What ``search`` returns: a list of ``SearchResult``, best first. ``hidden``: how many of the
     best candidates (as many as the page holds) the relevance floor (``min_score``) left out."""
 
     _kind = SearchResult
 
-    def __init__(self, results: Iterable[Any] = (), hidden: int = 0) -> None:
+    def __init__(self, results: Iterable[SearchResult] = (), hidden: int = 0) -> None:
         super().__init__(results)
         self.hidden = hidden
 
 
-class FactList(_Records):
+class FactList(_Records[Fact]):
     """What ``get_all_facts`` returns: a list of ``Fact``."""
 
     _kind = Fact
 
 
-class SummaryHistory(_Records):
+class SummaryHistory(_Records[Summary]):
     """What ``summary_history`` returns: a list of ``Summary``, newest first."""
 
     _kind = Summary

@@ -21,7 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .backends import open_async_backend, open_backend
 from .backends.base import SharesReads
@@ -37,6 +37,10 @@ from .sansio import Op, T, advance
 from .store_api import MemoryStoreAPI
 from .store_api_async import AsyncMemoryStoreAPI
 from .operations import StoreOperations
+
+if TYPE_CHECKING:
+    from .backends.async_base import AsyncBackend
+    from .backends.base import Backend
 
 log = logging.getLogger("navi_memory")
 
@@ -88,11 +92,6 @@ class _StoreBase:
     @property
     def embedder(self) -> Embedder | None:
         return self._ops.shared.embedder
-
-    @property
-    def backend(self) -> Any:
-        """The storage backend, for backend-specific operations (PostgreSQL: ``build_vector_index``)."""
-        return self._backend
 
     @property
     def chat_model(self) -> ChatClient | None:
@@ -283,6 +282,13 @@ class MemoryStore(MemoryStoreAPI, _StoreBase):
         self._workers: ThreadPoolExecutor | None = None  # for calls an operation runs at once
         self._workers_lock = threading.Lock()
 
+    @property
+    def backend(self) -> Backend:
+        """The storage backend, typed as the ``Backend`` Protocol; a backend's own methods need its
+        class (PostgreSQL's ``build_vector_index``: ``cast(PostgresBackend, store.backend)``)."""
+        backend: Backend = self._backend
+        return backend
+
     def close(self) -> None:
         """Finish queued background extractions, then close the database."""
         self._jobs.close()
@@ -407,6 +413,12 @@ class AsyncMemoryStore(AsyncMemoryStoreAPI, _StoreBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._jobs = TaskJobs()
+
+    @property
+    def backend(self) -> AsyncBackend:
+        """The storage backend, typed as ``AsyncBackend`` (the ``Backend`` Protocol, awaited)."""
+        backend: AsyncBackend = self._backend
+        return backend
 
     async def close(self) -> None:
         """Finish background extraction tasks, then close the database."""

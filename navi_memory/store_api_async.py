@@ -6,20 +6,27 @@ change the operation, then run the script (the test suite runs it with ``--check
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.filters import MetadataFilter
 from .core.persons import Person, SpeakerInference
-from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, NoteAdded,
-                     ReembedReport, SearchResults, Session, Summary, SummaryHistory, SummaryText, TextVectors, Theme)
+from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, ItemChanges,
+                     ItemFields, NoteAdded, ReembedReport, SearchResults, Session, Summary, SummaryHistory,
+                     SummaryText, TextVectors, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .operations.transfer import IdMap, Lines, PAGE, TransferReport
 from .promotion import MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport
 from .retrieval import context
 from .sansio import Op, T
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class AsyncMemoryStoreAPI:
@@ -30,7 +37,7 @@ class AsyncMemoryStoreAPI:
     if TYPE_CHECKING:
         async def _run(self, gen: Op[T]) -> T: ...
 
-    async def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> int:
+    async def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Unpack[ItemFields]) -> int:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
@@ -41,7 +48,8 @@ class AsyncMemoryStoreAPI:
         and nothing is stored. ``add_note`` also tells which of the two happened."""
         return await self._run(self._ops.memory.add(user_id=user_id, content=content, dedup=dedup, **fields))
 
-    async def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> NoteAdded:
+    async def add_note(self, *, user_id: str, content: str, dedup: bool = True,
+                       **fields: Unpack[ItemFields]) -> NoteAdded:
         """``add``, returning the item and whether it is new: action ``added``, or ``existing``
         when the same text was already stored (that item is returned unchanged, ``dedup=False``
         stores a second one). The same text: equal once case, spacing and punctuation are
@@ -62,7 +70,7 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.memory.get(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id))
 
     async def update(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-                     **changes: Any) -> Item:
+                     **changes: Unpack[ItemChanges]) -> Item:
         """Change fields of an item; a new content or title is re-embedded. ``agent_id`` /
         ``run_id``: the call's scope, as in ``get`` (an item's own scopes never change)."""
         return await self._run(self._ops.memory.update(item_id, user_id=user_id, agent_id=agent_id, run_id=run_id,

@@ -7,7 +7,11 @@ method per store, with the operation's own signature, docstring and result type 
         return self._run(self._ops.search.search(query, user_id=user_id, ...))
 
 so IDEs and type checkers see the real API, and the two stores cannot drift apart: both files
-are generated from one source. ``--check`` exits 1 when a file is not what this script writes
+are generated from one source. Two typing-only files come from the same sources:
+``integrations/_store_calls.py`` (``StoreCalls``: each operation recorded by the adapters'
+``store_call`` as a ``StoreCall`` of its result type) and ``backends/async_base.py``
+(``AsyncBackend``: the ``Backend`` Protocol with every method a coroutine, the type of
+``AsyncMemoryStore.backend``). ``--check`` exits 1 when a file is not what this script writes
 (run by the test suite), otherwise the files are rewritten.
 
     python scripts/gen_store_api.py [--check]
@@ -112,12 +116,20 @@ def _from_store_api(node: ast.ImportFrom) -> tuple[str, int]:
     return (module, node.level - 1) if node.level else (module, 0)
 
 
-def import_lines(methods: list[Method]) -> list[str]:
-    """``from X import a, b`` for every name the signatures use, from where each source module got it."""
+def import_lines(methods: list[Method], depth: int = 0, runner: bool = True) -> list[str]:
+    """``from X import a, b`` for every name the signatures use, from where each source module got it;
+    a name a module imports in a top-level ``if`` (``Unpack``: ``typing``'s from Python 3.11, else
+    only for type checkers) comes with that ``if`` as written. ``depth``: how many folders below
+    ``navi_memory/`` the generated file is; ``runner``: with what the store classes' ``_run`` needs."""
     origin: dict[str, tuple[str, int]] = {}
+    conditional: dict[str, ast.If] = {}
     for module in SOURCES:
         tree = ast.parse((PACKAGE / "operations" / f"{module}.py").read_text())
         for node in tree.body:
+            if isinstance(node, ast.If):  # ``if TYPE_CHECKING:``, a Python version: every branch's imports
+                for statement in (n for n in ast.walk(node) if isinstance(n, ast.ImportFrom)):
+                    for alias in statement.names:
+                        conditional.setdefault(alias.asname or alias.name, node)
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     origin.setdefault(alias.asname or alias.name, _from_store_api(node))
@@ -129,21 +141,40 @@ def import_lines(methods: list[Method]) -> list[str]:
                     origin.setdefault(name, (f"operations.{module}", 1))
     builtins = set(dir(__import__("builtins")))
     wanted: dict[tuple[str, int], set[str]] = {}
+    blocks: dict[str, ast.If] = {}
     for method in methods:
         for name in names_used(method) - builtins - {"self"}:
-            if name not in origin:
+            if name in conditional:
+                blocks.setdefault(ast.unparse(conditional[name]), conditional[name])
+            elif name in origin:
+                wanted.setdefault(origin[name], set()).add(name)
+            else:
                 raise SystemExit(f"{method.module}.{method.node.name}: cannot tell where {name!r} comes from")
-            wanted.setdefault(origin[name], set()).add(name)
     wanted.setdefault(("typing", 0), set()).add("TYPE_CHECKING")
-    wanted.setdefault(("sansio", 1), set()).update({"Op", "T"})
-    wanted.setdefault(("operations", 1), set()).add("StoreOperations")
-    lines: list[str] = []
-    for (module, level), names in sorted(wanted.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    if runner:
+        wanted.setdefault(("sansio", 1), set()).update({"Op", "T"})
+        wanted.setdefault(("operations", 1), set()).add("StoreOperations")
+    else:
+        wanted[("typing", 0)].add("Protocol")
+    tested = {n.id for block in blocks.values() for n in ast.walk(block.test) if isinstance(n, ast.Name)}
+    lines: list[str] = ["import sys"] if "sys" in tested else []
+    placed = [(module, level + depth if level else 0, names) for (module, level), names in wanted.items()]
+    for module, level, names in sorted(placed, key=lambda found: (min(found[1], 1), found[0])):
         if lines and level and not any(line.startswith("from .") for line in lines):
             lines.append("")  # the standard library first, then the package
-        text = f"from {'.' * level}{module} import {', '.join(sorted(names))}"
-        lines += [text] if len(text) <= WIDTH else wrap(f"from {'.' * level}{module} import ", sorted(names), ")", "")
+        head = f"from {'.' * level}{module} import "
+        text = head + ", ".join(sorted(names))
+        lines += [text] if len(text) <= WIDTH else wrap(head, sorted(names), ")", "")
+    if not runner:  # the recorded call's type, from a sibling of the generated file
+        lines.append("from ._recorded import StoreCall")
+    for text in blocks:
+        lines += ["", *text.splitlines()]
     return lines
+
+
+def module_head(doc: list[str], imports: list[str]) -> list[str]:
+    """A generated module's docstring (``doc``, its lines) and imports, up to its first class."""
+    return [f'"""{doc[0]}', *doc[1:], '"""', "", "from __future__ import annotations", "", *imports, "", ""]
 
 
 def render(sync: bool) -> str:
@@ -151,17 +182,10 @@ def render(sync: bool) -> str:
     cls = "MemoryStoreAPI" if sync else "AsyncMemoryStoreAPI"
     flavour = "blocking" if sync else "asyncio"
     out = [
-        f'"""The typed public methods of ``{cls[:-3]}`` ({flavour}).',
-        "",
-        "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand:",
-        "change the operation, then run the script (the test suite runs it with ``--check``).",
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        *import_lines(methods),
-        "",
-        "",
+        *module_head([f"The typed public methods of ``{cls[:-3]}`` ({flavour}).", "",
+                      "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand:",
+                      "change the operation, then run the script (the test suite runs it with ``--check``)."],
+                     import_lines(methods)),
         f"class {cls}:",
         f'    """Every operation of the store as a {"plain" if sync else "coroutine"} method."""',
         "",
@@ -194,12 +218,100 @@ def wrap_call(body: str) -> list[str]:
     return wrap(f"{head}(self._ops.{name}", [a.strip() for a in args[:-2].split(", ")], "))", " " * 8)
 
 
+def render_calls() -> str:
+    """``StoreCalls``: what ``integrations._caller.store_call`` is to a type checker, each operation
+    with its own parameters giving a ``StoreCall`` of its result type."""
+    methods = list(operations())
+    out = [
+        *module_head(["``StoreCalls``: the type of ``store_call`` (``integrations._caller``), the store's operations "
+                      "recorded.", "",
+                      "``store_call.search(query, user_id=...)`` is checked against ``MemoryStore.search`` and is a",
+                      "``StoreCall[SearchResults]``, which ``StoreCaller.call`` / ``acall`` runs on either store.",
+                      "Generated by scripts/gen_store_api.py from the ``@operation`` generators; do not edit by hand."],
+                     import_lines(methods, depth=1, runner=False)),
+        "class StoreCalls(Protocol):",
+        '    """Every operation of the store, recorded as a ``StoreCall`` of its result type."""',
+    ]
+    for method in methods:
+        out.append("")
+        out += wrap(f"def {method.node.name}", parameters(method.node.args),
+                    f") -> StoreCall[{ast.unparse(result_type(method))}]: ...", "    ")
+    return "\n".join(out) + "\n"
+
+
+class _BareGenerics(ast.NodeTransformer):
+    """``dict`` -> ``dict[Any, Any]`` (what a bare ``dict`` means), so the generated file passes
+    ``mypy --strict`` whatever ``base.py`` spells."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node.slice = self.visit(node.slice)  # the subscripted name itself stays
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == "dict":
+            return ast.Subscript(value=node, slice=ast.Tuple([ast.Name("Any"), ast.Name("Any")]))
+        return node
+
+
+def render_async_backend() -> str:
+    """``AsyncBackend``: the ``Backend`` Protocol of ``backends/base.py`` (every concern it composes)
+    with each method a coroutine, as ``AsyncMemoryStore.backend`` is."""
+    tree = ast.parse((PACKAGE / "backends" / "base.py").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    concerns = [b.id for b in classes["Backend"].bases if isinstance(b, ast.Name) and b.id != "Protocol"]
+    body: list[str] = []
+    used: set[str] = set()
+    for concern in concerns:
+        body += ["", f"    # {concern}"]
+        for node in classes[concern].body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                body.append(f"    {node.target.id}: {ast.unparse(node.annotation)}")
+                used |= {n.id for n in ast.walk(node.annotation) if isinstance(n, ast.Name)}
+            elif isinstance(node, ast.FunctionDef):
+                node = _BareGenerics().visit(node)
+                result = ast.unparse(node.returns) if node.returns else "None"
+                body += wrap(f"async def {node.name}", parameters(node.args), f") -> {result}: ...", "    ")
+                used |= {n.id for root in (node.args, node.returns) if root is not None
+                         for n in ast.walk(root) if isinstance(n, ast.Name)}
+    wanted: dict[tuple[int, str], set[str]] = {(0, "typing"): {"Protocol"}}  # (group, module) -> names
+    plain_imports: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and ({a.asname or a.name for a in node.names} & used):
+            group = 2 if node.level else 0
+            wanted.setdefault((group, "." * node.level + (node.module or "")), set()).update(
+                {a.asname or a.name for a in node.names} & used)
+        elif isinstance(node, ast.Import):
+            plain_imports += [f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                              for a in node.names if (a.asname or a.name) in used]
+    wanted.setdefault((2, ".base"), set()).update(used & set(classes))
+    lines: list[str] = [f"from {m} import {', '.join(sorted(n))}" for (g, m), n in sorted(wanted.items()) if g == 0]
+    lines += ["", *plain_imports] if plain_imports else []
+    lines.append("")
+    for (group, module), names in sorted(wanted.items()):
+        text = f"from {module} import {', '.join(sorted(names))}"
+        if group == 2:
+            lines += [text] if len(text) <= WIDTH else wrap(f"from {module} import ", sorted(names), ")", "")
+    return "\n".join([
+        *module_head(["``AsyncBackend``: the ``Backend`` Protocol (``backends/base.py``) as the asyncio backends "
+                      "have it,", "every method a coroutine with the same parameters; what ``AsyncMemoryStore.backend`` is.",
+                      "", "Generated by scripts/gen_store_api.py from ``backends/base.py``; do not edit by hand: "
+                      "change the", "Protocol there, then run the script (the test suite runs it with ``--check``)."],
+                     lines),
+        "class AsyncBackend(Protocol):",
+        '    """``Backend`` awaited: ``await store.backend.schema_version()`` on an ``AsyncMemoryStore``."""',
+        *body,
+    ]) + "\n"
+
+
 TARGETS = {True: PACKAGE / "store_api.py", False: PACKAGE / "store_api_async.py"}
+ASYNC_BACKEND = PACKAGE / "backends" / "async_base.py"
+CALLS = PACKAGE / "integrations" / "_store_calls.py"
 
 
 def main(argv: list[str] | None = None) -> int:
     return write_or_check("gen_store_api.py", __doc__.splitlines()[0], argv,
-                          lambda: {path: render(sync) for sync, path in TARGETS.items()})
+                          lambda: {**{path: render(sync) for sync, path in TARGETS.items()},
+                                   ASYNC_BACKEND: render_async_backend(), CALLS: render_calls()})
 
 
 if __name__ == "__main__":

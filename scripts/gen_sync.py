@@ -59,9 +59,9 @@ NAMES = {
     "aembed_documents": "embed_documents",
     "ascore": "score",  # Reranker
     "acall": "call",  # StoreCaller
+    "arun": "run",
     "abatch": "batch",  # LangGraph's BaseStore
     "_abatch_here": "_batch_here",  # NaviStore
-    "_drive_async": "_drive_sync",
     "_asweep_here": "_sweep_here",
 }
 # a dotted async expression -> its blocking twin

@@ -20,7 +20,7 @@ from navi_memory.operations.search import SearchOperations
 from navi_memory.operations.sessions import SessionOperations
 from navi_memory.operations.transfer import TransferOperations
 
-from .typing_support import PROBES, mypy_report
+from .typing_support import PROBES, expected, mypy_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,11 +75,25 @@ def test_mypy_sees_the_real_types_of_the_public_api() -> None:
 
 
 @pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
+def test_mypy_reports_exactly_what_the_truth_probe_expects() -> None:
+    """A misspelt field of a search result or keyword of add / update, a wrong type to a store call
+    or an adapter's recorded call, a method the backend Protocol lacks: each an error (and only
+    those); iterating a result list gives its model, the backend is the Protocol."""
+    report = mypy_report()
+    probe = PROBES / "truth_probe.py"
+    assert report.findings_of(probe) == expected(probe), report.out + report.err
+
+
+@pytest.mark.xdist_group("mypy")  # one mypy run (typing_support): one process
 def test_mypy_finds_no_error_in_the_public_api_and_the_probes() -> None:
     """The check `python -m mypy` makes ([tool.mypy] in pyproject.toml), made once with the probes'
-    (.ci/run runs no separate mypy)."""
+    (.ci/run runs no separate mypy): no error but those the truth probe expects."""
     report = mypy_report()
-    assert report.status == 0 and "Success: no issues found" in report.out, report.out + report.err
+    probe = PROBES / "truth_probe.py"
+    others = [line for line in report.out.splitlines() if ": error:" in line and line not in report.errors_of(probe)]
+    wanted = len([line for line in expected(probe) if ": error:" in line])
+    assert not others and report.err == "", report.out + report.err
+    assert report.out.splitlines()[-1].startswith(f"Found {wanted} errors in 1 file"), report.out
 
 
 def _raise_bug(*args: object, **kwargs: object) -> None:

@@ -6,7 +6,9 @@ runs (as before) cost a minute of every suite."""
 from __future__ import annotations
 
 import functools
+import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,32 @@ class MypyReport:
 
     def errors_of(self, path: Path) -> list[str]:
         return [line for line in self.lines_of(path) if ": error:" in line]
+
+    def findings_of(self, path: Path) -> list[str]:
+        """``line: error|note: message`` for each error and note about one file, as ``expected`` writes them."""
+        return [line.split(":", 1)[1].strip() for line in self.lines_of(path)
+                if ": error:" in line or ": note:" in line]
+
+
+EXPECTATION = re.compile(r"#\s*([EN]):\s*(.*?)\s*(?=#\s*[EN]:|$)")
+
+
+def expected(path: Path) -> list[str]:
+    """What a probe says mypy reports about it (mypy's test-data convention): ``# E: message  [code]``
+    an error, ``# N: message`` a note, on the line the comment ends, or, for a comment on a line of
+    its own, on the code line above it."""
+    out: list[str] = []
+    code_line = 0
+    with path.open(encoding="utf-8") as source:
+        for token in tokenize.generate_tokens(source.readline):
+            if token.type == tokenize.COMMENT:
+                on_its_own = not token.line[:token.start[1]].strip()
+                for kind, message in EXPECTATION.findall(token.string):
+                    line = code_line if on_its_own else token.start[0]
+                    out.append(f"{line}: {'error' if kind == 'E' else 'note'}: {message}")
+            elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                code_line = token.end[0]
+    return out
 
 
 def package_files() -> list[Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Generator, Sequence
+from typing import Any, Mapping, Sequence
 
 from .. import prompt
 from ..core import validation as v
@@ -23,12 +23,10 @@ from ..operations.reads import user_zone
 from ..operations.search import check_preset
 from ..core.timeutil import zone
 from ..promotion import prompt_facts_block
-from ..sansio import advance
-from ._caller import StoreCaller, store_call
+from ._caller import Plan, StoreCaller, store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
-Plan = Generator[Any, Any, "MemoryContext"]  # yields store_call requests (each typed as its result)
 SPEAKER_TEXT_CHARS = 4000  # what speaker inference reads of a turn ("I'm Tom", "my wife ...": the opening)
 
 
@@ -61,7 +59,7 @@ class MemoryContextBuilder:
                 min_similarity, (int, float)) or not 0 <= min_similarity <= 1):
             raise ValueError("min_similarity must be a number from 0 to 1 (or None for the store's setting)")
         self.caller, self.mode, self.k = caller, mode, k
-        store = caller.sync_store if caller.sync_store is not None else caller.async_store
+        store = caller.store
         self.min_similarity = float(store.settings.min_similarity if min_similarity is None else min_similarity)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise ValueError("max_tokens must be a whole number of at least 1 (or None for the store's setting)")
@@ -75,24 +73,24 @@ class MemoryContextBuilder:
         # refused now: at prompt time a bad argument would only log and leave every prompt without memory
         check_preset(self.search_kwargs)
 
-    def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan:
+    def _plan(self, query: str | None, first_turn: bool, uid: str, scope: dict[str, Any]) -> Plan[MemoryContext]:
         try:
             if self.mode == "tools":
-                if not (yield store_call.memory_enabled(user_id=uid)):
+                if not (yield from store_call.memory_enabled(user_id=uid)):
                     return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
                 try:
-                    themes = yield store_call.list_themes(user_id=uid)
+                    themes = yield from store_call.list_themes(user_id=uid)
                 except StorageError:
                     raise
                 except Exception as exc:  # hints failed: keep the guidance without them
                     log.info("theme hints skipped: %s", exc)
                     themes = None
                 return MemoryContext(stable=prompt.tool_guidance(themes))
-            household = yield store_call.household(user_id=uid)  # members, time zone, memory on or off
+            household = yield from store_call.household(user_id=uid)  # members, time zone, memory on or off
             if not household["memory_enabled"]:
                 return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
-            summary = yield store_call.get_summary(user_id=uid)
-            facts = yield store_call.promoted_facts(user_id=uid)  # the always-in-prompt set
+            summary = yield from store_call.get_summary(user_id=uid)
+            facts = yield from store_call.promoted_facts(user_id=uid)  # the always-in-prompt set
             # the zone of the user's days: the adapter's, the user's, else the store's (named in the
             # prompt unless it is the unconfigured UTC)
             own = self.search_kwargs.get("timezone") or household["timezone"]
@@ -103,11 +101,10 @@ class MemoryContextBuilder:
             context = MemoryContext(stable="\n\n".join(stable) or None)
             if prompt.should_retrieve(query, first_turn):
                 hints = self._person_hints(query, household)
-                # one mapping: the adapter's search settings may name what the defaults name
-                context.results = yield store_call.search(query, **{"user_id": uid, "limit": self.k,
-                                                                    "min_similarity": self.min_similarity,
-                                                                    **self.search_kwargs, **scope,
-                                                                    "person_hints": hints})
+                # the adapter's search settings may name what the defaults name (its person hints are in hints)
+                preset = {"limit": self.k, "min_similarity": self.min_similarity, **self.search_kwargs, **scope}
+                preset.pop("person_hints", None)
+                context.results = yield from store_call.search(query, user_id=uid, person_hints=hints, **preset)
                 context.searched = True
                 if context.results:  # dated in the user's days: a late evening in Los Angeles is not tomorrow
                     tz = user_zone(own) if own else zone(self.default_zone)
@@ -118,7 +115,7 @@ class MemoryContextBuilder:
             log.warning("memory unavailable for this turn: %s", exc)
             return MemoryContext(stable=prompt.UNAVAILABLE_NOTE, available=False)
 
-    def _person_hints(self, query: str | None, household: dict[str, Any]) -> list[str]:
+    def _person_hints(self, query: str | None, household: Mapping[str, Any]) -> list[str]:
         """The turn's speaker and the persons it mentions (household members), then the caller's
         hints: inferred from the household read for the prompt (no read of its own)."""
         given = list(self.search_kwargs.get("person_hints") or ())
@@ -137,29 +134,13 @@ class MemoryContextBuilder:
         """``scope``: ``agent_id`` / ``run_id`` the search keeps to (the summary and promoted facts are the user's)."""
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn, v.user_id(user_id), dict(scope or {}))
-        done, out = advance(gen, None)
-        while not done:
-            try:
-                value, error = self.caller.call(out), None
-            except Exception as exc:
-                value, error = None, exc
-            done, out = advance(gen, value, error)
-        return out
+        return self.caller.run(self._plan(query, first_turn, v.user_id(user_id), dict(scope or {})))
 
     async def abuild(self, query: str | None, first_turn: bool = False, *, user_id: str,
                      scope: dict[str, Any] | None = None) -> MemoryContext | None:
         if not prompt.injection_enabled():
             return None
-        gen = self._plan(query, first_turn, v.user_id(user_id), dict(scope or {}))
-        done, out = advance(gen, None)
-        while not done:
-            try:
-                value, error = await self.caller.acall(out), None
-            except Exception as exc:
-                value, error = None, exc
-            done, out = advance(gen, value, error)
-        return out
+        return await self.caller.arun(self._plan(query, first_turn, v.user_id(user_id), dict(scope or {})))
 
 
 def last_user_text(messages: Sequence[Any]) -> tuple[str | None, bool]:
@@ -170,7 +151,9 @@ def last_user_text(messages: Sequence[Any]) -> tuple[str | None, bool]:
 
 
 def _role(message: Any) -> str | None:
-    get = message.get if isinstance(message, dict) else lambda name: getattr(message, name, None)
+    def get(name: str) -> Any:
+        return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
+
     role = get("role") or get("type")
     role = getattr(role, "value", role)  # LlamaIndex's MessageRole
     return {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant"}.get(str(role).lower())

@@ -127,7 +127,9 @@ class IdentityResolver:
         return found, sessions
 
     def _one(self, name: str, given: list[tuple[str, Any]]) -> str | None:
-        check = v.user_id if name == "user_id" else (lambda value: v.scope_id(value, name))
+        def check(value: Any) -> str | None:
+            return v.user_id(value) if name == "user_id" else v.scope_id(value, name)
+
         values = {where: check(value) for where, value in given}
         if len(set(values.values())) > 1:
             kind = "users" if name == "user_id" else f"{name}s"

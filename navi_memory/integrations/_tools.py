@@ -29,8 +29,8 @@ from ..core import validation as v
 from ..errors import MemoryOffError, NaviMemoryError, NotFoundError, StorageError, ValidationError
 from ..models import FACT_CATEGORIES, HOUSEHOLD_MODES
 from . import _outputs as outputs
+from ._caller import StoreCall, store_call
 from ._caller import StoreCaller as StoreCaller  # re-exported: the adapters take it from here
-from ._caller import store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
@@ -312,7 +312,7 @@ class MemoryTools:
 
     # (store call, formatter of its result) per tool
     def _plan(self, name: str, args: dict[str, Any], uid: str,
-              scope: dict[str, Any]) -> tuple[Any, Callable[[Any], outputs.ToolOutput]]:
+              scope: dict[str, Any]) -> tuple[StoreCall[Any], Callable[[Any], outputs.ToolOutput]]:
         if name == "memory_search":
             return (store_call.search(args["query"], user_id=uid, limit=args["limit"], theme=args["theme"],
                                       types=args["types"], recency_days=args["recency_days"], status=args["status"],

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Annotated, Any, Awaitable, Callable, Optional, Sequence
+from typing import Annotated, Any, Awaitable, Callable, Optional, Sequence, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import PrivateStateAttr
@@ -46,13 +46,14 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Message, SearchResult
 from ._context import MemoryContext, MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
-from ._caller import store_call
-from ._tools import MULTI_TOOLS, SCOPED, SEARCH_FILTERS, UNBOUND, MemoryTools, StoreCaller, argument_error, dumps
+from ._caller import StoreCaller, store_call
+from ._tools import MULTI_TOOLS, SCOPED, SEARCH_FILTERS, UNBOUND, MemoryTools, argument_error, dumps
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryToolkit", "NaviChatMessageHistory", "NaviMemoryRunnable",
            "NaviMemoryMiddleware", "result_to_document", "inject_memory", "to_langchain_message"]
 
 log = logging.getLogger("navi_memory.integrations")
+M = TypeVar("M", bound=BaseMessage)
 
 
 
@@ -143,8 +144,9 @@ class NaviMemoryRetriever(BaseRetriever):
         kwargs.update(self._who(config, kwargs))
         return await super().ainvoke(input, config, **kwargs)
 
-    def _search_args(self, query: str, k: Optional[int], user_id: Optional[str],
-                     overrides: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    def _search_args(self, k: Optional[int], user_id: Optional[str],
+                     overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(the user, the other arguments of ``search``)."""
         overrides.pop("verbose", None)
         scope = overrides.pop("navi_scope", None)
         unknown = set(overrides) - set(SEARCH_FILTERS)
@@ -156,19 +158,20 @@ class NaviMemoryRetriever(BaseRetriever):
                                          run_id=overrides.pop("run_id", None))
             user_id, scope = who.user_id, who.scope()
         kwargs.update(overrides)
-        return (query,), {"user_id": user_id, "limit": self.k if k is None else k, **kwargs, **scope}
+        return user_id, {"limit": self.k if k is None else k, **kwargs, **scope}
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 k: Optional[int] = None, user_id: Optional[str] = None,
                                 **filters: Any) -> list[Document]:
-        args, kwargs = self._search_args(query, k, user_id, filters)
-        return [result_to_document(r) for r in self._caller.call(store_call.search(*args, **kwargs))]
+        uid, options = self._search_args(k, user_id, filters)
+        return [result_to_document(r) for r in self._caller.call(store_call.search(query, user_id=uid, **options))]
 
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        k: Optional[int] = None, user_id: Optional[str] = None,
                                        **filters: Any) -> list[Document]:
-        args, kwargs = self._search_args(query, k, user_id, filters)
-        return [result_to_document(r) for r in await self._caller.acall(store_call.search(*args, **kwargs))]
+        uid, options = self._search_args(k, user_id, filters)
+        found = await self._caller.acall(store_call.search(query, user_id=uid, **options))
+        return [result_to_document(r) for r in found]
 
 
 def _scoped(identity: IdentityResolver, runtime: Any) -> dict[str, Any]:
@@ -328,10 +331,10 @@ class NaviChatMessageHistory(BaseChatMessageHistory):
 
 # -- memory in the prompt ----------------------------------------------------------------------
 
-def inject_memory(messages: Sequence[BaseMessage], context: MemoryContext | None) -> list[BaseMessage]:
+def inject_memory(messages: Sequence[M], context: MemoryContext | None) -> list[M | SystemMessage]:
     """The messages with the memory added: ``context.stable`` as a system message after the leading
     system message(s), ``context.volatile`` as a system message right before the last user message."""
-    out = list(messages)
+    out: list[M | SystemMessage] = list(messages)
     if context is None:
         return out
     if context.stable:
@@ -514,7 +517,7 @@ class NaviMemoryMiddleware(AgentMiddleware):
 
     # every model call: the memory messages
     def _request(self, request: ModelRequest) -> ModelRequest:
-        run = request.state.get("navi_memory") or {}
+        run = _run_state(request.state)
         if run.get("off"):
             return request.override(tools=[t for t in request.tools if getattr(t, "name", None)
                                             not in self._tool_names])
@@ -528,19 +531,19 @@ class NaviMemoryMiddleware(AgentMiddleware):
         return await handler(self._request(request))
 
     # after the run: record it (the pipeline's triggers decide about extraction)
-    def _recording(self, state: Any) -> tuple[str, list[BaseMessage], dict[str, Any]] | None:
-        """(session, the run's messages, user and scope), as resolved when the run started."""
+    def _recording(self, state: Any) -> tuple[str, list[BaseMessage], str, dict[str, Any]] | None:
+        """(session, the run's messages, user, scope), as resolved when the run started."""
         run = state.get("navi_memory") or {}
         if not self.record or run.get("off") or "start" not in run:
             return None
         messages = [m for m in state["messages"][run["start"]:] if isinstance(m, BaseMessage)]
-        return run["session_id"], messages, {"user_id": run["user_id"], **run.get("scope", {})}
+        return run["session_id"], messages, run["user_id"], run.get("scope", {})
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                self._caller.call(store_call.add_messages(todo[0], todo[1], **todo[2]))
+                self._caller.call(store_call.add_messages(todo[0], todo[1], user_id=todo[2], **todo[3]))
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None
@@ -549,7 +552,13 @@ class NaviMemoryMiddleware(AgentMiddleware):
         todo = self._recording(state)
         if todo and todo[1]:
             try:
-                await self._caller.acall(store_call.add_messages(todo[0], todo[1], **todo[2]))
+                await self._caller.acall(store_call.add_messages(todo[0], todo[1], user_id=todo[2], **todo[3]))
             except Exception as exc:
                 log.warning("the conversation could not be recorded: %s", exc)
         return None
+
+
+def _run_state(state: Any) -> dict[str, Any]:
+    """What ``before_agent`` kept in the agent state for the run (``navi_memory``; empty before it)."""
+    run: dict[str, Any] = state.get("navi_memory") or {}
+    return run

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import uuid
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, TypeVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
@@ -35,8 +35,8 @@ from ..models import SearchResult
 from ..operations.search import check_preset
 from ._context import MemoryContextBuilder, last_user_text
 from ._identity import IdentityResolver
-from ._caller import store_call
-from ._tools import SCOPED, SEARCH_FILTERS, TOOLS, UNBOUND, MemoryTools, StoreCaller
+from ._caller import StoreCaller, store_call
+from ._tools import SCOPED, SEARCH_FILTERS, TOOLS, UNBOUND, MemoryTools
 
 __all__ = ["NaviMemoryRetriever", "NaviMemoryBlock", "NaviMemoryToolSpec", "result_to_node"]
 
@@ -46,6 +46,7 @@ HIDDEN_FROM_MODEL = ["id", "score", "signals", "kind", "fact"]
 CONVERSATIONS_KEPT = 512
 _OVERRIDES: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("navi_memory_retrieve_with", default={})
 Who = tuple[str, str, Optional[str], Optional[str]]  # (user, session, agent_id, run_id) of a call
+V = TypeVar("V")
 ASSISTANT_ROLES = {"chatbot": "assistant", "model": "assistant"}
 
 
@@ -139,7 +140,7 @@ def to_store_message(message: ChatMessage) -> dict[str, Any]:
             "tool_call_id": extra.get("tool_call_id"), "name": extra.get("name")}
 
 
-def _fingerprint(message: ChatMessage) -> tuple:
+def _fingerprint(message: ChatMessage) -> tuple[Any, str]:
     return (getattr(message.role, "value", message.role), message.content or "")
 
 
@@ -185,8 +186,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
     _identity: IdentityResolver = PrivateAttr()
     # per (user, session, agent, run): the messages recorded so far and the last search, for a few hundred
     # conversations at a time (oldest forgotten first: at worst one search or message is repeated)
-    _seen: dict = PrivateAttr(default_factory=dict)
-    _cache: dict = PrivateAttr(default_factory=dict)
+    _seen: dict[Who, list[tuple[Any, str]]] = PrivateAttr(default_factory=dict)
+    _cache: dict[Who, tuple[tuple[Optional[str], bool], str]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _bind(self) -> "NaviMemoryBlock":
@@ -209,7 +210,7 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         return {name: value for name, value in zip(SCOPED, who[2:]) if value is not None}
 
     @staticmethod
-    def _keep(table: dict, who: Who, value: Any) -> None:
+    def _keep(table: dict[Who, V], who: Who, value: V) -> None:
         table.pop(who, None)
         table[who] = value
         while len(table) > CONVERSATIONS_KEPT:
@@ -255,7 +256,8 @@ class NaviMemoryBlock(BaseMemoryBlock[str]):
         if not rows:
             return
         try:
-            await self._builder.caller.acall(store_call.add_messages(who[1], rows, user_id=who[0], **self._scope(who)))
+            await self._builder.caller.acall(store_call.add_messages(who[1], rows, user_id=who[0], agent_id=who[2],
+                                                                     run_id=who[3]))
         except Exception as exc:
             log.warning("the conversation could not be recorded: %s", exc)
 

@@ -99,7 +99,9 @@ class MemoryServer:
     async def tools_for(self, ctx: ServerRequestContext[Any, Any]) -> MemoryTools:
         """The tool set of the request's user (read per request: the household mode can change)."""
         user = self.user_for(ctx)
-        household = self.household or await self.caller.acall(store_call.household_mode(user_id=user))
+        household = self.household
+        if household is None:
+            household = await self.caller.acall(store_call.household_mode(user_id=user))
         return MemoryTools(self.caller.sync_store, user, async_store=self.caller.async_store, household=household,
                            **self.scope)
 
@@ -150,7 +152,7 @@ class MemoryServer:
         except NaviMemoryError as exc:
             raise MCPError(types.INTERNAL_ERROR, json.loads(error_json(exc))["error"]) from exc
         zone = household["timezone"]
-        in_effect = zone or (self.caller.sync_store or self.caller.async_store).settings.timezone
+        in_effect = zone or self.caller.store.settings.timezone
         record = {"mode": household["mode"], "timezone": zone, "in_effect": in_effect,
                   "persons": [{name: getattr(p, name) for name in PERSON_FIELDS} for p in household["persons"]]}
         return types.ReadResourceResult(contents=[types.TextResourceContents(

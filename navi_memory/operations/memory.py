@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import replace
 from datetime import datetime, tzinfo
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from ..core import convert
 from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem, SummaryRow, UserSettings
 from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
-from ..models import (ITEM_STATUSES, ITEM_TYPES, Item, NoteAdded,
+from ..models import (ITEM_STATUSES, ITEM_TYPES, Item, ItemChanges, ItemFields, NoteAdded,
                      Summary, SummaryHistory, SummaryText, Theme)
 from ..core.persons import canonical_name
 from ..core.filters import MetadataFilter
@@ -35,6 +36,11 @@ from ..sansio import Op, operation
 from ..vectors import check_vector
 from .reads import item_scope, read_filters, user_zone
 from .shared import EMBED_BATCH, Shared
+
+if sys.version_info >= (3, 11):  # in the store's public signatures: get_type_hints resolves them
+    from typing import Unpack
+elif TYPE_CHECKING:  # on 3.10 only type checkers read it (typing_extensions is no dependency)
+    from typing_extensions import Unpack
 
 DEDUP_CANDIDATES = 50  # full-text hits checked for a stored note with the same text
 
@@ -170,7 +176,7 @@ class MemoryOperations:
     # -- items -----------------------------------------------------------------------------
 
     @operation
-    def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[int]:
+    def add(self, *, user_id: str, content: str, dedup: bool = True, **fields: Unpack[ItemFields]) -> Op[int]:
         """Store one item (note/chunk); returns its id. Fields: type, theme, title, tags, pinned,
         source, source_ref, person, confidence, observed_at, expires_at/expires_days, metadata,
         embedding (a precomputed vector), agent_id and run_id (scopes: 1-256 characters, exact,
@@ -183,7 +189,8 @@ class MemoryOperations:
         return item_id
 
     @operation
-    def add_note(self, *, user_id: str, content: str, dedup: bool = True, **fields: Any) -> Op[NoteAdded]:
+    def add_note(self, *, user_id: str, content: str, dedup: bool = True,
+                 **fields: Unpack[ItemFields]) -> Op[NoteAdded]:
         """``add``, returning the item and whether it is new: action ``added``, or ``existing``
         when the same text was already stored (that item is returned unchanged, ``dedup=False``
         stores a second one). The same text: equal once case, spacing and punctuation are
@@ -311,7 +318,7 @@ class MemoryOperations:
 
     @operation
     def update(self, item_id: int, *, user_id: str, agent_id: str | None = None, run_id: str | None = None,
-               **changes: Any) -> Op[Item]:
+               **changes: Unpack[ItemChanges]) -> Op[Item]:
         """Change fields of an item; a new content or title is re-embedded. ``agent_id`` /
         ``run_id``: the call's scope, as in ``get`` (an item's own scopes never change)."""
         uid, iid = v.user_id(user_id), v.item_id(item_id)
