@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.filters import MetadataFilter
-from .core.persons import Person, SpeakerInference
-from .models import (AddResult, BackfillReport, ExtractionReport, Fact, FactChange, FactList, Item, ItemChanges,
-                     ItemFields, NoteAdded, ReembedReport, SearchResults, Session, Summary, SummaryHistory,
-                     SummaryText, TextVectors, Theme)
+from .models import (BackfillReport, Item, ItemChanges, ItemFields, NoteAdded, ReembedReport, SearchResults, Summary,
+                     SummaryHistory, SummaryText, TextVectors, Theme)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
-from .operations.transfer import IdMap, Lines, PAGE, TransferReport
-from .promotion import MARKDOWN_ENTRIES, MAX_ITEMS, PROMPT_FACTS, PromotionReport
 from .retrieval import context
 from .sansio import Op, T
+from .store_api_knowledge_async import AsyncKnowledgeAPI
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -29,8 +25,8 @@ elif TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class AsyncMemoryStoreAPI:
-    """Every operation of the store as a coroutine method."""
+class AsyncMemoryStoreAPI(AsyncKnowledgeAPI):
+    """The items, search and keyed operations of the store as coroutine methods (the others: its base class)."""
 
     _ops: StoreOperations
 
@@ -282,267 +278,6 @@ class AsyncMemoryStoreAPI:
                                                        min_similarity=min_similarity,
                                                        namespace_prefix=namespace_prefix, agent_id=agent_id,
                                                        run_id=run_id, filters=filters, timezone=timezone))
-
-    async def upsert_fact(self, *, user_id: str, category: str, key: str, value: str, source: str = 'conversation',
-                          confidence: int | None = None, source_context: str | None = None,
-                          source_session_id: str | None = None, source_message_id: str | None = None,
-                          person: str | None = None, expires_at: Any = None, expires_days: Any = None,
-                          agent_id: str | None = None, run_id: str | None = None, match_equivalent: bool = True,
-                          observed_at: Any = None, update_summary: bool = True) -> FactChange:
-        """Insert or update the fact (user, agent_id, category, key). A changed value moves the old
-        one to history. Returns a ``FactChange`` whose action is added, updated, unchanged or
-        history.
-
-        ``observed_at``: when the value was said (default now; a later time counts as now). The
-        newest statement wins, not the last one written: a value said before the current one
-        never replaces it; it goes into the history at its own time (action ``history``), and the
-        history's ``valid_from``/``valid_to`` are the times its values were said.
-
-        ``match_equivalent`` (default True): when no fact has this key yet but one of the same
-        agent names the same attribute under another key, that fact is updated instead of a
-        second one added, as extraction does: ``home_city`` finds ``city`` or ``location`` (key
-        words such as home, current, my, preferred are ignored and synonyms such as city/location,
-        job/occupation, editor/ide are one attribute: ``pipeline.dedup``), in the same category
-        or, in another category, only with the same value. ``FactChange.requested_key`` then
-        holds the key given. False: the key is taken as given.
-
-        ``agent_id`` is part of the fact's identity: the same key saved by agents A and B is two
-        facts, and a fact saved without an agent is one shared fact (every agent sees all three
-        unless it filters by ``agent_id``). ``run_id`` only records the run that last wrote it.
-
-        ``update_summary`` (default True): a change brings the summary up to date (see
-        ``refresh_summary``); False leaves that to the caller (a bulk writer refreshes it once)."""
-        return await self._run(self._ops.facts.upsert_fact(user_id=user_id, category=category, key=key, value=value,
-                                                           source=source, confidence=confidence,
-                                                           source_context=source_context,
-                                                           source_session_id=source_session_id,
-                                                           source_message_id=source_message_id, person=person,
-                                                           expires_at=expires_at, expires_days=expires_days,
-                                                           agent_id=agent_id, run_id=run_id,
-                                                           match_equivalent=match_equivalent,
-                                                           observed_at=observed_at, update_summary=update_summary))
-
-    async def get_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
-                       run_id: str | None = None) -> Fact:
-        """The fact with this key (and category, and agent, when given; else the newest such), with
-        its history. ``run_id``: only a fact last written in that run (as ``get_all_facts``)."""
-        return await self._run(self._ops.facts.get_fact(key, user_id=user_id, category=category, agent_id=agent_id,
-                                                        run_id=run_id))
-
-    async def delete_fact(self, key: str, *, user_id: str, category: str | None = None, agent_id: str | None = None,
-                          run_id: str | None = None) -> int:
-        """Delete the fact(s) with this key (optionally only in one category, only one agent's,
-        only those last written in one run), history included; ``NotFoundError`` when none is."""
-        return await self._run(self._ops.facts.delete_fact(key, user_id=user_id, category=category,
-                                                           agent_id=agent_id, run_id=run_id))
-
-    async def refresh_summary(self, *, user_id: str) -> bool:
-        """Write the summary again from the facts as they stand (by the chat model when one is set,
-        else composed from the facts); True when a new version was stored. Every fact change
-        does this by itself (with a chat model: in the background, after storing the composed
-        text at once when a value was deleted or replaced)."""
-        return await self._run(self._ops.facts.refresh_summary(user_id=user_id))
-
-    async def get_all_facts(self, *, user_id: str | None = None, all_users: bool = False, limit: int | None = None,
-                            offset: int = 0, search: str | None = None, sort_by: str = 'category',
-                            sort_order: str = 'desc', category: str | None = None, include_history: bool = False,
-                            include_expired: bool = False, agent_id: str | None = None,
-                            run_id: str | None = None) -> FactList:
-        """All facts of a user (or of everyone with ``all_users=True``), paged and sorted.
-        ``agent_id`` / ``run_id``: only the facts of that agent / last written in that run (exact;
-        the shared facts, which have no agent, are left out by an ``agent_id`` filter)."""
-        return await self._run(self._ops.facts.get_all_facts(user_id=user_id, all_users=all_users, limit=limit,
-                                                             offset=offset, search=search, sort_by=sort_by,
-                                                             sort_order=sort_order, category=category,
-                                                             include_history=include_history,
-                                                             include_expired=include_expired, agent_id=agent_id,
-                                                             run_id=run_id))
-
-    async def start_session(self, *, user_id: str | None, session_id: str | None = None,
-                            background: bool | None = None) -> Session | None:
-        """Open (or resume) a session and process the user's stale sessions (in the background
-        by default). Returns the ``Session``; None for a user without an id or whose memory is
-        off (nothing is kept)."""
-        return await self._run(self._ops.sessions.start_session(user_id=user_id, session_id=session_id,
-                                                                background=background))
-
-    async def add_messages(self, session_id: str, messages: Any, *, user_id: str | None,
-                           background: bool | None = None, triggers: bool = True, agent_id: str | None = None,
-                           run_id: str | None = None) -> AddResult:
-        """Append messages (OpenAI or LangChain format) to a session, creating it if needed. A new
-        session first processes the user's stale ones; every ``extract_every`` user messages and on
-        "remember that ..." an extraction runs (background by default). ``triggers=False`` only
-        stores. A user without an id is skipped. ``agent_id`` / ``run_id`` scope the session (kept
-        until another is given): the turns and notes extracted from it carry them, and the facts
-        extracted record the run; extracted facts stay shared by every agent (no ``agent_id``)."""
-        return await self._run(self._ops.sessions.add_messages(session_id, messages, user_id=user_id,
-                                                               background=background, triggers=triggers,
-                                                               agent_id=agent_id, run_id=run_id))
-
-    async def add_message(self, session_id: str, role: str, content: str = '', *, user_id: str | None,
-                          tool_calls: Sequence[Any] | None = None, tool_call_id: str | None = None,
-                          name: str | None = None, background: bool | None = None) -> AddResult:
-        """Append one message; see ``add_messages``."""
-        return await self._run(self._ops.sessions.add_message(session_id, role, content, user_id=user_id,
-                                                              tool_calls=tool_calls, tool_call_id=tool_call_id,
-                                                              name=name, background=background))
-
-    async def get_session(self, session_id: str, *, user_id: str, messages: bool = True) -> Session:
-        """A session with its state and (by default) its messages; ``NotFoundError`` if unknown."""
-        return await self._run(self._ops.sessions.get_session(session_id, user_id=user_id, messages=messages))
-
-    async def list_sessions(self, *, user_id: str | None = None, all_users: bool = False, state: str | None = None,
-                            limit: int = 50, offset: int = 0) -> list[Session]:
-        """Sessions, most recently active first (without messages)."""
-        return await self._run(self._ops.sessions.list_sessions(user_id=user_id, all_users=all_users, state=state,
-                                                                limit=limit, offset=offset))
-
-    async def extract_session(self, session_id: str, *, user_id: str | None, final: bool = True,
-                              force: bool = False) -> ExtractionReport:
-        """Run the pipeline on a session now and return an ``ExtractionReport``. ``final=False``
-        holds back the last turn's chunk (it may still get its answer); ``force`` re-reads the
-        whole session instead of only the messages since the last extraction."""
-        return await self._run(self._ops.sessions.extract_session(session_id, user_id=user_id, final=final,
-                                                                  force=force))
-
-    async def process_stale_sessions(self, *, user_id: str | None = None, all_users: bool = False,
-                                     stale_minutes: float | None = None, limit: int = 100,
-                                     unextracted: bool = False) -> list[ExtractionReport]:
-        """Extract every stale session now (of one user, or of all with ``all_users=True``):
-        idle longer than ``stale_minutes`` (default: the pipeline's 30) with activity not yet
-        extracted. ``unextracted=True`` also takes the sessions never extracted, however recent
-        (an ingested conversation; a live one keeps its last turn's chunk until it is answered).
-        Returns one report per session."""
-        return await self._run(self._ops.sessions.process_stale_sessions(user_id=user_id, all_users=all_users,
-                                                                         stale_minutes=stale_minutes, limit=limit,
-                                                                         unextracted=unextracted))
-
-    async def usage_stats(self, *, user_id: str | None = None, all_users: bool = False,
-                          limit: int = 20) -> dict[str, Any]:
-        """Sessions by state, LLM calls and tokens by purpose and by chat model (``models``, keyed
-        by the model's name, ``unknown`` for calls recorded without one), totals, and the
-        costliest sessions."""
-        return await self._run(self._ops.sessions.usage_stats(user_id=user_id, all_users=all_users, limit=limit))
-
-    async def add_person(self, display_name: str, *, user_id: str, aliases: Sequence[str] = (),
-                         role: str | None = None, pronouns: str | None = None, birth_date: str | None = None,
-                         notes: str | None = None, devices: Sequence[str] = ()) -> Person:
-        """Add a member to the user's household; returns the ``Person``. In single mode only one
-        person is allowed (switch with ``set_household_mode(..., "multi")`` first). ``devices``: ids
-        of the devices they use (a turn from one is theirs: ``infer_speaker(device=...)``, an
-        adapter's ``search_kwargs={"device": ...}``); a device belongs to one person."""
-        return await self._run(self._ops.persons.add_person(display_name, user_id=user_id, aliases=aliases,
-                                                            role=role, pronouns=pronouns, birth_date=birth_date,
-                                                            notes=notes, devices=devices))
-
-    async def update_person(self, ref: Any, *, user_id: str, **changes: Any) -> Person:
-        """Change a person (by id or reference): display_name, pronouns, role, aliases, birth_date,
-        notes. A new display name is carried to the items and facts about the person."""
-        return await self._run(self._ops.persons.update_person(ref, user_id=user_id, **changes))
-
-    async def remove_person(self, ref: Any, *, user_id: str) -> Person:
-        """Remove a person (by id or reference). Their items and facts keep the name."""
-        return await self._run(self._ops.persons.remove_person(ref, user_id=user_id))
-
-    async def list_persons(self, *, user_id: str) -> list[Person]:
-        """The household's persons, in the order they were added."""
-        return await self._run(self._ops.persons.list_persons(user_id=user_id))
-
-    async def get_person(self, ref: Any, *, user_id: str) -> Person:
-        """One person by id or reference; ``NotFoundError`` when unknown or ambiguous."""
-        return await self._run(self._ops.persons.get_person(ref, user_id=user_id))
-
-    async def resolve_person_ref(self, ref: str, *, user_id: str) -> Person | None:
-        """The person a reference names (display name, first name, alias, then role, all
-        case-insensitive); None when nobody or more than one person matches."""
-        return await self._run(self._ops.persons.resolve_person_ref(ref, user_id=user_id))
-
-    async def household_mode(self, *, user_id: str) -> str:
-        """'single' (the default) or 'multi'."""
-        return await self._run(self._ops.persons.household_mode(user_id=user_id))
-
-    async def set_household_mode(self, mode: str, *, user_id: str) -> str:
-        """Switch modes. single -> multi: the existing person becomes role 'primary'. multi ->
-        single: only while at most one person remains (remove the others first)."""
-        return await self._run(self._ops.persons.set_household_mode(mode, user_id=user_id))
-
-    async def household(self, *, user_id: str) -> dict[str, Any]:
-        """``{"mode": ..., "timezone": ..., "memory_enabled": ..., "persons": [...]}``: the household
-        as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
-        ``memory_enabled``: ``set_memory_enabled``)."""
-        return await self._run(self._ops.persons.household(user_id=user_id))
-
-    async def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None,
-                            timezone: str | None = None, replace: bool = False) -> dict[str, Any]:
-        """Set the household in one call (the REST API's ``PUT .../household``): members whose display
-        name matches a person (case-insensitively) update that person with the fields given, the
-        others are added; persons not listed stay, unless ``replace`` (then they are removed: the
-        household becomes exactly ``members``; their items and facts keep the name). ``mode``
-        switches first (to multi) or last (to single); ``timezone`` (an IANA name; None: unchanged)
-        becomes the user's. Every member and the resulting household are checked before anything
-        is written."""
-        return await self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
-                                                               timezone=timezone, replace=replace))
-
-    async def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None,
-                            device: str | None = None) -> SpeakerInference:
-        """Who is speaking in this turn, and the person hints for the search. ``hint``: the person
-        of the session (id or reference), trusted first; else ``device``: the person whose
-        ``devices`` hold it; then the single-mode fast path; then the first-person parser ("my
-        wife is cooking": the wife is not the speaker)."""
-        return await self._run(self._ops.persons.infer_speaker(text, user_id=user_id, hint=hint, device=device))
-
-    async def promote(self, *, user_id: str | None = None, all_users: bool = False, max_items: int = MAX_ITEMS,
-                      progress: Callable[[int, int], None] | None = None) -> PromotionReport:
-        """Turn clusters of similar items (3 or more) into facts and mark the items promoted;
-        idempotent. Similar: cosine distance < 0.15 between vectors of the store's embedding model;
-        in a store without one, half their content words shared (Jaccard >= 0.5).
-        ``progress(users_done, users)`` after each user."""
-        return await self._run(self._ops.persons.promote(user_id=user_id, all_users=all_users, max_items=max_items,
-                                                         progress=progress))
-
-    async def promoted_facts(self, *, user_id: str, limit: int = PROMPT_FACTS) -> list[Fact]:
-        """The facts made by promotion, most confirmed first: the small always-in-prompt set."""
-        return await self._run(self._ops.persons.promoted_facts(user_id=user_id, limit=limit))
-
-    async def memory_markdown(self, *, user_id: str, limit: int = MARKDOWN_ENTRIES) -> str:
-        """A MEMORY.md text: the user's facts by category (at most ``limit``: the promoted ones
-        first, then the newest), each promoted one with how often it came up, and the pinned notes."""
-        return await self._run(self._ops.persons.memory_markdown(user_id=user_id, limit=limit))
-
-    async def export(self, sink: Callable[[dict[str, Any]], Any], *, user_id: str | None = None,
-                     all_users: bool = False, with_vectors: bool = False, page_size: int = PAGE) -> TransferReport:
-        """Stream one user's memory (or everyone's with ``all_users=True``) to ``sink``, one
-        JSON-ready dict per call: the header first, then the records (docs/export-format.md).
-        ``with_vectors`` adds the embedding vectors. Returns a ``TransferReport`` (counts in ``added``)."""
-        return await self._run(self._ops.transfer.export(sink, user_id=user_id, all_users=all_users,
-                                                         with_vectors=with_vectors, page_size=page_size))
-
-    async def import_file(self, path: str | Path, *, user_map: Mapping[str, str] | None = None,
-                          batch_size: int = PAGE, embed: bool = True, skip_unknown: bool = False,
-                          id_map: IdMap | None = None,
-                          progress: Callable[[int, int], None] | None = None) -> TransferReport:
-        """Import an export file: every line is checked first (a bad line raises ``ValidationError``
-        naming it, and nothing is written), then all records are written in one transaction, in
-        steps of ``batch_size`` records; embedding follows the commit. ``user_map`` renames users
-        ({old: new}); ``id_map(user_id, exported_id, new_id)`` is called for each item added, after
-        the commit; ``progress(embedded, to_embed)`` after each embedding batch. Returns a
-        ``TransferReport``. The file is read with blocking I/O, also by ``AsyncMemoryStore`` (an
-        admin job, not a request path)."""
-        return await self._run(self._ops.transfer.import_file(path, user_map=user_map, batch_size=batch_size,
-                                                              embed=embed, skip_unknown=skip_unknown, id_map=id_map,
-                                                              progress=progress))
-
-    async def import_records(self, records: Iterable[Mapping[str, Any]] | Lines, *,
-                             user_map: Mapping[str, str] | None = None, batch_size: int = PAGE, embed: bool = True,
-                             skip_unknown: bool = False, id_map: IdMap | None = None,
-                             progress: Callable[[int, int], None] | None = None) -> TransferReport:
-        """Import records given as dicts (the header first): a list, any iterable (read into a list
-        first), or a function returning a fresh iterable of (label, record) pairs. Every record is
-        checked before anything is written (like ``import_file``)."""
-        return await self._run(self._ops.transfer.import_records(records, user_map=user_map, batch_size=batch_size,
-                                                                 embed=embed, skip_unknown=skip_unknown,
-                                                                 id_map=id_map, progress=progress))
 
     async def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                         metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
