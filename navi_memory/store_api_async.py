@@ -120,10 +120,6 @@ class AsyncMemoryStoreAPI:
                                                             namespace_prefix=namespace_prefix, agent_id=agent_id,
                                                             run_id=run_id, filters=filters, person=person))
 
-    async def list_themes(self, *, user_id: str) -> list[Theme]:
-        """Themes with their active-item counts, largest first."""
-        return await self._run(self._ops.memory.list_themes(user_id=user_id))
-
     async def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None (also once its facts are all deleted)."""
         return await self._run(self._ops.memory.get_summary(user_id=user_id))
@@ -174,6 +170,18 @@ class AsyncMemoryStoreAPI:
         search reads "yesterday" or "on 3 June" in the user's queries in its days, unless the call
         passes ``timezone=``. Returns the name kept; ``ValidationError`` for an unknown zone."""
         return await self._run(self._ops.memory.set_user_timezone(timezone, user_id=user_id))
+
+    async def list_themes(self, *, user_id: str) -> list[Theme]:
+        """Themes (slug, display name, description, active-item count), largest first."""
+        return await self._run(self._ops.themes.list_themes(user_id=user_id))
+
+    async def set_theme(self, slug: str, *, user_id: str, display_name: str | None = None,
+                        description: str | None = None) -> Theme:
+        """Name or describe a theme (created if missing; ``slug`` as an item's theme); the ``Theme``. None
+        leaves a field, ``description=""`` clears it. The agent reads the description (what belongs
+        there) with the theme hints and in ``memory_list_themes``."""
+        return await self._run(self._ops.themes.set_theme(slug, user_id=user_id, display_name=display_name,
+                                                          description=description))
 
     async def embedding_status(self) -> dict[str, Any]:
         """Counts of ready / pending / error / missing / other-model embeddings, and of items
@@ -450,22 +458,24 @@ class AsyncMemoryStoreAPI:
         return await self._run(self._ops.persons.set_household_mode(mode, user_id=user_id))
 
     async def household(self, *, user_id: str) -> dict[str, Any]:
-        """``{"mode": ..., "timezone": ..., "memory_enabled": ..., "persons": [...]}``: the household
-        as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
-        ``memory_enabled``: ``set_memory_enabled``)."""
+        """``{"display_name", "locale", "mode", "timezone", "memory_enabled", "persons"}``: the household
+        as one record (``display_name``, ``locale``: ``put_household``'s, or None; ``timezone``: the
+        user's own, ``set_user_timezone``, or None; ``memory_enabled``: ``set_memory_enabled``)."""
         return await self._run(self._ops.persons.household(user_id=user_id))
 
     async def put_household(self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None,
-                            timezone: str | None = None, replace: bool = False) -> dict[str, Any]:
+                            timezone: str | None = None, replace: bool = False, display_name: str | None = None,
+                            locale: str | None = None) -> dict[str, Any]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay, unless ``replace`` (then they are removed: the
         household becomes exactly ``members``; their items and facts keep the name). ``mode``
         switches first (to multi) or last (to single); ``timezone`` (an IANA name; None: unchanged)
-        becomes the user's. Every member and the resulting household are checked before anything
-        is written."""
+        becomes the user's; ``display_name`` ("The Millers") and ``locale`` (``en-US``) too ("": cleared).
+        Every member and the resulting household are checked before anything is written."""
         return await self._run(self._ops.persons.put_household(user_id=user_id, members=members, mode=mode,
-                                                               timezone=timezone, replace=replace))
+                                                               timezone=timezone, replace=replace,
+                                                               display_name=display_name, locale=locale))
 
     async def infer_speaker(self, text: str | None = None, *, user_id: str, hint: str | int | None = None,
                             device: str | None = None) -> SpeakerInference:

@@ -27,7 +27,7 @@ from generated_files import write_or_check  # scripts/ is on the path of a scrip
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "navi_memory"
 # module of navi_memory.operations -> the StoreOperations attribute holding its concern
-SOURCES = {"memory": "memory", "embedding": "embedding", "search": "search", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
+SOURCES = {"memory": "memory", "themes": "themes", "embedding": "embedding", "search": "search", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
 WIDTH = 118
 
 

@@ -321,8 +321,8 @@ class MemoryTools:
                     lambda n: {"deleted": n, "key": args["key"]})
         if name == "memory_list_themes":
             return (store_call.list_themes(user_id=uid),
-                    lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count}
-                                           for t in ts]})
+                    lambda ts: {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count,
+                                            "description": t.description} for t in ts]})
         if name == "memory_find_person":
             return store_call.resolve_person_ref(args["ref"], user_id=uid), lambda p: {"person": person_json(p)}
         raise KeyError(name)
