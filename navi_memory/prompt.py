@@ -11,7 +11,7 @@ is left out of its block and logged (``renderable``); the block keeps the rest.
 
 The prompt contract the framework adapters follow (pure text here; placing it is theirs):
 
-- **injection** mode: ``summary_block``, ``household_block`` (time zone and members) and the
+- **injection** mode: ``summary_block``, ``household_block`` (name, locale, time zone, members) and the
   promoted facts as a system message right after the main system message (the stable part), ``relevant_memory_block`` (the top search results that fit a token budget,
   ``NAVI_MEMORY_INJECTION_TOKENS``, 400 by default) in the volatile part next
   to the current user message. No search for a pure greeting opening a conversation
@@ -19,8 +19,8 @@ The prompt contract the framework adapters follow (pure text here; placing it is
   store's ``NAVI_MEMORY_MIN_SCORE``, formerly ``NAVI_MEMORY_MIN_SIMILARITY``): an unrelated message
   gets no block at all.
 - **tools** mode: no memory content at all, only ``tool_guidance``: a few lines on the memory
-  tools and the user's top 10 themes with active counts (about 1 KB, never over 2 KB; a pointer
-  to ``memory_list_themes`` when themes were left out).
+  tools and the user's top 10 themes with active counts and the start of their descriptions
+  (about 1 KB, never over 2 KB; a pointer to ``memory_list_themes`` when themes were left out).
 - When the store fails, ``UNAVAILABLE_NOTE`` (one line) replaces either.
 - ``injection_enabled()``: ``NAVI_MEMORY_INJECTION=0`` turns memory in prompts off,
   ``NAVI_MEMORY_INJECTION_DISABLED=1`` is the kill switch; off, prompts are byte-identical to a
@@ -154,11 +154,16 @@ PERSON_NOTES = 200  # characters of a person's notes shown
 
 
 def household_block(household: Mapping[str, Any] | None) -> str | None:
-    """The user's time zone and household members (name, role, pronouns, aliases, birth date,
-    notes) for the stable part of a prompt, escaped; None when neither is recorded."""
+    """The household's name and locale, the user's time zone and the household members (name,
+    role, pronouns, aliases, birth date, notes) for the stable part of a prompt, escaped; None when
+    none of them is recorded."""
     if not household:
         return None
     lines = []
+    if household.get("display_name"):
+        lines.append(f"Household: {escape(str(household['display_name']), True)}")
+    if household.get("locale"):
+        lines.append(f"Locale: {escape(str(household['locale']), True)}")
     if household.get("timezone"):
         lines.append(f"Time zone: {escape(str(household['timezone']), True)}")
     persons = list(household.get("persons") or [])
@@ -252,6 +257,7 @@ MODES = ("injection", "tools")
 TARGET_BYTES = 1024
 CAP_BYTES = 2048
 MAX_THEME_HINTS = 10
+THEME_DESCRIPTION_CHARS = 80  # of a theme's description in its hint (memory_list_themes gives it whole)
 UNAVAILABLE_NOTE = "Memory tools are unavailable right now: answer without them and do not claim to remember anything."
 MEMORY_OFF_NOTE = ("The user has turned memory off: nothing from earlier conversations is available and nothing "
                    "said now will be remembered. Do not claim to remember anything or offer to remember it.")
@@ -309,7 +315,7 @@ def _size(text: str) -> int:
 def tool_guidance(themes: Iterable[Theme] | None = None, *, max_themes: int = MAX_THEME_HINTS,
                   cap_bytes: int = CAP_BYTES) -> str:
     """The tool-driven block: a few lines on the memory tools and the user's largest themes with
-    their active counts (no memory content). ``themes=None`` (the hint query failed) leaves the
+    their active counts and descriptions (their first ``THEME_DESCRIPTION_CHARS``; no memory content). ``themes=None`` (the hint query failed) leaves the
     hints out. Kept under ``cap_bytes`` (2 KB); with themes left out it points to memory_list_themes."""
     text = GUIDANCE
     if not themes:
@@ -321,7 +327,7 @@ def tool_guidance(themes: Iterable[Theme] | None = None, *, max_themes: int = MA
     lines = ["Memory themes (active items):"]
     shown = 0
     for theme in ranked[:max_themes]:
-        line = f"- {escape(theme.slug, single_line=True)} ({theme.active_count})"
+        line = f"- {escape(theme.slug, single_line=True)} ({theme.active_count})" + _described(theme.description)
         if _size("\n".join([text, *lines, line, pointer])) > cap_bytes:
             break
         lines.append(line)
@@ -331,6 +337,14 @@ def tool_guidance(themes: Iterable[Theme] | None = None, *, max_themes: int = MA
     if shown < len(ranked):
         lines.append(pointer)
     return "\n".join([text, *lines])
+
+
+def _described(description: str | None) -> str:
+    """``: <the description>`` cut at a word to ``THEME_DESCRIPTION_CHARS``, escaped (empty without one)."""
+    text = " ".join((description or "").split())
+    if len(text) > THEME_DESCRIPTION_CHARS:
+        text = text[:THEME_DESCRIPTION_CHARS].rsplit(" ", 1)[0] + " …"
+    return f": {escape(text, single_line=True)}" if text else ""
 
 
 def _fit_bytes(text: str, cap: int) -> str:

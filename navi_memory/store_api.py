@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 from .core.filters import MetadataFilter
 from .models import (BackfillReport, Item, ItemChanges, ItemFields, NoteAdded, ReembedReport, SearchResults, Summary,
-                     SummaryHistory, SummaryText, TextVectors, Theme)
+                     SummaryHistory, SummaryText, TextVectors)
 from .operations import StoreOperations
 from .operations.shared import EMBED_BATCH
 from .retrieval import context
@@ -119,10 +119,6 @@ class MemoryStoreAPI(KnowledgeAPI):
                                                       status=status, include_expired=include_expired,
                                                       namespace_prefix=namespace_prefix, agent_id=agent_id,
                                                       run_id=run_id, filters=filters, person=person))
-
-    def list_themes(self, *, user_id: str) -> list[Theme]:
-        """Themes with their active-item counts, largest first."""
-        return self._run(self._ops.memory.list_themes(user_id=user_id))
 
     def get_summary(self, *, user_id: str) -> SummaryText | None:
         """The current narrative summary text, or None (also once its facts are all deleted)."""

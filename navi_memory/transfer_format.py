@@ -194,6 +194,9 @@ def check_user(record: Mapping[str, Any]) -> dict[str, Any]:
     # absent in files written before households existed: those users were all single
     out["household_mode"] = _field(record, "household_mode", _enum(HOUSEHOLD_MODES)) or "single"
     out["timezone"] = _field(record, "timezone", v.timezone_name)  # absent or null: the store's setting
+    # absent in files written before schema version 14: none recorded
+    out["household_name"] = _field(record, "household_name", _key)
+    out["locale"] = _field(record, "locale", lambda value, name: v.locale_tag(value, name))
     return out
 
 

@@ -31,7 +31,7 @@ from generated_files import write_or_check  # scripts/ is on the path of a scrip
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "navi_memory"
 # module of navi_memory.operations -> the StoreOperations attribute holding its concern
-SOURCES = {"memory": "memory", "embedding": "embedding", "search": "search", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
+SOURCES = {"memory": "memory", "themes": "themes", "embedding": "embedding", "search": "search", "facts": "facts", "sessions": "sessions", "persons": "persons", "transfer": "transfer", "keyed": "keyed"}
 WIDTH = 118
 
 
@@ -182,8 +182,13 @@ def module_head(doc: list[str], imports: list[str]) -> list[str]:
 
 # Each flavour's methods in two files (each under the 600 lines of a module): the items, their
 # vectors and search, and the keyed items, in the store's class; what the store keeps beside them
-# (facts, conversations, persons, export) in the class it inherits from.
-PARTS = {"": ("memory", "embedding", "search", "keyed"), "_knowledge": ("facts", "sessions", "persons", "transfer")}
+# (themes, facts, conversations, persons, export) in the class it inherits from.
+PARTS = {"": ("memory", "embedding", "search", "keyed"),
+         "_knowledge": ("themes", "facts", "sessions", "persons", "transfer")}
+
+
+if sorted(m for part in PARTS.values() for m in part) != sorted(SOURCES):
+    raise SystemExit("every operations module of SOURCES goes in exactly one of PARTS")
 
 
 def class_name(sync: bool, part: str) -> str:
@@ -197,7 +202,7 @@ def render(sync: bool, part: str = "") -> str:
     store = ("" if sync else "Async") + "MemoryStore"
     base = class_name(sync, "_knowledge") if part == "" else ""
     title = (f"The typed public methods of ``{store}`` ({flavour})" if part == "" else
-             f"The typed public methods of ``{store}`` ({flavour}) about facts, conversations, persons and export")
+             f"The typed public methods of ``{store}`` ({flavour}): themes, facts, conversations, persons, export")
     imports = import_lines(methods, base=f"from .store_api_knowledge{'' if sync else '_async'} import {base}"
                                          if base else "")
     out = [
@@ -206,7 +211,7 @@ def render(sync: bool, part: str = "") -> str:
                       "change the operation, then run the script (the test suite runs it with ``--check``)."],
                      imports),
         f"class {cls}{f'({base})' if base else ''}:",
-        f'    """{"The items, search and keyed" if part == "" else "The facts, conversations, persons and export"} '
+        f'    """{"The items, search and keyed" if part == "" else "The themes, facts, conversations, persons and export"} '
         f'operations of the store as {"plain" if sync else "coroutine"} methods'
         f'{" (the others: its base class)" if base else ""}."""',
         "",

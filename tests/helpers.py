@@ -65,10 +65,12 @@ def fts_integrity_ok(path: Path | str) -> None:
 def sqlite_at_version(path: Path | str, version: int) -> sqlite3.Connection:
     """A new SQLite file with the schema as migration ``version`` left it (autocommit, foreign
     keys on, like the store's connections)."""
+    from navi_memory.backends.sqlite.lexicon import register
     from navi_memory.backends.sqlite.schema import MIGRATIONS
 
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
+    register(conn)  # the function version 12's triggers call
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
     for number, statements in MIGRATIONS[:version]:
         for statement in statements:

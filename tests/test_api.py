@@ -190,8 +190,8 @@ def test_hostile_content_comes_back_escaped_but_intact(api):
 
 def test_household_get_and_put(api, store, dump):
     empty = api.get("/api/users/alice/household").json()
-    assert empty == {"user": "alice", "mode": "single", "timezone": None, "persons": [], "in_effect": "UTC",
-                     "memory_enabled": True}
+    assert empty == {"user": "alice", "display_name": None, "locale": None, "mode": "single", "timezone": None,
+                     "persons": [], "in_effect": "UTC", "memory_enabled": True}
     made = api.put("/api/users/alice/household", json={"mode": "multi", "members": [
         {"display_name": "Sarah", "aliases": ["mom"], "role": "spouse"}, {"display_name": "Leo", "role": "child"}]})
     assert made.status_code == 200, made.text
@@ -209,13 +209,35 @@ def test_household_get_and_put(api, store, dump):
                           ({"members": [{"display_name": "Ana"}, {"role": "guest"}]}, "display_name"),
                           ({"members": "Ana"}, "members must be a list"),
                           ({"members": [], "colour": 1}, "unknown household field(s): colour"),
-                          ({"members": [{"display_name": "Ana"}], "timezone": "Mars/Olympus"}, "unknown time zone")]:
+                          ({"members": [{"display_name": "Ana"}], "timezone": "Mars/Olympus"}, "unknown time zone"),
+                          ({"members": [{"display_name": "Ana"}], "locale": "english!"}, "not a language tag")]:
         response = api.put("/api/users/alice/household", json=body)
         assert response.status_code == 422 and message in response.json()["error"], response.text
     assert dump() == before  # checked before anything is written
     zoned = api.put("/api/users/alice/household", json={"timezone": "Europe/Lisbon"}).json()
     assert zoned["timezone"] == zoned["in_effect"] == "Europe/Lisbon" and len(zoned["persons"]) == 2
     assert api.put("/api/users/alice/household", json={"members": []}).json()["timezone"] == "Europe/Lisbon"
+
+
+def test_the_household_name_and_locale_and_theme_descriptions_through_the_api(api, store, dump):
+    named = api.put("/api/users/alice/household", json={"display_name": "The Millers", "locale": "en_us"})
+    assert named.status_code == 200, named.text
+    assert (named.json()["display_name"], named.json()["locale"]) == ("The Millers", "en-US")
+    assert api.get("/api/users/alice/household").json()["display_name"] == "The Millers"
+    cleared = api.put("/api/users/alice/household", json={"locale": ""}).json()
+    assert (cleared["display_name"], cleared["locale"]) == ("The Millers", None)
+    made = api.put("/api/users/alice/themes/Travel", json={"description": "Trips and bookings, not commutes."})
+    assert made.status_code == 200, made.text
+    assert made.json()["theme"]["slug"] == "travel" and made.json()["theme"]["display_name"] == "Travel"
+    listed = api.get("/api/users/alice/themes").json()["themes"]
+    assert [(t["slug"], t["description"]) for t in listed] == [("travel", "Trips and bookings, not commutes.")]
+    assert api.get("/api/users/bob/themes").json()["themes"] == []
+    before = dump()
+    for body, message in [({"colour": 1}, "unknown theme field(s): colour"), ({"display_name": ""}, "empty"),
+                          ({"description": 5}, "must be a string")]:
+        response = api.put("/api/users/alice/themes/travel", json=body)
+        assert response.status_code == 422 and message in response.json()["error"], response.text
+    assert dump() == before
 
 
 def test_the_users_time_zone_get_and_put(api, store, dump):

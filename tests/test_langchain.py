@@ -107,7 +107,7 @@ def test_toolkit_round_trip(store):
     assert json.loads(tools["memory_search"].invoke({"query": "dog Rex"}))["results"] == []
     assert json.loads(tools["memory_search"].invoke({"query": "dog Rex", "status": "any"}))["results"]
     themes = json.loads(tools["memory_list_themes"].invoke({}))["themes"]
-    assert {"theme": "pets", "name": "Pets", "active_count": 0} in themes
+    assert {"theme": "pets", "name": "Pets", "active_count": 0, "description": None} in themes
 
     saved = json.loads(tools["memory_save_fact"].invoke({"category": "profile", "key": "home_city",
                                                          "value": "Berlin"}))

@@ -1,5 +1,5 @@
-"""Schema versions 4 (household persons, promotions), 8 (the user's time zone), 9 (memory off) and
-10 (person devices) on databases created by earlier versions."""
+"""Schema versions 4 (household persons, promotions), 8 (the user's time zone), 9 (memory off), 10
+(person devices) and 14 (the household's name and locale) on databases created by earlier versions."""
 
 from __future__ import annotations
 
@@ -123,3 +123,28 @@ def test_a_version_9_postgres_schema_gets_person_devices(postgres_server):
         assert store.backend.schema_version() == LATEST_VERSION
         store.add_person("Tom", user_id="alice", devices=["tom-phone"])
         assert store.get_person("Tom", user_id="alice").devices == ["tom-phone"]
+
+
+def test_a_version_13_sqlite_database_gets_the_households_name_and_locale(tmp_path):
+    url = _alice_at_version(tmp_path, 13)
+    with MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION == 14
+        assert store.household(user_id="alice")["display_name"] is None  # the user from before: none recorded
+        store.put_household(user_id="alice", display_name="The Millers", locale="en-US")
+        store.set_theme("travel", user_id="alice", description="Trips and bookings.")
+    with MemoryStore.open(url, embeddings=False, read_only=True) as store:
+        household = store.household(user_id="alice")
+        assert (household["display_name"], household["locale"]) == ("The Millers", "en-US")
+        assert store.list_themes(user_id="alice")[0].description == "Trips and bookings."
+
+
+def test_a_version_13_postgres_schema_gets_the_households_name_and_locale(postgres_server):
+    with _alice_postgres_at(postgres_server, 13, "ALTER TABLE users DROP COLUMN household_name",
+                            "ALTER TABLE users DROP COLUMN locale") as url, \
+            MemoryStore.open(url, embeddings=False) as store:
+        assert store.backend.schema_version() == LATEST_VERSION
+        assert store.household(user_id="alice")["locale"] is None
+        made = store.put_household(user_id="alice", display_name="The Millers", locale="pt_BR")
+        assert (made["display_name"], made["locale"]) == ("The Millers", "pt-BR")
+        assert store.search("before", user_id="alice", min_score=0)[0]["content"] == "an item from before"
+        assert store.migrate() == LATEST_VERSION  # idempotent

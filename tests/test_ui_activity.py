@@ -32,8 +32,8 @@ def test_household_page_lists_persons_with_role_aliases_and_pronouns(client):
     assert '<strong class="mode">multi</strong>' in page and "he/him" in page and '<span class="alias">Annie</span>' in page
     assert 'href="/users/alice/household" class="active"' in page
     frank = client.get("/api/users/frank/household").json()
-    assert frank == {"user": "frank", "mode": "single", "timezone": None, "in_effect": "UTC", "persons": [],
-                     "memory_enabled": True}
+    assert frank == {"user": "frank", "display_name": None, "locale": None, "mode": "single", "timezone": None,
+                     "in_effect": "UTC", "persons": [], "memory_enabled": True}
     assert '<strong class="timezone">UTC</strong> (the store' in client.get("/users/frank/household").text
     assert "No persons recorded for this user." in client.get("/users/frank/household").text
 

@@ -125,16 +125,6 @@ def cmd_search(args: argparse.Namespace) -> None:
         print(f"{r.id:>6}  {score(r.score)}  {flags:<20} {r.theme:<14} {text}")
 
 
-def cmd_themes(args: argparse.Namespace) -> None:
-    with open_store(args, embeddings=False, read_only=True) as store:
-        themes = store.list_themes(user_id=args.user)
-    if args.json:
-        print_json(themes)
-        return
-    for theme in themes:
-        print(f"{theme.slug:<24} {theme.active_count:>6}")
-
-
 # -- facts, summary, users -----------------------------------------------------------------
 
 def _fact_lines(fact: Any, history: bool) -> list[str]:
@@ -462,8 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timezone", help="the IANA zone of the query's days (default: the user's, else the store's)")
     p.add_argument("--min-score", type=float, default=None,
                    help="relevance floor from 0 to 1 (default: the store's, NAVI_MEMORY_MIN_SCORE, 0.25; 0 = off)")
-    p = command("themes", cmd_themes, "themes with active item counts")
-    user_option(p); json_option(p)
+    from . import themes as cli_themes
+
+    cli_themes.add_commands(command)  # themes, theme
 
     p = command("fact", cmd_fact, "structured facts: set, get, list, delete")
     facts = p.add_subparsers(dest="fact_command", required=True, metavar="ACTION")
@@ -524,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_ui.add_commands(command)  # ui, serve
     cli_mcp.add_commands(command)  # mcp
-    cli_persons.add_commands(command)  # person, promote, memory-md
+    cli_persons.add_commands(command)  # person, household, promote, memory-md
     cli_reembed.add_commands(command)  # reembed
     cli_io.add_commands(command)  # export (JSON Lines, --format markdown), import (and --from-navi)
     for name, fn, text in (("backfill", cmd_backfill, "embed rows that have no vector of the active model"),

@@ -1,6 +1,7 @@
-"""The household and promotion commands of ``navi-memory``: person, promote, memory-md.
+"""The household and promotion commands of ``navi-memory``: person, household, promote, memory-md.
 
 ``navi-memory person add|list|resolve|update|remove|mode|speaker`` manage a user's persons;
+``household`` shows the household or sets its name and locale;
 ``promote`` runs the promotion job (schedule it daily: see docs/concepts.md); ``memory-md``
 writes the user's facts and pinned notes as a MEMORY.md.
 """
@@ -86,6 +87,21 @@ def cmd_person(args: argparse.Namespace) -> None:
         print(f"speaker {who} ({result.confidence}: {result.reason}); hints: {', '.join(result.hints) or '-'}")
 
 
+def cmd_household(args: argparse.Namespace) -> None:
+    details = {name: getattr(args, name) for name in ("display_name", "locale") if getattr(args, name) is not None}
+    with open_store(args, embeddings=False, read_only=not details) as store:
+        household = store.put_household(user_id=args.user, **details) if details \
+            else store.household(user_id=args.user)
+    if args.json:
+        print_json(household)
+        return
+    zone = household["timezone"] or "the store's"
+    about = [f"{household['mode']} mode", f"locale {household['locale'] or 'not set'}", f"time zone {zone}"]
+    print(f"{args.user}: {household['display_name'] or '(no name)'} ({'; '.join(about)})")
+    for p in household["persons"]:
+        print(_line(p))
+
+
 def cmd_promote(args: argparse.Namespace) -> None:
     from ..progress import Progress
 
@@ -158,6 +174,11 @@ def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser
     a.add_argument("text", metavar="TEXT", help="what was said")
     a.add_argument("--hint", help="the person of the session (id, name or alias)")
     a.add_argument("--device", help="the device the turn comes from (its person speaks)")
+    p = command("household", cmd_household, "show the household, or set its name and locale (shown in the prompt "
+                                            "and the UI)")
+    user_option(p); json_option(p)
+    p.add_argument("--name", dest="display_name", help="the household's name, e.g. 'The Millers' ('' clears it)")
+    p.add_argument("--locale", help="a language tag, e.g. en-US ('' clears it)")
     p = command("promote", cmd_promote, "turn repeated notes into facts (all users unless --user); idempotent")
     user_option(p, required=False); json_option(p)
     p.add_argument("--max-items", type=integer("max_items"), default=5000, help="newest items read per user")

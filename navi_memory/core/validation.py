@@ -121,6 +121,28 @@ def timezone_name(value: Any, field: str = "timezone") -> str:
     return "UTC" if name.upper() == "UTC" else name
 
 
+MAX_LOCALE = 64
+_LOCALE_PART = re.compile(r"[A-Za-z0-9]{1,8}")
+
+
+def locale_tag(value: Any, field: str = "locale") -> str:
+    """A BCP 47 language tag (``en-US``, ``pt_br``, ``zh-Hant-TW``) in its usual case, ``_`` read as ``-``:
+    language lower case, a 4-letter script title case, a 2-letter or 3-digit region upper case."""
+    parts = text(value, field, MAX_LOCALE).replace("_", "-").split("-")
+    if not (parts[0].isascii() and parts[0].isalpha() and 2 <= len(parts[0]) <= 8) or not all(
+            _LOCALE_PART.fullmatch(p) for p in parts[1:]):
+        raise ValidationError(f"{field} {value!r} is not a language tag such as en-US")
+    out = [parts[0].lower()]
+    for part in parts[1:]:
+        if len(part) == 4 and part.isalpha() and len(out) == 1:
+            out.append(part.title())
+        elif (len(part) == 2 and part.isalpha()) or (len(part) == 3 and part.isdigit()):
+            out.append(part.upper())
+        else:
+            out.append(part.lower())
+    return "-".join(out)
+
+
 def limit(value: Any, maximum: int = MAX_LIMIT, field: str = "limit") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{field} must be an integer")

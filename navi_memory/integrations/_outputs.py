@@ -118,6 +118,7 @@ class ThemeRow(TypedDict):
     theme: str
     name: str
     active_count: int
+    description: Optional[str]
 
 
 class ThemesOutput(TypedDict):
@@ -215,7 +216,8 @@ def forget_json(deleted: int, key: str) -> ForgetOutput:
 
 
 def themes_json(themes: list[Theme]) -> ThemesOutput:
-    return {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count} for t in themes]}
+    return {"themes": [{"theme": t.slug, "name": t.display_name, "active_count": t.active_count,
+                        "description": t.description} for t in themes]}
 
 
 def person_json(p: Person | None) -> PersonOutput:

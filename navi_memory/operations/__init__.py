@@ -6,7 +6,7 @@ blocking calls, ``AsyncMemoryStore`` with awaited ones; their typed public metho
 (``store_api.py``, generated) are one line each over these generators.
 
 One object per concern, all reading one ``Shared``: ``memory`` (items, summary, embeddings),
-``search``, ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
+``themes``, ``search``, ``facts`` (facts and their history), ``sessions`` (conversations and extraction),
 ``persons`` (household and promotion), ``transfer`` (export and import) and ``keyed`` (items by
 namespace and key, LangGraph's store model). The others write memory through ``memory`` and
 ``facts``.
@@ -29,6 +29,7 @@ from .search import SearchOperations
 from .sessions import SessionOperations
 from .embedding import EmbeddingOperations
 from .shared import Shared
+from .themes import ThemeOperations
 from .transfer import TransferOperations
 
 
@@ -43,6 +44,7 @@ class StoreOperations:
                              embed_on_write=embed_on_write, clock=clock, chat=chat, pipeline=pipeline,
                              previous_embedder=previous_embedder)
         self.memory = MemoryOperations(self.shared)
+        self.themes = ThemeOperations(self.shared)
         self.embedding = EmbeddingOperations(self.shared, self.memory)
         self.search = SearchOperations(self.shared, self.memory)
         self.facts = FactOperations(self.shared, self.memory)

@@ -1,4 +1,4 @@
-"""Items, themes, the summary, users and embeddings, written once for both the sync and the async API.
+"""Items, the summary, users and embeddings, written once for both the sync and the async API.
 
 Each operation is a generator: it validates its input, then *yields* the I/O it needs (a backend
 call or an embedding call) and receives the result back. ``MemoryStore`` runs these generators
@@ -24,7 +24,7 @@ from ..core import validation as v
 from ..backends.base import ORDER_COLUMNS, Filters, ItemRow, NewItem, SummaryRow, UserSettings
 from ..errors import EmbeddingError, MemoryOffError, NotFoundError, ValidationError
 from ..models import (ITEM_STATUSES, ITEM_TYPES, Item, ItemChanges, ItemFields, NoteAdded,
-                     Summary, SummaryHistory, SummaryText, Theme)
+                     Summary, SummaryHistory, SummaryText)
 from ..core.persons import canonical_name
 from ..core.filters import MetadataFilter
 from ..core.timeutil import zone
@@ -453,12 +453,6 @@ class MemoryOperations:
         f = yield from self._listing_filters(user_id, all_users, status, theme, types, include_expired,
                                              namespace_prefix, agent_id, run_id, filters, person)
         return (yield db.count_items(filters=f))
-
-    @operation
-    def list_themes(self, *, user_id: str) -> Op[list[Theme]]:
-        """Themes with their active-item counts, largest first."""
-        rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now())
-        return [Theme(**r) for r in rows]
 
     # -- summary, sessions, users ----------------------------------------------------------
 

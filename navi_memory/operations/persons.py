@@ -55,6 +55,16 @@ ROWS_PER_READ = 1000
 PROMOTABLE_TYPES = tuple(t for t in ITEM_TYPES if t not in ("fact", "summary"))  # facts already
 
 
+def household_details(display_name: Any, locale: Any) -> dict[str, str | None]:
+    """The columns ``put_household`` changes: those given (not None), ``""`` as None (cleared)."""
+    out: dict[str, str | None] = {}
+    if display_name is not None:
+        out["household_name"] = v.optional_text(display_name, "display_name", v.MAX_KEY)
+    if locale is not None:
+        out["locale"] = v.locale_tag(locale) if str(locale).strip() else None
+    return out
+
+
 class PersonOperations:
     """Persons, household mode, speaker inference and promotion ."""
 
@@ -170,29 +180,31 @@ class PersonOperations:
 
     @operation
     def household(self, *, user_id: str) -> Op[dict[str, Any]]:
-        """``{"mode": ..., "timezone": ..., "memory_enabled": ..., "persons": [...]}``: the household
-        as one record (``timezone``: the user's own, ``set_user_timezone``, or None;
-        ``memory_enabled``: ``set_memory_enabled``)."""
+        """``{"display_name", "locale", "mode", "timezone", "memory_enabled", "persons"}``: the household
+        as one record (``display_name``, ``locale``: ``put_household``'s, or None; ``timezone``: the
+        user's own, ``set_user_timezone``, or None; ``memory_enabled``: ``set_memory_enabled``)."""
         uid = v.user_id(user_id)
         settings: UserSettings = yield db.user_settings(user_id=uid)
-        return {"mode": settings["household_mode"], "timezone": settings["timezone"],
+        return {"display_name": settings["household_name"], "locale": settings["locale"],
+                "mode": settings["household_mode"], "timezone": settings["timezone"],
                 "memory_enabled": settings["memory_off_since"] is None, "persons": (yield from self._persons(uid))}
 
     @operation
     def put_household(
         self, *, user_id: str, members: Sequence[Any] = (), mode: str | None = None, timezone: str | None = None,
-        replace: bool = False,
+        replace: bool = False, display_name: str | None = None, locale: str | None = None,
     ) -> Op[dict[str, Any]]:
         """Set the household in one call (the REST API's ``PUT .../household``): members whose display
         name matches a person (case-insensitively) update that person with the fields given, the
         others are added; persons not listed stay, unless ``replace`` (then they are removed: the
         household becomes exactly ``members``; their items and facts keep the name). ``mode``
         switches first (to multi) or last (to single); ``timezone`` (an IANA name; None: unchanged)
-        becomes the user's. Every member and the resulting household are checked before anything
-        is written."""
+        becomes the user's; ``display_name`` ("The Millers") and ``locale`` (``en-US``) too ("": cleared).
+        Every member and the resulting household are checked before anything is written."""
         uid = v.user_id(user_id)
         mode = None if mode is None else v.choice(mode, "mode", HOUSEHOLD_MODES)
         zone_name = None if timezone is None else v.timezone_name(timezone)
+        details = household_details(display_name, locale)
         if isinstance(members, (str, bytes)) or not isinstance(members, Sequence):
             raise ValidationError("members must be a list of persons")
         if not all(isinstance(m, dict) for m in members):
@@ -236,6 +248,8 @@ class PersonOperations:
             yield from self.set_household_mode("single", user_id=uid)
         if zone_name is not None:
             yield db.set_user_timezone(user_id=uid, name=zone_name, now=self._shared.now())
+        if details:
+            yield db.set_household_details(user_id=uid, changes=details, now=self._shared.now())
         return (yield from self.household(user_id=uid))
 
     @operation

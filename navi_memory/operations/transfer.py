@@ -220,8 +220,9 @@ class TransferOperations:
         uid = user["id"]
         record = {"type": "user", "user_id": uid, "created_at": _iso(user["created_at"]),
                   "household_mode": user["household_mode"]}
-        if user["timezone"] is not None:
-            record["timezone"] = user["timezone"]
+        for name in ("timezone", "household_name", "locale"):  # absent: none of the user's own
+            if user[name] is not None:
+                record[name] = user[name]
         if user["memory_off_since"] is not None:  # the user's choice travels with their data
             record["memory_off_since"] = _iso(user["memory_off_since"])
         emit(record)

@@ -34,7 +34,8 @@ def require_memory(store: Any, user: str) -> None:
 
 def household_page(store: Any, user: str, params: Params) -> dict[str, Any]:
     household = store.household(user_id=user)
-    return {"user": user, "mode": household["mode"], "timezone": household["timezone"],
+    return {"user": user, "display_name": household["display_name"], "locale": household["locale"],
+            "mode": household["mode"], "timezone": household["timezone"],
             "in_effect": household["timezone"] or store.settings.timezone, "persons": household["persons"],
             "memory_enabled": household["memory_enabled"]}
 

@@ -1,6 +1,7 @@
 """The REST API with writes (``navi-memory serve``): facts, items (also served as "chunks"),
-the household (mode and persons), the user's time zone, and conversations (``conversations``:
-turns recorded and extracted, the memory for a turn's prompt).
+themes (named and described), the household (name, locale, mode and persons), the user's time
+zone, and conversations (``conversations``: turns recorded and extracted, the memory for a turn's
+prompt).
 
 Every route is under ``/api/users/{user}/``: the user in the path is the only user a request can
 read or change (another user's item id is a 404, as in the store). ``?agent_id=`` / ``?run_id=`` on
@@ -152,11 +153,23 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
 
     async def put_household(request: Request) -> Response:
         data = await _body(request, {"user_id"})
-        unknown = sorted(set(data) - {"mode", "members", "timezone", "replace"})
+        unknown = sorted(set(data) - {"mode", "members", "timezone", "replace", "display_name", "locale"})
         if unknown:
             raise ValidationError(f"unknown household field(s): {', '.join(unknown)}; give mode, members,"
-                                  " timezone and/or replace")
+                                  " timezone, replace, display_name and/or locale")
         return _household(path_user(request), await call(store.put_household, user_id=path_user(request), **data))
+
+    async def list_themes(request: Request) -> Response:
+        themes = await call(store.list_themes, user_id=path_user(request))
+        return SafeJSONResponse({"user": path_user(request), "themes": themes})
+
+    async def put_theme(request: Request) -> Response:
+        data = await _body(request, {"user_id", "slug"})
+        unknown = sorted(set(data) - {"display_name", "description"})
+        if unknown:
+            raise ValidationError(f"unknown theme field(s): {', '.join(unknown)}; give display_name and/or description")
+        theme = await call(store.set_theme, request.path_params["slug"], user_id=path_user(request), **data)
+        return SafeJSONResponse({"user": path_user(request), "theme": theme})
 
     async def get_memory(request: Request) -> Response:
         enabled = await call(store.memory_enabled, user_id=path_user(request))
@@ -212,6 +225,8 @@ def create_api_app(store: Any, *, token: str | None, host: str = "127.0.0.1",
               user_route(f"{user}/facts", delete_facts, methods=["DELETE"]),
               user_route(f"{user}/household", get_household, methods=["GET"]),
               user_route(f"{user}/household", put_household, methods=["PUT"]),
+              user_route(f"{user}/themes", list_themes, methods=["GET"]),
+              user_route(f"{user}/themes/{{slug}}", put_theme, methods=["PUT"]),
               user_route(f"{user}/timezone", get_timezone, methods=["GET"]),
               user_route(f"{user}/timezone", put_timezone, methods=["PUT"]),
               user_route(f"{user}/household/persons/{{ref}}", remove_person, methods=["DELETE"]),

@@ -340,6 +340,13 @@ NEXT_EMBEDDINGS = [
     )""",
 ]
 
+# version 14: the household's display name and locale (a BCP 47 tag such as en-US), shown in the
+# prompt and the UI (NULL: none recorded)
+HOUSEHOLD_DETAILS = [
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS household_name text",
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS locale text",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -354,6 +361,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (11, STATEMENT_TIMES),
     (12, PER_USER_LEXICAL),
     (13, NEXT_EMBEDDINGS),
+    (14, HOUSEHOLD_DETAILS),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

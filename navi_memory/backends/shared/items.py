@@ -192,12 +192,29 @@ class ItemQueries:
             cond, params = f"i.user_id = %s AND {cond}", [user_id, *params]
         return Q(f"{select} WHERE {cond}", params)
 
-    @operation
-    @reads
-    def list_themes(self, user_id: str, now: datetime) -> Op:
+    def _themes(self, user_id: str, now: datetime, slug: str | None = None) -> Op:
+        """The user's themes (or the one ``slug``) with their active-item counts, largest first."""
+        one, params = (" AND t.slug = %s", [slug]) if slug is not None else ("", [])
         rows = yield Q("SELECT t.slug, t.display_name, t.description, t.created_at,"
                        " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
                        "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
-                       " FROM themes t WHERE t.user_id = %s ORDER BY active_count DESC, t.slug",
-                       [self.dialect.time(now), user_id])
+                       f" FROM themes t WHERE t.user_id = %s{one} ORDER BY active_count DESC, t.slug",
+                       [self.dialect.time(now), user_id, *params])
         return [row_times(r) for r in rows]
+
+    @operation
+    @reads
+    def list_themes(self, user_id: str, now: datetime) -> Op:
+        return (yield from self._themes(user_id, now))
+
+    @operation
+    def set_theme(self, user_id: str, slug: str, changes: dict, now: datetime) -> Op:
+        """Create the theme unless it exists, then change its ``display_name`` and/or ``description``."""
+        d = self.dialect
+        yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, d.time(now)])
+        yield ensure_theme(d, user_id, slug, now)
+        columns = [c for c in ("display_name", "description") if c in changes]  # known column names only
+        if columns:
+            yield Q(f"UPDATE themes SET {''.join(f'{c} = %s, ' for c in columns)}updated_at = %s"
+                    " WHERE user_id = %s AND slug = %s", [*(changes[c] for c in columns), d.time(now), user_id, slug])
+        return (yield from self._themes(user_id, now, slug))[0]

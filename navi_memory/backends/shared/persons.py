@@ -25,7 +25,9 @@ from .sessions import SESSION_TABLES
 PERSON_TABLES = ("persons", "promotions")  # the household's rows (and the promotion job's), per user
 PROMOTION_SKIP_TYPES = ("fact", "summary")  # items the promotion job never reads: facts already
 _NEW_USER = "INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
-_NO_SETTINGS = {"household_mode": "single", "timezone": None, "memory_off_since": None}
+_NO_SETTINGS = {"household_mode": "single", "timezone": None, "memory_off_since": None, "household_name": None,
+                "locale": None}
+HOUSEHOLD_DETAILS = ("household_name", "locale")  # columns of users set by set_household_details
 
 
 class PersonQueries:
@@ -95,9 +97,10 @@ class PersonQueries:
     @operation
     @reads
     def user_settings(self, user_id: str) -> Op:
-        """The user's ``household_mode``, ``timezone`` and ``memory_off_since`` in one read
-        (defaults for an unknown user)."""
-        rows = yield Q("SELECT household_mode, timezone, memory_off_since FROM users WHERE id = %s", [user_id])
+        """The user's ``household_mode``, ``timezone``, ``memory_off_since``, ``household_name`` and
+        ``locale`` in one read (defaults for an unknown user)."""
+        rows = yield Q("SELECT household_mode, timezone, memory_off_since, household_name, locale FROM users"
+                       " WHERE id = %s", [user_id])
         return row_times(rows[0]) if rows else dict(_NO_SETTINGS)
 
     @operation
@@ -111,6 +114,14 @@ class PersonQueries:
     def set_user_timezone(self, user_id: str, name: str | None, now: datetime) -> Op:
         yield Q("INSERT INTO users (id, created_at, timezone) VALUES (%s, %s, %s)"
                 " ON CONFLICT (id) DO UPDATE SET timezone = excluded.timezone", [user_id, self.dialect.time(now), name])
+
+    @operation
+    def set_household_details(self, user_id: str, changes: dict, now: datetime) -> Op:
+        columns = [c for c in HOUSEHOLD_DETAILS if c in changes]  # known column names only
+        yield Q(_NEW_USER, [user_id, self.dialect.time(now)])
+        if columns:
+            yield Q(f"UPDATE users SET {', '.join(f'{c} = %s' for c in columns)} WHERE id = %s",
+                    [*(changes[c] for c in columns), user_id])
 
     # -- users -----------------------------------------------------------------------------
 

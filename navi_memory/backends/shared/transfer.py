@@ -40,7 +40,8 @@ _ITEM_COLUMNS = ("user_id", "id", "theme", "type", "title", "content", "tags", "
                  "source_ref", "person", "confidence", "observed_at", "expires_at", "metadata", "context", "fact_id",
                  "created_at", "updated_at", "agent_id", "run_id", "namespace", "ext_key", "ttl_minutes")
 _EMBEDDING = "e.model AS emb_model, e.state AS emb_state, e.dimensions AS emb_dims, e.error AS emb_error"
-_USER_COLUMNS = "id, created_at, household_mode, timezone, memory_off_since"  # not SQLite's pk and vec_gen
+_USER_COLUMNS = ("id, created_at, household_mode, timezone, memory_off_since, household_name,"
+                 " locale")  # not SQLite's pk and vec_gen
 _NEW_USER = "INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _SESSION_COLUMNS = ("extracted_at", "updated_at", "created_at", "last_active", "state", "error", "attempts",
                     "claimed_at", "message_count", "user_messages", "extracted_seq", "extracted_user_messages",
@@ -177,16 +178,17 @@ class TransferQueries:
 
     def _restore_user(self, r: dict, model: str | None, now: datetime) -> Op:
         d = self.dialect
-        added = (yield Q("INSERT INTO users (id, created_at, household_mode, timezone, memory_off_since)"
-                         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        added = (yield Q(f"INSERT INTO users ({_USER_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                         " ON CONFLICT DO NOTHING",
                          [r["user_id"], d.time(r["created_at"]), r["household_mode"], r["timezone"],
-                          d.time(r["memory_off_since"])])) > 0
-        if not added:  # a stored user only ever widens to multi, keeps a time zone it has, and
-            # takes an imported "memory off" (an import never turns memory back on)
+                          d.time(r["memory_off_since"]), r["household_name"], r["locale"]])) > 0
+        if not added:  # a stored user only ever widens to multi, keeps a time zone, household name and
+            # locale it has, and takes an imported "memory off" (an import never turns memory back on)
             yield Q("UPDATE users SET household_mode = CASE WHEN %s = 'multi' THEN 'multi' ELSE household_mode END,"
-                    " timezone = coalesce(timezone, %s), memory_off_since = coalesce(memory_off_since, %s)"
+                    " timezone = coalesce(timezone, %s), memory_off_since = coalesce(memory_off_since, %s),"
+                    " household_name = coalesce(household_name, %s), locale = coalesce(locale, %s)"
                     " WHERE id = %s", [r["household_mode"], r["timezone"], d.time(r["memory_off_since"]),
-                                       r["user_id"]])
+                                       r["household_name"], r["locale"], r["user_id"]])
         return added
 
     def _restore_person(self, r: dict, model: str | None, now: datetime) -> Op:
@@ -219,10 +221,14 @@ class TransferQueries:
     def _restore_theme(self, r: dict, model: str | None, now: datetime) -> Op:
         d = self.dialect
         yield self._new_user(r["user_id"], now)
-        return (yield Q("INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
-                        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [r["user_id"], r["slug"], r["display_name"], r["description"], d.time(r["created_at"]),
-                         d.time(r["updated_at"])])) > 0
+        added = (yield Q("INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
+                         " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         [r["user_id"], r["slug"], r["display_name"], r["description"], d.time(r["created_at"]),
+                          d.time(r["updated_at"])])) > 0
+        if not added and r["description"] is not None:  # a stored theme keeps its description, or takes this one
+            yield Q("UPDATE themes SET description = %s WHERE user_id = %s AND slug = %s AND description IS NULL",
+                    [r["description"], r["user_id"], r["slug"]])
+        return added
 
     def _restore_items(self, items: list[dict], fact_ids: list[int | None], model: str | None, now: datetime) -> Op:
         """Insert items with their own times (and their vectors as exported, or pending under

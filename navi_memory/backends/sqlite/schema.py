@@ -128,6 +128,9 @@ NEXT_EMBEDDINGS = [
     )""",
     "CREATE INDEX IF NOT EXISTS next_embeddings_user ON next_embeddings (user_id)",
 ]
+# version 14: the household's display name and locale (a BCP 47 tag such as en-US), shown in the
+# prompt and the UI (NULL: none recorded)
+HOUSEHOLD_DETAILS = ["ALTER TABLE users ADD COLUMN household_name TEXT", "ALTER TABLE users ADD COLUMN locale TEXT"]
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -352,6 +355,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (11, STATEMENT_TIMES),
     (12, LEXICON),
     (13, NEXT_EMBEDDINGS),
+    (14, HOUSEHOLD_DETAILS),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
