@@ -192,9 +192,12 @@ async def test_in_process_server_offers_household_tools_per_user(store):
         assert (household["mode"], household["timezone"], household["in_effect"]) == ("multi", None, "UTC")
         assert household["persons"][1] == {"display_name": "Sarah", "role": "spouse", "pronouns": None,
                                            "aliases": ["mom"], "birth_date": None, "notes": None}
+        assert (household["display_name"], household["locale"]) == (None, None)
         store.set_user_timezone("Europe/Lisbon", user_id="u1")
+        store.put_household(user_id="u1", display_name="The Silvas", locale="pt_pt")
         household = json.loads((await client.read_resource(HOUSEHOLD_URI)).contents[0].text)
         assert household["timezone"] == household["in_effect"] == "Europe/Lisbon"
+        assert (household["display_name"], household["locale"]) == ("The Silvas", "pt-PT")
         with pytest.raises(Exception, match="unknown resource"):
             await client.read_resource("navi-memory://secrets")
     async with Client(MemoryServer(store, user_id="u2").server) as client:

@@ -153,7 +153,8 @@ class MemoryServer:
             raise MCPError(types.INTERNAL_ERROR, json.loads(error_json(exc))["error"]) from exc
         zone = household["timezone"]
         in_effect = zone or self.caller.store.settings.timezone
-        record = {"mode": household["mode"], "timezone": zone, "in_effect": in_effect,
+        record = {"mode": household["mode"], "display_name": household.get("display_name"),
+                  "locale": household.get("locale"), "timezone": zone, "in_effect": in_effect,
                   "persons": [{name: getattr(p, name) for name in PERSON_FIELDS} for p in household["persons"]]}
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=HOUSEHOLD_URI, mime_type="application/json", text=dumps(record))])
