@@ -45,20 +45,5 @@ NO_STORE: dict[str, str] = {
     "postgres/test_store.py::test_nonnull_migrations": "reads the original store's `MIGRATIONS` list",
 }
 
-# still failing, with why (the goal: none)
-_FIELDS = ("each index field embedded and scored on its own (LangGraph keeps a vector per field path and scores an "
-           "item by its best field): NaviStore embeds the fields' texts joined, one vector per item")
-STILL_FAILING: dict[str, str] = {
-    "memory/test_store.py::test_embed_with_path": _FIELDS,
-    "sqlite/test_store.py::test_embed_with_path": _FIELDS,
-    "sqlite/test_async_store.py::test_embed_with_path": _FIELDS,
-    "postgres/test_store.py::test_embed_with_path_sync": _FIELDS,
-    "postgres/test_store.py::test_embed_with_path_operation_config": _FIELDS,
-    "postgres/test_async_store.py::test_embed_with_path": _FIELDS,
-    "postgres/test_store.py::test_scores":
-        "`distance_type` 'l2' and 'inner_product' scores: NaviStore reports the cosine similarity whatever the "
-        "index config asks (its 'cosine' cases pass)",
-    "sqlite/test_ttl.py::test_ttl_override_default":
-        "a `ttl` config without `refresh_on_read`: LangGraph's SqliteStore then refreshes no TTL on read, its "
-        "PostgresStore (and TTLConfig's documented default) does; NaviStore follows the documented default",
-}
+# still failing, with why (the goal: none; the harness fails when a listed test passes)
+STILL_FAILING: dict[str, str] = {}
