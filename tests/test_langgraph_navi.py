@@ -15,6 +15,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.errors import ValidationError
+from navi_memory.integrations import acting_for
 from navi_memory.integrations.langgraph import NaviStore
 
 from .fakes import FakeEmbeddings
@@ -259,6 +260,52 @@ def test_async_store_is_native_and_blocking_calls_come_from_worker_threads(db_ur
     assert from_thread.value == {"text": "from a thread"}
     with pytest.raises(ValidationError, match="event loop running"):
         navi.get(("docs",), "k")  # its loop has ended
+
+
+def test_concurrent_calls_run_together_each_with_its_own_user_result_and_error(db_url: str) -> None:
+    from navi_memory.integrations import langgraph as module
+
+    async def as_user(navi: NaviStore, user: str, work):
+        with acting_for(user):
+            return await work(navi)
+
+    async def run() -> tuple:
+        async_memory = await AsyncMemoryStore.open(db_url, embeddings=FakeEmbeddings())
+        calls: list[str] = []
+        real = async_memory.get_keyed
+
+        async def counted(*args, **kwargs):
+            calls.append("get_keyed")
+            return await real(*args, **kwargs)
+
+        async_memory.get_keyed = counted  # type: ignore[method-assign]
+        try:
+            navi = NaviStore(async_memory, index={"fields": ["text"]})
+            await asyncio.gather(*(as_user(navi, user, lambda n, u=user, i=i: n.aput(("docs",), f"k{i}", {"text": u}))
+                                   for user in ("alice", "bob") for i in range(20)))
+            reads = await asyncio.gather(*(as_user(navi, user, lambda n, i=i: n.aget(("docs",), f"k{i % 5}"))
+                                           for user in ("alice", "bob") for i in range(40)))
+            # one bad call among many: only its caller sees the error
+            outcomes = await asyncio.gather(
+                *(as_user(navi, "alice", lambda n, i=i: n.aget(("docs",), f"k{i}")) for i in range(10)),
+                as_user(navi, "alice", lambda n: n.aput(("docs",), "bad", {"_langgraph": 1})),  # refused at once
+                as_user(navi, "alice", lambda n: n.aput(("docs",), "x" * 300, {"text": "y"})),  # refused by the store
+                *(as_user(navi, "bob", lambda n, i=i: n.aput(("docs",), f"new{i}", {"text": "z"})) for i in range(5)),
+                return_exceptions=True)
+            written = await asyncio.gather(*(as_user(navi, "bob", lambda n, i=i: n.aget(("docs",), f"new{i}"))
+                                             for i in range(5)))
+            outcomes.append(written)
+            return reads, outcomes, calls
+        finally:
+            await async_memory.close()
+
+    reads, outcomes, calls = asyncio.run(run())
+    assert [r.value["text"] for r in reads] == ["alice"] * 40 + ["bob"] * 40
+    assert len(calls) < 80  # the same key read once per merged batch
+    assert all(getattr(o, "value", None) == {"text": "alice"} for o in outcomes[:10])
+    assert isinstance(outcomes[10], ValidationError) and isinstance(outcomes[11], ValidationError)
+    assert outcomes[12:17] == [None] * 5 and [w.value for w in outcomes[17]] == [{"text": "z"}] * 5
+    assert module.MERGED_OPS >= 100
 
 
 def test_a_sync_tool_under_ainvoke_uses_a_store_over_an_async_store(db_url: str) -> None:

@@ -17,21 +17,23 @@ import concurrent.futures
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Coroutine, Optional, cast
+from typing import Any, Coroutine, Optional, cast
 
 import numpy as np
 
-from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
-                                  SearchItem, SearchOp, TTLConfig, get_text_at_path, tokenize_path)
+from langgraph.store.base import (BaseStore, GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchItem, SearchOp,
+                                  TTLConfig)
 
 from ..core import validation as v
 from ..errors import EmbeddingError, NaviMemoryError, StorageError, ValidationError
 from ..models import Item as NaviItem, SearchResult, TextVectors
 from . import _fields
+from . import _ops as reading
 from ._caller import AnyStore, Plan, StoreCaller, store_call
 from ._identity import IdentityResolver
+from ._merge import Merger
 
 __all__ = ["NaviStore"]
 
@@ -43,10 +45,12 @@ MAX_SEARCH = 50  # the store's search limit: a query search reaches offset + lim
 LOCAL_SCAN = 10_000  # the store's list limit: how far a filter on a list value looks
 RANKINGS = ("similarity", "hybrid")
 EMBED_TEXTS = 256  # texts per embed_texts call (the store's limit)
-CONCURRENT_BATCHES = 8  # abatch calls running at once per event loop (the others wait their turn)
+CONCURRENT_BATCHES = 8  # merged batches running at once per event loop (each a store call at a time)
+MERGED_OPS = 1_000  # ops of concurrent callers run as one batch
 
 # The op generators are plans of store calls (``yield from store_call.x(...)``: the call's typed
 # result), run on the blocking or the async store.
+Call = tuple[Op, str]  # an op and the user it acts for
 
 
 class NaviStore(BaseStore):
@@ -111,7 +115,7 @@ class NaviStore(BaseStore):
         except RuntimeError:
             self._loop = None
         self._sweeper_lock = threading.Lock()
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._mergers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Merger[Call, Result]] = (
             weakref.WeakKeyDictionary())
 
     @staticmethod
@@ -122,7 +126,7 @@ class NaviStore(BaseStore):
         if unknown:
             raise ValidationError(f"NaviStore index takes only 'fields' and 'distance_type' (the store's embedder "
                                   f"embeds); got {', '.join(sorted(unknown))}")
-        return _paths(index.get("fields") or ["$"])
+        return reading.paths(index.get("fields") or ["$"])
 
     @staticmethod
     def _distance(index: Optional[dict[str, Any]]) -> str:
@@ -154,6 +158,27 @@ class NaviStore(BaseStore):
                                   "only its own user's memory")
         return labelled
 
+    def _calls(self, ops: Iterable[Op]) -> list[Call]:
+        """Each op with the user it acts for, resolved where it was called (its run's context):
+        refused ops raise here, to their own caller."""
+        calls: list[Call] = []
+        for op in ops:
+            if isinstance(op, (GetOp, PutOp)):
+                if isinstance(op, PutOp) and op.value is not None and PRIVATE in op.value:
+                    raise ValidationError(f"{PRIVATE!r} is NaviStore's own key: a value cannot use it")
+                calls.append((op, self._user(op.namespace)))
+            elif isinstance(op, SearchOp):
+                calls.append((op, self._user(op.namespace_prefix, prefix=True)))
+            elif isinstance(op, ListNamespacesOp):
+                prefix, _ = reading.conditions(op.match_conditions)
+                # a listing prefix is open-ended: only a label counted from its start can name the user
+                reaches = (self.user_label is not None and 0 <= self.user_label < len(prefix)
+                           and prefix[self.user_label] != "*")
+                calls.append((op, self._user(prefix) if reaches else self._identity(self._resolver.known_user())))
+            else:
+                raise ValidationError(f"unknown LangGraph store operation {type(op).__name__}")
+        return calls
+
     @staticmethod
     def _identity(named: Optional[str]) -> str:
         if named is None:
@@ -168,23 +193,23 @@ class NaviStore(BaseStore):
         """The ops, run on the ``MemoryStore``; over an ``AsyncMemoryStore``, from a worker thread on
         the event loop the store runs on (in that loop's own thread it would block it: refused with
         ``asyncio.InvalidStateError``, as LangGraph's async stores do)."""
-        ops = list(ops)
+        calls = self._calls(ops)
         if self._caller.sync_store is None:
-            return cast("list[Result]", self._on_store_loop(self._abatch_here(ops), "batch"))
-        return self._batch_here(ops)
+            return cast("list[Result]", self._on_store_loop(self._abatch_here(calls), "batch"))
+        return self._batch_here(calls)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """The ops, run on the ``AsyncMemoryStore`` (or the ``MemoryStore`` in a worker thread). At
-        most ``CONCURRENT_BATCHES`` run at once per event loop: a ``gather`` of thousands of calls
-        queues here, not for the store's pooled connections (whose wait is limited)."""
+        """The ops, run on the ``AsyncMemoryStore`` (or the ``MemoryStore`` in a worker thread).
+        Concurrent calls on one event loop run together (``_merge``): a ``gather`` of thousands of
+        ``aget``/``aput`` is a few hundred store calls, at most ``CONCURRENT_BATCHES`` at once."""
+        calls = self._calls(ops)
         loop = asyncio.get_running_loop()
         if self._caller.sync_store is None:
             self._loop = loop
-        gate = self._gates.get(loop)
-        if gate is None:
-            gate = self._gates[loop] = asyncio.Semaphore(CONCURRENT_BATCHES)
-        async with gate:
-            return await self._abatch_here(list(ops))
+        merger = self._mergers.get(loop)
+        if merger is None:
+            merger = self._mergers[loop] = Merger(self._abatch_here, lanes=CONCURRENT_BATCHES, most=MERGED_OPS)
+        return await merger.submit(calls)
 
     def sweep_ttl(self) -> Any:
         """Delete the expired keyed items of every user now (the store's ``sweep_ttl``); returns
@@ -220,41 +245,45 @@ class NaviStore(BaseStore):
         return asyncio.run_coroutine_threadsafe(work, loop).result()
 
     # gen_sync: NaviStore, generated by scripts/gen_sync.py from its async source: do not edit
-    def _batch_here(self, ops: list[Op]) -> list[Result]:
-        return self._caller.run(self._steps(ops))
+    def _batch_here(self, calls: list[Call]) -> list[Result]:
+        return self._caller.run(self._steps(calls))
 
     def _sweep_here(self) -> int:
         return self._caller.call(store_call.sweep_ttl())
     # gen_sync: end
 
     # gen_sync: source of NaviStore
-    async def _abatch_here(self, ops: list[Op]) -> list[Result]:
-        return await self._caller.arun(self._steps(ops))
+    async def _abatch_here(self, calls: list[Call]) -> list[Result]:
+        return await self._caller.arun(self._steps(calls))
 
     async def _asweep_here(self) -> int:
         return await self._caller.acall(store_call.sweep_ttl())
     # gen_sync: end
 
-    def _steps(self, ops: list[Op]) -> Plan[list[Result]]:
-        # reads first, then the puts (the last put of a key wins), as LangGraph's own stores do
-        results: list[Result] = [None] * len(ops)
-        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        for i, op in enumerate(ops):
-            if isinstance(op, GetOp):
-                results[i] = yield from self._get(op)
-            elif isinstance(op, SearchOp):
-                results[i] = yield from self._search(op)
-            elif isinstance(op, ListNamespacesOp):
-                results[i] = yield from self._list_namespaces(op)
-            elif isinstance(op, PutOp):
-                puts[(op.namespace, op.key)] = op
-            else:
-                raise ValidationError(f"unknown LangGraph store operation {type(op).__name__}")
+    def _steps(self, calls: list[Call]) -> Plan[list[Result]]:
+        # reads first, then the puts (the last put of a key wins), as LangGraph's own stores do; a
+        # read asked again (by another caller merged in) is read once
+        results: list[Result] = [None] * len(calls)
+        puts: dict[tuple[str, tuple[str, ...], str], tuple[PutOp, str]] = {}
+        read: dict[Any, Result] = {}
+        for i, (op, uid) in enumerate(calls):
+            if isinstance(op, PutOp):
+                puts[(uid, op.namespace, op.key)] = (op, uid)
+                continue
+            same = reading.read_key(op, uid)
+            if same not in read:
+                if isinstance(op, GetOp):
+                    read[same] = yield from self._get(op, uid)
+                elif isinstance(op, SearchOp):
+                    read[same] = yield from self._search(op, uid)
+                elif isinstance(op, ListNamespacesOp):
+                    read[same] = yield from self._list_namespaces(op, uid)
+            found = read[same]  # each caller its own list
+            results[i] = cast(Result, list(found)) if isinstance(found, list) else found
         yield from self._put_all(list(puts.values()))
         return results
 
-    def _get(self, op: GetOp) -> Plan[Item | None]:
-        uid = self._user(op.namespace)
+    def _get(self, op: GetOp, uid: str) -> Plan[Item | None]:
         item = yield from store_call.get_keyed(user_id=uid, namespace=op.namespace, key=op.key,
                                           refresh_ttl=bool(op.refresh_ttl))
         return None if item is None else _to_item(item)
@@ -265,20 +294,18 @@ class NaviStore(BaseStore):
         if refresh and found:
             yield from store_call.refresh_ttl(ids=[item.id for item in found], user_id=uid)
 
-    def _put_all(self, ops: list[PutOp]) -> Plan[None]:
+    def _put_all(self, puts: list[tuple[PutOp, str]]) -> Plan[None]:
         """The puts, each text of an item whose one vector cannot give LangGraph's score embedded
         first (``_fields``), in one call per user."""
-        texts: dict[tuple[tuple[str, ...], str], list[str]] = {}
+        texts: dict[tuple[str, tuple[str, ...], str], list[str]] = {}
         wanted: dict[str, list[str]] = {}
-        for op in ops:
+        for op, uid in puts:
             if op.value is None:
                 continue
-            if PRIVATE in op.value:
-                raise ValidationError(f"{PRIVATE!r} is NaviStore's own key: a value cannot use it")
-            paths = self.index_config if op.index is None else None if op.index is False else _paths(op.index)
-            texts[(op.namespace, op.key)] = found = _indexed_texts(op.value, paths) if paths else []
+            paths = self.index_config if op.index is None else None if op.index is False else reading.paths(op.index)
+            texts[(uid, op.namespace, op.key)] = found = reading.indexed_texts(op.value, paths) if paths else []
             if _fields.needs_own_vectors(found, self.distance_type) and self._caller.store.embedding_model:
-                wanted.setdefault(self._user(op.namespace), []).extend(found)
+                wanted.setdefault(uid, []).extend(found)
         vectors: dict[tuple[str, str], tuple[str, list[float]]] = {}
         for uid, batch in wanted.items():
             for start in range(0, len(batch), EMBED_TEXTS):
@@ -290,11 +317,11 @@ class NaviStore(BaseStore):
                                 "scores it", exc)
                     continue
                 vectors.update(((uid, text), (made.model, vec)) for text, vec in zip(part, made.vectors))
-        for op in ops:
-            yield from self._put(op, texts.get((op.namespace, op.key), []), vectors)
+        for op, uid in puts:
+            yield from self._put(op, uid, texts.get((uid, op.namespace, op.key), []), vectors)
 
-    def _put(self, op: PutOp, texts: list[str], vectors: dict[tuple[str, str], tuple[str, list[float]]]) -> Plan[None]:
-        uid = self._user(op.namespace)
+    def _put(self, op: PutOp, uid: str, texts: list[str],
+             vectors: dict[tuple[str, str], tuple[str, list[float]]]) -> Plan[None]:
         if op.value is None:
             yield from store_call.delete_keyed(user_id=uid, namespace=op.namespace, key=op.key)
             return None
@@ -313,9 +340,8 @@ class NaviStore(BaseStore):
                                    embed=bool(text))
         return None
 
-    def _search(self, op: SearchOp) -> Plan[list[SearchItem]]:
-        uid = self._user(op.namespace_prefix, prefix=True)
-        native, local = _filters(op.filter or {})
+    def _search(self, op: SearchOp, uid: str) -> Plan[list[SearchItem]]:
+        native, local = reading.filters(op.filter or {})
         prefix, filters = op.namespace_prefix or None, native or None
         query = bool(op.query) and self.index_config is not None
         similarity = query and self.ranking == "similarity"
@@ -369,11 +395,8 @@ class NaviStore(BaseStore):
             return _fields.from_cosine(_similarity(found), self.distance_type)
         return _fields.best_score(np.asarray(asked.vectors[0], dtype=np.float64), own, self.distance_type)
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> Plan[list[tuple[str, ...]]]:
-        prefix, suffix = _conditions(op.match_conditions)
-        # a listing prefix is open-ended: only a label counted from its start can name the user
-        reaches = self.user_label is not None and 0 <= self.user_label < len(prefix) and prefix[self.user_label] != "*"
-        uid = self._user(prefix) if reaches else self._identity(self._resolver.known_user())
+    def _list_namespaces(self, op: ListNamespacesOp, uid: str) -> Plan[list[tuple[str, ...]]]:
+        prefix, suffix = reading.conditions(op.match_conditions)
         found = yield from store_call.list_namespaces(user_id=uid, prefix=prefix or None, suffix=suffix or None,
                                                  max_depth=op.max_depth, limit=op.limit, offset=op.offset)
         return [tuple(ns) for ns in found]
@@ -472,66 +495,9 @@ class NaviStore(BaseStore):
             log.warning("TTL sweep failed (retried in the next interval): %s", exc)
 
 
-def _paths(fields: Iterable[str]) -> list[tuple[str, Any]]:
-    return [(field, "$" if field == "$" else tokenize_path(field)) for field in fields]
-
-
-def _indexed_texts(value: Mapping[str, Any], paths: list[tuple[str, Any]]) -> list[str]:
-    """The texts LangGraph would embed for ``value`` at ``paths`` (the item's content: joined)."""
-    texts: list[str] = []
-    for _, tokens in paths:
-        texts.extend(get_text_at_path(value, tokens))
-    return [t for t in texts if t]
-
-
-def _conditions(conditions: Optional[tuple[MatchCondition, ...]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    prefix: tuple[str, ...] = ()
-    suffix: tuple[str, ...] = ()
-    for condition in conditions or ():
-        if condition.match_type == "prefix":
-            prefix = tuple(condition.path)
-        elif condition.match_type == "suffix":
-            suffix = tuple(condition.path)
-        else:
-            raise ValidationError(f"unknown namespace match type {condition.match_type!r}")
-    return prefix, suffix
-
-
-def _filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[Any, Any],
-                                                                     list[tuple[tuple[str, ...], Any]]]:
-    """A LangGraph filter as the store's metadata filters, plus the conditions the store cannot
-    express (equality with a list or an object), checked on the items it returns.
-
-    LangGraph: ``{"k": {"$op": v}}`` is an operator (kept), ``{"k": {"a": v}}`` matches a stored
-    object containing it (the path ``("k", "a")`` for the store), ``{"k": [..]}`` list equality."""
-    native: dict[Any, Any] = {}
-    local: list[tuple[tuple[str, ...], Any]] = []
-    for key, wanted in flt.items():
-        at = path + (str(key),)
-        if isinstance(wanted, dict) and wanted and not any(str(k).startswith("$") for k in wanted):
-            inner, more = _filters(wanted, at)
-            native.update(inner)
-            local += more
-        elif isinstance(wanted, (list, tuple)):
-            local.append((at, list(wanted)))
-        else:
-            # a dotted key names the key itself and the nested path (the store's meaning: LangGraph's
-            # InMemoryStore and PostgresStore read the first, its SqliteStore the second)
-            native[".".join(at) if len(at) == 1 else at] = wanted
-    return native, local
-
-
 def _holds(item: SearchResult | NaviItem, local: list[tuple[tuple[str, ...], Any]]) -> bool:
     """Whether ``item``'s value meets the conditions the store cannot express (list equality)."""
-    return all(_lookup(_value(item), path) == wanted for path, wanted in local)
-
-
-def _lookup(value: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
+    return all(reading.lookup(_value(item), path) == wanted for path, wanted in local)
 
 
 def _similarity(found: SearchResult | NaviItem) -> float:
