@@ -203,7 +203,8 @@ class NaviSource:
         if text is None:
             return
         present = [c for c in ("id", "user_id", text, "created_at", "updated_at") if c in columns]
-        order: list[str] = ["id"] if "id" in present else [c for c in ("user_id", "updated_at") if c in present] or [text]
+        order: list[str] = (["id"] if "id" in present
+                            else [c for c in ("user_id", "updated_at") if c in present] or [text])
         for number, row in enumerate(self._reader.rows(conn, "memory_summary", present, order), 1):
             owner = self._owner(row)
             if owner is None or not str(row.get(text) or "").strip():

@@ -89,7 +89,8 @@ class RetryPolicy:
         jitter of up to one first wait, at most ``max_wait``; 0 when the first wait is 0."""
         if self.initial_wait == 0:
             return 0.0
-        return min(self.max_wait, self.initial_wait * 2.0 ** min(attempt - 1, 64) + random.uniform(0, self.initial_wait))
+        doubled = self.initial_wait * 2.0 ** min(attempt - 1, 64)
+        return min(self.max_wait, doubled + random.uniform(0, self.initial_wait))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetryPolicy":
@@ -251,7 +252,8 @@ class ChatClient:
         except Exception as exc:  # any provider failure: recorded on the session, retried later
             raise self._failed(purpose, exc) from exc
 
-    async def ainvoke(self, purpose: str, messages: list[tuple[str, str]], schema: dict[str, Any] | None = None) -> LLMReply:
+    async def ainvoke(self, purpose: str, messages: list[tuple[str, str]],
+                      schema: dict[str, Any] | None = None) -> LLMReply:
         try:
             runnable, structured = await asyncio.to_thread(self._runnable, schema)
             out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout)

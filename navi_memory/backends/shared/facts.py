@@ -178,8 +178,8 @@ class FactQueries:
         out: dict[int, list[FactHistoryRow]] = {int(i): [] for i in fact_ids}
         user = "TRUE" if user_id is None else "user_id = %s"
         rows: list[FactHistoryRow] = yield Q(
-            f"SELECT * FROM fact_history WHERE {user}"
-            f" AND {d.in_ids.format(column='fact_id')} ORDER BY valid_from, valid_to, id", ([] if user_id is None else [user_id]) + [d.ids(list(out))])
+            f"SELECT * FROM fact_history WHERE {user} AND {d.in_ids.format(column='fact_id')}"
+            " ORDER BY valid_from, valid_to, id", ([] if user_id is None else [user_id]) + [d.ids(list(out))])
         for row in rows:
             out[row["fact_id"]].append(row_times(row))
         return out

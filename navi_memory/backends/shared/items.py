@@ -111,7 +111,8 @@ class ItemQueries:
 
     @operation
     @reads
-    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op[ItemRow | None]:
+    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None,
+                 run_id: str | None = None) -> Op[ItemRow | None]:
         scope, scoped = in_scope(agent_id, run_id)
         rows: list[ItemRow] = yield Q(
             ITEM_SELECT + f" WHERE i.user_id = %s AND i.id = %s{scope}", [user_id, item_id, *scoped])
@@ -145,7 +146,8 @@ class ItemQueries:
         return row_times(rows[0])
 
     @operation
-    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op[bool]:
+    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None,
+                    run_id: str | None = None) -> Op[bool]:
         scope, scoped = in_scope(agent_id, run_id)
         deleted: int = yield Q(f"DELETE FROM items AS i WHERE i.user_id = %s AND i.id = %s{scope}",
                         [user_id, item_id, *scoped])

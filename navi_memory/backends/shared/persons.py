@@ -33,7 +33,8 @@ class PersonQueries:
     """Persons, household mode and user settings (mixed into ``PostgresQueries`` and ``SQLiteBackend``)."""
 
     dialect: Dialect
-    _forget_vectors: Callable[[str], Op[None]]  # (user_id): drop what the backend holds of their vectors beside the tables
+    # (user_id): drop what the backend holds of the user's vectors beside the tables
+    _forget_vectors: Callable[[str], Op[None]]
 
     def _bound(self, column: str, value: Any) -> Any:
         """A person column's value as bound: the lists as JSON (empty when unset)."""

@@ -262,7 +262,8 @@ class TransferQueries:
         pending: list[tuple[str, int, str, Any]] = []
         for i, r in zip(ids, items):
             emb: Mapping[str, Any] | None = r.get("embedding")
-            if emb and emb["vector"] is not None:  # kept as exported (under its own model); re-embedded if that is not ours
+            # a vector is kept as exported (under its own model); re-embedded if that is not ours
+            if emb and emb["vector"] is not None:
                 ready.append((r["user_id"], i, emb["model"], emb["vector"]))
             elif model is not None:
                 pending.append((r["user_id"], i, model, d.time(now)))
