@@ -17,7 +17,7 @@ from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
 from ..base import Beside, Filters
 from ..shared import dialect as shared
-from ..shared.dialect import Dialect
+from ..shared.dialect import Dialect, Q as Q  # Q re-exported: the statements tests run through a runner
 from ..shared.items import RANK_COLUMNS, where as shared_where
 from .metadata import condition_sql
 
