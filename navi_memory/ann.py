@@ -42,8 +42,9 @@ def available() -> bool:
             from usearch.index import Index
         except ImportError:
             log.debug("usearch is not installed: vector search stays an exact scan")
-            Index = None
-        _loaded.append(Index)
+            _loaded.append(None)
+        else:
+            _loaded.append(Index)
     return _loaded[0] is not None
 
 

@@ -40,7 +40,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from .errors import ConfigurationError
@@ -71,7 +71,10 @@ def default_url(environ: Mapping[str, str] | None = None) -> str:
     return f"sqlite:///{default_data_dir(environ) / 'memory.db'}"
 
 
-def _number_env(env: Mapping[str, str], name: str, default: Any, kind: type = int) -> Any:
+N = TypeVar("N", int | None, float)
+
+
+def _number_env(env: Mapping[str, str], name: str, default: N, kind: Callable[[str], N]) -> N:
     raw = env.get(name, "").strip()
     if not raw:
         return default

@@ -15,7 +15,9 @@ TOOL_SOURCE = "tool_call"
 
 
 def load_sample() -> dict[str, Any]:
-    return json.loads(resources.files("navi_memory").joinpath("data/sample_conversation.json").read_text("utf-8"))
+    sample: dict[str, Any] = json.loads(
+        resources.files("navi_memory").joinpath("data/sample_conversation.json").read_text("utf-8"))
+    return sample
 
 
 def ingest_sample(store: MemoryStore, sample: dict[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,8 @@ class HashingEmbeddings:
         if norm == 0:
             vec[0] = 1.0
             norm = 1.0
-        return (vec / norm).tolist()
+        values: list[float] = (vec / norm).tolist()
+        return values
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [self._embed(t) for t in texts]
@@ -87,7 +88,9 @@ class SentenceTransformerEmbeddings:
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         model = self._load()
-        return model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True).tolist()
+        vectors: list[list[float]] = model.encode(list(texts), batch_size=self.batch_size,
+                                                  convert_to_numpy=True).tolist()
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
@@ -99,7 +102,7 @@ def _quiet_transformers() -> None:
         from transformers.utils import logging as hf_logging
     except ImportError:
         return
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
 
 
 def _local_model_path(model: str) -> str:

@@ -16,7 +16,7 @@ import re
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .core import validation as v
 from .config import DatabaseURL, parse_url
@@ -91,9 +91,9 @@ class _Reader:
 
         try:  # read in UTC and ISO, whatever the database's zone and date style
             conninfo, threshold = split_url(self.url)
-            with psycopg.connect(conninfo, prepare_threshold=threshold) as conn:
-                pin_session(conn)
-                yield conn
+            with psycopg.connect(conninfo, prepare_threshold=threshold) as pg_conn:
+                pin_session(pg_conn)
+                yield pg_conn
         except psycopg.Error as exc:
             raise _translate(self.url, exc) from exc
 
@@ -104,7 +104,7 @@ class _Reader:
                             " AND NOT attisdropped ORDER BY attnum", (table,)).fetchall()
         return [r[0] for r in rows]
 
-    def rows(self, conn: Any, table: str, columns: list[str], order: list[str]) -> Iterator[dict[str, Any]]:
+    def rows(self, conn: Any, table: str, columns: Sequence[str], order: Sequence[str]) -> Iterator[dict[str, Any]]:
         """Every row of ``table`` (only ``columns``), streamed in ``order``; names come from the
         table's own catalogue and are quoted."""
         if self.url.scheme == "sqlite":
@@ -203,7 +203,8 @@ class NaviSource:
         if text is None:
             return
         present = [c for c in ("id", "user_id", text, "created_at", "updated_at") if c in columns]
-        order = ["id"] if "id" in present else [c for c in ("user_id", "updated_at") if c in present] or [text]
+        order: list[str] = (["id"] if "id" in present
+                            else [c for c in ("user_id", "updated_at") if c in present] or [text])
         for number, row in enumerate(self._reader.rows(conn, "memory_summary", present, order), 1):
             owner = self._owner(row)
             if owner is None or not str(row.get(text) or "").strip():

@@ -155,12 +155,12 @@ def fact_fields(cluster: Cluster) -> dict[str, Any]:
     category = theme if theme in FACT_CATEGORIES else "preferences" if centre.get("type") == "preference" \
         else "other"
     persons = {m.get("person") for m in cluster.members}
+    said = [m.get("observed_at") or m.get("created_at") for m in cluster.members]
     ids = ", ".join(str(m["id"]) for m in cluster.members)
     return {"category": category, "key": fact_key(centre.get("title"), centre["content"]),
             "value": centre["content"], "person": persons.pop() if len(persons) == 1 else None,
             "source_context": f"promoted from {len(cluster.members)} similar items ({ids})",
-            "observed_at": max((m.get("observed_at") or m.get("created_at") for m in cluster.members
-                                if m.get("observed_at") or m.get("created_at")), default=None)}
+            "observed_at": max((when for when in said if when), default=None)}
 
 
 def fact_key(title: str | None, content: str) -> str:

@@ -129,10 +129,10 @@ def _int(value: Any, name: str, maximum: int = INT32) -> int:
 
 
 def _id(value: Any, name: str) -> int:
-    value = _int(value, name, INT64)
-    if value < 1:
+    number = _int(value, name, INT64)
+    if number < 1:
         raise ValidationError(f"{name} must be a positive id")
-    return value
+    return number
 
 
 def _confidence(value: Any, name: str) -> int:
@@ -143,10 +143,10 @@ def _confidence(value: Any, name: str) -> int:
 
 
 def _count(value: Any, name: str) -> int:
-    value = _int(value, name)
-    if value < 0:
+    number = _int(value, name)
+    if number < 0:
         raise ValidationError(f"{name} must not be negative")
-    return value
+    return number
 
 
 def _bool(value: Any, name: str) -> bool:
@@ -165,11 +165,11 @@ def _enum(allowed: tuple[str, ...]) -> Callable[[Any, str], str]:
     return lambda value, name: v.choice(value, name, allowed)
 
 
-def _json_map(value: Any, name: str) -> dict:
+def _json_map(value: Any, name: str) -> dict[str, Any]:
     return v.nested_mapping(value, name, MAX_TEXT) or {}
 
 
-def _json_list(value: Any, name: str) -> list:
+def _json_list(value: Any, name: str) -> list[Any]:
     if not isinstance(value, list):
         raise ValidationError(f"{name} must be a list")
     return value
@@ -434,6 +434,7 @@ def item_digest(item_type: str, content: str) -> bytes:
 def occurrence_key(record: Mapping[str, Any]) -> bytes | None:
     """Items and LLM call records have no natural key: identical rows (same user, time and text)
     are told apart by how many the file has so far; see ``docs/export-format.md``."""
+    parts: tuple[str, ...]
     if record["type"] == "item":
         parts = (record["user_id"], record["created_at"].isoformat(), record["item_type"], record["content"])
     elif record["type"] == "llm_call":

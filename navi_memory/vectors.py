@@ -244,5 +244,7 @@ def top_k_order(sims: np.ndarray, k: int) -> np.ndarray:
     finite = np.isfinite(sims[part])
     if not finite.all():  # NaN sorts above everything, -inf may fill a short list: finite ones only
         keep = np.flatnonzero(np.isfinite(sims))
-        return keep[top_k_order(sims[keep], k)]
-    return part[np.argsort(-sims[part], kind="stable")]
+        kept: np.ndarray = keep[top_k_order(sims[keep], k)]
+        return kept
+    order: np.ndarray = part[np.argsort(-sims[part], kind="stable")]
+    return order

@@ -33,7 +33,8 @@ def open_backend(url: DatabaseURL, read_only: bool = False, **options: Any) -> B
         unknown = sorted(set(options) - set(known))
         if unknown:  # as PostgreSQL's: named, not a TypeError from the constructor
             raise ValidationError(f"unknown SQLite backend options {unknown}; known: {known}")
-        return SQLiteBackend(url.path or ":memory:", create=not read_only, **options)
+        # the Protocol's methods are installed on the class at import (sansio.install), which mypy does not see
+        return SQLiteBackend(url.path or ":memory:", create=not read_only, **options)  # type: ignore[abstract]
     _require_postgres()
     from .postgres.pool import PostgresBackend
 

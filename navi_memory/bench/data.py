@@ -13,6 +13,7 @@ large users ask more often). Everything derives from the seed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -103,7 +104,8 @@ class Vectors:
         if self.kind == "gaussian":
             return rng.standard_normal((count, self.dim), dtype=np.float32)
         latent = rng.standard_normal((count, LATENT_RANK), dtype=np.float32) @ self._basis
-        return latent + LATENT_NOISE * rng.standard_normal((count, self.dim), dtype=np.float32)
+        drawn: np.ndarray = latent + LATENT_NOISE * rng.standard_normal((count, self.dim), dtype=np.float32)
+        return drawn
 
 
 @dataclass
@@ -141,7 +143,7 @@ class Dataset:
                    owner=owner, queries=corpus.queries(query_rng, queries),
                    query_vectors=vectors.draw(query_rng, queries), query_owner=query_owner)
 
-    def batches(self, size: int):
+    def batches(self, size: int) -> Iterator[list[dict[str, Any]]]:
         """``add_many`` batches of item dicts, in order."""
         for start in range(0, self.n, size):
             stop = min(start + size, self.n)
@@ -149,7 +151,7 @@ class Dataset:
                     "embedding": self.vectors[i]} for i in range(start, stop)]
 
     def query_user(self, index: int) -> str:
-        return self.users[self.query_owner[index]]
+        return self.users[int(self.query_owner[index])]
 
     def exact_top(self, ids: np.ndarray, indexes: range | list[int], k: int = 10) -> list[set[int]]:
         """Ids of the ``k`` nearest items by cosine among the asking user's items (brute force)."""

@@ -19,7 +19,7 @@ import sqlite3
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def _names(allowed: tuple[str, ...]):
+def _names(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         names = [p.strip() for p in text.split(",") if p.strip()]
         if not names or any(n not in allowed for n in names):

@@ -19,13 +19,13 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..progress import Progress
-from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, resolve_reranker
+from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker, resolve_reranker
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
 from . import embed_cache, write_report
@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, "cache", None) and args.embeddings in ("minilm", "local", "ollama"):
             embedder = embed_cache.cached(embedder, Path(args.cache))
         # False, never None, for none: None would take the environment's NAVI_MEMORY_RERANKER
-        reranker = resolve_reranker(getattr(args, "reranker", None) or False,
-                                    depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
-                                    weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) or False
+        reranker: Reranker | Literal[False] = resolve_reranker(
+            getattr(args, "reranker", None) or False, depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
+            weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) or False
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
                               reranker=reranker) as store:
             report = evaluate(store, samples)
@@ -118,9 +118,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
                 report["loo"] = locomo_loo.measure(store, samples)
             if getattr(args, "floor", False):
+                from ..retrieval import search as ranking
                 from . import locomo_floor
 
-                credits = getattr(args, "floor_credits", None) or (locomo_floor.ranking.LEXICAL_CREDIT,)
+                credits = getattr(args, "floor_credits", None) or (ranking.LEXICAL_CREDIT,)
                 report["floor"] = locomo_floor.measure(store, samples, credits=credits)
             if peers:
                 from . import locomo_peers
@@ -156,7 +157,7 @@ def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any
     ingest.close()
 
     def search(user: str, question: str) -> list[str]:
-        return [r.metadata.get("dia_id") for r in store.search(question, user_id=user, limit=max(KS), min_score=0)]
+        return [r.metadata.get("dia_id", "") for r in store.search(question, user_id=user, limit=max(KS), min_score=0)]
 
     report = ask(samples, search)
     report["embedding_model"] = store.embedding_model

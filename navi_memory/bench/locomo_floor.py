@@ -71,7 +71,7 @@ def measure(store: MemoryStore, samples: list[dict[str, Any]], floors: Sequence[
         user = sample["sample_id"]
 
         def top(query: str, vector: Any, floor: float) -> list[str]:
-            return [r.metadata.get("dia_id") for r in store.search(query, user_id=user, limit=TOP,
+            return [r.metadata.get("dia_id", "") for r in store.search(query, user_id=user, limit=TOP,
                                                                    min_score=floor, query_embedding=vector)]
 
         for by_floor in counts.values():
@@ -117,7 +117,7 @@ def choose(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Seque
            budget: float) -> dict[str, Any]:
     """On ``users``: the (credit, floor) emptying the most off-topic questions within the cut budget
     (ties: the smaller cut, then the higher floor, then the smaller credit); no floor when none fits."""
-    best: tuple = (-1.0, 0.0, 0.0, 0.0)
+    best: tuple[float, ...] = (-1.0, 0.0, 0.0, 0.0)
     choice: dict[str, Any] = {"credit": None, "floor": 0.0}
     if not users:
         return choice
@@ -131,7 +131,7 @@ def choose(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Seque
 
 
 def leave_one_out(counts: dict[str, dict[str, dict[str, dict[str, int]]]], users: Sequence[str],
-                  budget: float) -> list[dict]:
+                  budget: float) -> list[dict[str, Any]]:
     out = []
     for held_out in users:
         choice = choose(counts, [u for u in users if u != held_out], budget)

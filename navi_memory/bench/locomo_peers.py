@@ -99,6 +99,7 @@ def _langchain(samples: list[dict[str, Any]], turns: dict[str, list[dict[str, An
     from importlib.metadata import version
 
     from langchain_postgres import Column, PGEngine, PGVectorStore
+    from langchain_postgres.v2.engine import ColumnDict
     from langchain_postgres.v2.hybrid_search_config import reciprocal_rank_fusion
 
     from .peers import sqlalchemy_url, hybrid_config, vectors_only
@@ -113,7 +114,8 @@ def _langchain(samples: list[dict[str, Any]], turns: dict[str, list[dict[str, An
         url = server.create_database(DATABASE, "256MB")
         engine = PGEngine.from_connection_string(sqlalchemy_url(url))
         dim = int(next(iter(vectors.values())).shape[1])
-        columns = [Column("user_id", "TEXT", nullable=False), Column("dia_id", "TEXT", nullable=False)]
+        columns: list[Column | ColumnDict] = [Column("user_id", "TEXT", nullable=False),
+                                              Column("dia_id", "TEXT", nullable=False)]
         engine.init_vectorstore_table("locomo_turns", dim, metadata_columns=columns, hybrid_search_config=config())
         store = PGVectorStore.create_sync(engine, vectors_only(), "locomo_turns",
                                           metadata_columns=["user_id", "dia_id"], hybrid_search_config=config())

@@ -32,7 +32,8 @@ def timed_search(store: MemoryStore, query: str, user: str, vector: np.ndarray |
     return (time.perf_counter() - start) * 1000.0
 
 
-def time_queries(label: str, data: Dataset, warmup: int, search: Callable[[int], Any]) -> tuple[dict[str, Any], list]:
+def time_queries(label: str, data: Dataset, warmup: int,
+                 search: Callable[[int], Any]) -> tuple[dict[str, Any], list[Any]]:
     """Call ``search(i)`` for every query after the first (which opens caches and indexes); the
     latency stats of those after the warm-up, with the load, and what each call returned."""
     times, answers, progress = [], [], Progress(label, len(data.queries) - 1)

@@ -32,7 +32,7 @@ import importlib
 import logging
 import time
 from importlib.metadata import version
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -82,7 +82,8 @@ def bm25_tokens(texts: list[str]) -> list[list[str]]:
     """bm25s' tokenizer: lower case, words of 2+ characters, English stop words out, no stemming."""
     import bm25s
 
-    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    tokens: list[list[str]] = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    return tokens
 
 
 def bm25_index(texts: list[str]) -> Any:
@@ -121,6 +122,7 @@ def bm25(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
 
 def langgraph(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     """LangGraph InMemoryStore with a vector index fed the precomputed vectors; put and search timed."""
+    from langgraph.store.base import IndexConfig
     from langgraph.store.memory import InMemoryStore
 
     from ..progress import Progress
@@ -132,10 +134,11 @@ def langgraph(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
     for text, vector in zip(data.queries, data.query_vectors):
         vectors[text] = vector.tolist()  # queries have no capital or full stop: never an item's text
 
-    def embed(texts: list[str]) -> list[list[float]]:
+    def embed(texts: Sequence[str]) -> list[list[float]]:
         return [vectors[t] for t in texts]
 
-    store = InMemoryStore(index={"dims": int(data.vectors.shape[1]), "embed": embed, "fields": ["text"]})
+    index: IndexConfig = {"dims": int(data.vectors.shape[1]), "embed": embed, "fields": ["text"]}
+    store = InMemoryStore(index=index)
     label = f"langgraph n={data.n} {data.layout}"
     ingest_load, progress, seconds = load(), Progress(f"{label} put", data.n), 0.0
     for start_row in range(0, data.n, args.batch):

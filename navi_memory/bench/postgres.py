@@ -106,11 +106,11 @@ class Server:
     @classmethod
     def _pgserver(cls, tmp: Path) -> "Server":
         try:
-            import pgserver
+            from pgserver.postgres_server import get_server
         except ImportError:
             raise ConfigurationError("--postgres pgserver needs the pgserver package (pip install pgserver)") from None
         pgdata = tmp / "pg"
-        first = pgserver.get_server(pgdata, cleanup_mode="stop")
+        first = get_server(pgdata, cleanup_mode="stop")
         import psycopg
         from psycopg import sql
 
@@ -118,7 +118,7 @@ class Server:
             for name, value in PGSERVER_SETTINGS.items():
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
         first.cleanup()  # stops it; started again below with the settings
-        handle = pgserver.get_server(pgdata, cleanup_mode="delete")
+        handle = get_server(pgdata, cleanup_mode="delete")
         return cls(handle.get_uri(), handle)
 
     @property
@@ -135,9 +135,10 @@ class Server:
 
         from .pooler import POOLED
 
-        return self.bouncer.url(urlsplit(url).path.lstrip("/")) + POOLED
+        pooled: str = self.bouncer.url(urlsplit(url).path.lstrip("/")) + POOLED
+        return pooled
 
-    def execute(self, statement: Any, params: Any = None, url: str | None = None) -> list[tuple]:
+    def execute(self, statement: Any, params: Any = None, url: str | None = None) -> list[tuple[Any, ...]]:
         import psycopg
 
         with psycopg.connect(url or self.url, autocommit=True) as conn:
@@ -255,6 +256,7 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
     """Load, index and time one dataset in a database of its own."""
     from psycopg import sql
 
+    from ..backends.postgres.pool import PostgresBackend
     from ..backends.postgres.sql import vector_index_name, vector_index_text
     from . import measure
 
@@ -264,6 +266,8 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
     store_url = server.store_url(url)
     settings = Settings(url=store_url, embeddings="none")
     backend = open_backend(parse_url(store_url), defer_vector_index=True)
+    if not isinstance(backend, PostgresBackend):  # what a postgresql:// URL opens
+        raise ConfigurationError(f"the PostgreSQL benchmark opened {type(backend).__name__}")
     backend.migrate()
     store = MemoryStore(backend, None, settings=settings, embedding_model=model)
     lexical = MemoryStore(backend, None, settings=settings, embedding_model=None)
@@ -358,8 +362,8 @@ def format_details(report: dict[str, Any]) -> str:
     lines.append(f"{'layout':<7} {'N':>9} {'bulk ingest/s':>13} {'maintained/s':>12} {'vs sqlite p50/p95':>18}")
     for r in report["results"]:
         s = r["search_ms"]
-        ratio = lambda other: f"{s['p50'] / other['p50']:.2f} / {s['p95'] / other['p95']:.2f}"  # noqa: E731
-        sq = ratio(r["sqlite"]["search_ms"]) if "sqlite" in r else "-"
+        sqlite = r["sqlite"]["search_ms"] if "sqlite" in r else None
+        sq = "-" if sqlite is None else f"{s['p50'] / sqlite['p50']:.2f} / {s['p95'] / sqlite['p95']:.2f}"
         lines.append(f"{r['layout']:<7} {r['n']:>9,} {r['ingest_items_per_s']:>13,.0f}"
                      f" {r.get('maintained_ingest_items_per_s', 0):>12,.0f} {sq:>18}")
     for r in report["results"]:

@@ -9,6 +9,10 @@ from typing import Any, Callable
 
 from ..errors import ValidationError
 
+# ``build_parser``'s helper that each command module's ``add_commands`` is given:
+# (name, handler of the parsed arguments, help) -> the command's parser
+AddCommand = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]
+
 
 class BadArgument:
     """An integer option that did not parse: kept by argparse, reported by ``main`` as one line

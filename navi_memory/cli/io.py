@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..errors import ValidationError
 from ..progress import Progress
 from ..transfer_format import dumps, parse_user_map
-from .common import integer, json_option, print_json
+from .common import AddCommand, integer, json_option, print_json
 
 
 def open_store(args: argparse.Namespace, read_only: bool = False) -> Any:
@@ -184,7 +184,7 @@ def _import_navi(args: argparse.Namespace, user_map: dict[str, str]) -> None:
     _report(report, args.json, extra)
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register export and import on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("export", cmd_export, "write a user's memory (or everyone's) as JSON Lines")
     p.add_argument("--user", help="the user to export")

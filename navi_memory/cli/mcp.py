@@ -12,10 +12,9 @@ import asyncio
 import importlib.util
 import os
 import sys
-from typing import Callable
 
 from ..errors import ConfigurationError
-from .common import integer, user_option
+from .common import AddCommand, integer, user_option
 
 TOKENS_ENV = "NAVI_MEMORY_MCP_TOKENS"
 
@@ -35,7 +34,7 @@ def cmd_mcp(args: argparse.Namespace) -> None:
                       run_id=args.run_id))
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register ``mcp`` on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("mcp", cmd_mcp, "serve the memory tools to MCP clients over stdio or HTTP (needs the mcp extra)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",

@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core import validation as v
 from ..errors import NotFoundError, ValidationError
 from ..models import HOUSEHOLD_MODES
 from ..core.persons import ROLES, Person
-from .common import integer, json_option, open_store, print_json, user_option
+from .common import AddCommand, integer, json_option, open_store, print_json, user_option
 
 
 def _line(p: Person) -> str:
@@ -144,7 +144,7 @@ def _person_options(p: argparse.ArgumentParser) -> None:
                                                      " a turn from it is theirs)")
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register the commands on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("person", cmd_person, "the persons of a user's household: add, list, resolve, update, remove, "
                                       "mode, speaker")

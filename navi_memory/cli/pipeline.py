@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core import validation as v
 from ..errors import ExtractionError, ValidationError
 from ..models import SESSION_STATES, ExtractionReport
-from .common import integer, json_option, print_json, user_option
+from .common import AddCommand, integer, json_option, print_json, user_option
 
 
 def open_store(args: argparse.Namespace, chat: bool = False, read_only: bool = False) -> Any:
@@ -189,7 +189,7 @@ def cmd_sessions(args: argparse.Namespace) -> None:
               + (f"  error: {s.error}" if s.error else ""))
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register the commands on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("ingest", cmd_ingest, "store a conversation: a JSON list of OpenAI/LangChain-style messages, "
                                       "JSON Lines of them, or the messages of an export")

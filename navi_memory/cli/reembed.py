@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
 
-from .common import integer, json_option, print_json, user_option
+from .common import AddCommand, integer, json_option, print_json, user_option
 
 
 def cmd_reembed(args: argparse.Namespace) -> None:
@@ -37,7 +36,7 @@ def cmd_reembed(args: argparse.Namespace) -> None:
           if report.complete else "not complete: run the command again to go on")
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register ``reembed`` on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("reembed", cmd_reembed, "move the vectors to the current embedding model without a pause in search")
     p.add_argument("--from", dest="previous", metavar="MODEL", default=None,

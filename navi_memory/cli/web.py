@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable
 
 from ..errors import ConfigurationError, ValidationError
-from .common import integer
+from .common import AddCommand, integer
 
 UI_TOKEN_ENV, API_TOKEN_ENV = "NAVI_MEMORY_UI_TOKEN", "NAVI_MEMORY_API_TOKEN"
 API_TOKENS_ENV = "NAVI_MEMORY_API_TOKENS"  # a JSON file {"<token>": "<user id>"}: tokens that act for one user
@@ -97,7 +97,7 @@ def cmd_token(args: argparse.Namespace) -> None:
               " (serve / ui / mcp --tokens) take it within a second", file=sys.stderr)
 
 
-def add_commands(command: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+def add_commands(command: AddCommand) -> None:
     """Register ``ui``, ``serve`` and ``token`` on the main parser (``command`` is ``build_parser``'s helper)."""
     p = command("token", cmd_token, "make (or --revoke) a user's bearer token in a token file for serve/ui/mcp --tokens")
     p.add_argument("--user", required=True, help="the user the token acts for")

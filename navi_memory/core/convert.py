@@ -47,7 +47,7 @@ def fact(row: Mapping[str, Any], history: Mapping[int, Sequence[Mapping[str, Any
                     source_session_id=h.get("source_session_id"), source_message_id=h.get("source_message_id"))
         for h in (history or {}).get(row["id"], [])
     ]
-    fields = {k: row.get(k) for k in Fact._field_names() if k != "history"}
+    fields: dict[str, Any] = {k: row.get(k) for k in Fact._field_names() if k != "history"}
     return Fact(**fields, history=versions)
 
 

@@ -208,7 +208,9 @@ def holds(condition: Condition, metadata: Any) -> bool:
         return any(_equal(found, w) for w in wanted) is (op == "in")
     if found is _MISSING or json_type(found) != json_type(wanted):
         return False
-    return {"gt": found > wanted, "gte": found >= wanted, "lt": found < wanted, "lte": found <= wanted}[op]
+    compared: dict[str, bool] = {"gt": found > wanted, "gte": found >= wanted, "lt": found < wanted,
+                                 "lte": found <= wanted}
+    return compared[op]
 
 
 def evaluate(conds: tuple[Condition, ...], metadata: Any) -> bool:

@@ -77,7 +77,8 @@ class SpeakerInference(_Record):
 
 
 def person(row: dict[str, Any]) -> Person:
-    return Person(**{k: row.get(k) for k in Person._field_names()})
+    fields: dict[str, Any] = {k: row.get(k) for k in Person._field_names()}
+    return Person(**fields)
 
 
 

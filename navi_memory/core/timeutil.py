@@ -56,9 +56,9 @@ def from_db(value: str | datetime | None) -> datetime | None:
     try:
         if match is None:
             return to_utc(value)
-        parts = [int(p) for p in match.groups()[:6]]
+        year, month, day, hour, minute, second = (int(p) for p in match.groups()[:6])
         micro = int((match.group(7) or "0").ljust(6, "0"))
-        return datetime(*parts, micro, tzinfo=timezone.utc)  # type: ignore[misc]
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=timezone.utc)
     except (ValueError, OverflowError):
         log.warning("unreadable timestamp %r in the database: read as %s", value[:40], UNREADABLE.isoformat())
         return UNREADABLE

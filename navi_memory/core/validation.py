@@ -41,11 +41,10 @@ def text(value: Any, field: str, max_bytes: int, allow_empty: bool = False, stri
         raise ValidationError(f"{field} is not valid UTF-8 (lone surrogate)") from exc
     if size > max_bytes:
         raise ValidationError(f"{field} is {size} bytes, more than the maximum of {max_bytes}")
-    if strip:
-        value = value.strip()
-    if not value and not allow_empty:
+    checked: str = value.strip() if strip else value
+    if not checked and not allow_empty:
         raise ValidationError(f"{field} is empty")
-    return value
+    return checked
 
 
 def optional_text(value: Any, field: str, max_bytes: int) -> str | None:

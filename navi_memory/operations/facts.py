@@ -12,6 +12,7 @@ from ..core import validation as v
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE, fact_item_content
 from ..errors import NotFoundError, ValidationError
 from ..pipeline import dedup
+from ..pipeline.llm import CallRecord
 from ..models import FACT_CATEGORIES, FACT_SORT_FIELDS, FACT_SOURCES, Fact, FactChange, FactList
 from ..sansio import Op, operation
 from .follow import Follow, said
@@ -190,7 +191,7 @@ class FactOperations:
         does this by itself (with a chat model: in the background, after storing the composed
         text at once when a value was deleted or replaced)."""
         uid = v.user_id(user_id)
-        ledger: list[dict] = []  # the chat model's calls, booked in usage stats (no session)
+        ledger: list[CallRecord] = []  # the chat model's calls, booked in usage stats (no session)
         stored = yield from self.follow.rewrite(uid, ledger, self._shared.chat is not None)
         if ledger:
             yield db.record_llm_calls(user_id=uid, calls=self._shared.named_calls(ledger), now=self._shared.now())

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..backends.base import Filters, SessionRead, SummaryRow
 from ..calls import Spawn, db
 from ..pipeline import rules, summary
+from ..pipeline.llm import CallRecord
 from ..retrieval.query import query_terms
 from ..sansio import Op
 
@@ -75,7 +76,7 @@ class Follow:
                     if r.get("status") == "archived"}
         return [f for f in facts if f.get("item_id") not in archived][:summary.MAX_FACTS]
 
-    def rewrite(self, uid: str, ledger: list[dict], use_llm: bool) -> Op[bool]:
+    def rewrite(self, uid: str, ledger: list[CallRecord], use_llm: bool) -> Op[bool]:
         """Store the summary written from the facts as they stand (none left: an empty version,
         which reads as no summary), unless it says what the current one says; True when stored.
         The chat model's text is kept only if the facts did not change while it wrote (a delete

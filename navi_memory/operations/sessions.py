@@ -54,7 +54,7 @@ from ..pipeline import (
 )
 from ..pipeline import triggers as trigger_rules
 from ..pipeline.extract import ExtractedFact
-from ..pipeline.llm import ChatClient
+from ..pipeline.llm import CallRecord, ChatClient
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")
@@ -299,7 +299,7 @@ class SessionOperations:
             yield db.finish_session(user_id=uid, session_id=sid, outcome={"state": "error", "error": MEMORY_OFF},
                                     calls=[], now=self._shared.now())
             return report
-        ledger: list[dict] = []
+        ledger: list[CallRecord] = []
         try:
             outcome = yield from self._pipeline_run(uid, sid, claimed, final, force, report, ledger)
         except NaviMemoryError as exc:
@@ -328,13 +328,13 @@ class SessionOperations:
         return report
 
     @staticmethod
-    def _book(report: ExtractionReport, ledger: list[dict]) -> None:
+    def _book(report: ExtractionReport, ledger: list[CallRecord]) -> None:
         report.llm_calls = len(ledger)
         report.input_tokens = sum(c["input_tokens"] for c in ledger)
         report.output_tokens = sum(c["output_tokens"] for c in ledger)
 
     def _pipeline_run(self, uid: str, sid: str, claimed: SessionRow, final: bool, force: bool, report: ExtractionReport,
-                      ledger: list[dict]) -> Op:
+                      ledger: list[CallRecord]) -> Op:
         opts = self._shared.pipeline
         after = 0 if force else claimed["extracted_seq"]
         start = max(0, min(after - opts.context_messages, claimed["chunked_seq"] - TURN_BEFORE_MESSAGES))
@@ -438,7 +438,7 @@ class SessionOperations:
             log.info("dedup by similarity skipped (%s); keys and values are still compared", exc)
         return out
 
-    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[dict],
+    def _apply_facts(self, uid: str, sid: str, candidates: list[ExtractedFact], ledger: list[CallRecord],
                      run_id: str | None, judge: bool = True) -> Op:
         if not candidates:
             return []
@@ -491,7 +491,7 @@ class SessionOperations:
         return replace(change, requested_key=change.requested_key or asked,
                        reason=change.reason or (None if target is None else decision.reason))
 
-    def _refresh_summary(self, uid: str, changed: bool, ledger: list[dict]) -> Op:
+    def _refresh_summary(self, uid: str, changed: bool, ledger: list[CallRecord]) -> Op:
         facts = yield from self._facts.follow.current_facts(uid)
         current: SummaryRow | None = yield db.get_summary(user_id=uid)
         if not summary.needs_update(changed, facts, current):

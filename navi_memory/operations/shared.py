@@ -15,7 +15,7 @@ from ..embeddings import Embedder
 from ..errors import ConfigurationError
 from ..models import FUSIONS, utcnow
 from ..pipeline import PipelineOptions
-from ..pipeline.llm import ChatClient
+from ..pipeline.llm import CallRecord, ChatClient
 from ..reranking import Reranker
 
 EMBED_BATCH = 32  # texts per embedding request
@@ -59,7 +59,7 @@ class Shared:
             return self.embedder
         return self.previous_embedder if model == self.previous_model else None
 
-    def named_calls(self, ledger: list[dict]) -> list[dict]:
+    def named_calls(self, ledger: list[CallRecord]) -> list[CallRecord]:
         """LLM calls to record, each with its model: a failed call has no reply to name it, the client does."""
         name = self.chat.name if self.chat is not None else None
         return [c if c.get("model") else {**c, "model": name} for c in ledger]

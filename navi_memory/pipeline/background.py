@@ -11,7 +11,7 @@ import asyncio
 import logging
 import queue
 import threading
-from typing import Any, Awaitable, Callable, Hashable
+from typing import Any, Callable, Coroutine, Hashable
 
 from ..errors import NaviMemoryError
 
@@ -91,7 +91,7 @@ class TaskJobs:
         self._tasks: dict[Hashable, asyncio.Task[Any]] = {}
         self._closed = False
 
-    def submit(self, key: Hashable, job: Callable[[], Awaitable[Any]]) -> bool:
+    def submit(self, key: Hashable, job: Callable[[], Coroutine[Any, Any, Any]]) -> bool:
         if self._closed or key in self._tasks:
             return False
         task = asyncio.get_running_loop().create_task(job(), name=f"navi-memory-extract {key}")

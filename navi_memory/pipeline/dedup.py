@@ -39,7 +39,7 @@ from ..errors import ExtractionError
 from ..sansio import Op
 from . import prompts, rules
 from .extract import ExtractedFact, find_json
-from .llm import ask
+from .llm import CallRecord, ask
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def parse_verdict(text: str, count: int) -> set[int]:
     return {n for n in payload["same"] if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= count}
 
 
-def judge(pairs: Sequence[tuple[ExtractedFact, Mapping[str, Any]]], ledger: list[dict]) -> Op:
+def judge(pairs: Sequence[tuple[ExtractedFact, Mapping[str, Any]]], ledger: list[CallRecord]) -> Op[set[int]]:
     """One chat call deciding which (candidate, fact on file) pairs are the same attribute."""
     if not pairs:
         return set()

@@ -23,7 +23,7 @@ from ..models import FACT_CATEGORIES, FACT_SOURCES
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
 from ..sansio import Op
 from . import prompts
-from .llm import LLMReply, ask
+from .llm import CallRecord, LLMReply, ask
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,7 @@ def _note(raw: Any) -> str | None:
 def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
     """A decoded reply as an ``Extraction``, or the problem with it. A bare list is a list of
     facts (the older format); a single fact object is accepted too."""
+    notes_raw: object  # decoded JSON
     if isinstance(payload, list):
         facts_raw, notes_raw = payload, []
     elif isinstance(payload, Mapping):
@@ -198,7 +199,8 @@ def from_reply(reply: LLMReply) -> tuple[Extraction | None, str | None]:
     return parse_reply(reply.text)
 
 
-def extract(transcript: str, known: Sequence[Mapping[str, str]], ledger: list[dict], dated: str | None = None) -> Op:
+def extract(transcript: str, known: Sequence[Mapping[str, str]], ledger: list[CallRecord],
+            dated: str | None = None) -> Op[Extraction]:
     """Ask the chat model for facts and notes; one repair request if the first reply is unusable.
     ``dated``: the excerpt's day(s) (``transcript.dated``)."""
     messages = prompts.extraction_messages(transcript, known, dated)

@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from ..config import Settings
 from ..embeddings import provider_model_name
@@ -89,12 +89,25 @@ class RetryPolicy:
         jitter of up to one first wait, at most ``max_wait``; 0 when the first wait is 0."""
         if self.initial_wait == 0:
             return 0.0
-        return min(self.max_wait, self.initial_wait * 2 ** min(attempt - 1, 64) + random.uniform(0, self.initial_wait))
+        doubled = self.initial_wait * 2.0 ** min(attempt - 1, 64)
+        return min(self.max_wait, doubled + random.uniform(0, self.initial_wait))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "RetryPolicy":
         return cls(settings.chat_attempts, settings.chat_retry_wait, max(30.0, settings.chat_retry_wait),
                    settings.chat_rate_limit)
+
+
+class CallRecord(TypedDict):
+    """A chat model call as a ledger books it (``ask``), and ``llm_calls`` stores it (failed ones too)."""
+
+    purpose: str
+    model: str | None  # None: failed before a reply named it (``OperationsShared.named_calls``)
+    input_tokens: int
+    output_tokens: int
+    estimated: bool
+    ok: bool
+    error: str | None
 
 
 @dataclass
@@ -146,7 +159,7 @@ class ChatClient:
                 self._model = self._factory()
             return self._model
 
-    def _runnable(self, schema: dict | None) -> tuple[Any, bool]:
+    def _runnable(self, schema: dict[str, Any] | None) -> tuple[Any, bool]:
         """The runnable for ``schema`` (the structured-output one when the model has it, else the
         model), retried and paced; built once per schema; True when it returns structured output."""
         model = self.model
@@ -230,7 +243,7 @@ class ChatClient:
         message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return ExtractionError(f"chat model {self.name} failed ({purpose}): {type(exc).__name__}: {message}")
 
-    def invoke(self, purpose: str, messages: list[tuple[str, str]], schema: dict | None = None) -> LLMReply:
+    def invoke(self, purpose: str, messages: list[tuple[str, str]], schema: dict[str, Any] | None = None) -> LLMReply:
         try:
             runnable, structured = self._runnable(schema)
             return self._reply(messages, runnable.invoke(messages), structured)
@@ -239,7 +252,8 @@ class ChatClient:
         except Exception as exc:  # any provider failure: recorded on the session, retried later
             raise self._failed(purpose, exc) from exc
 
-    async def ainvoke(self, purpose: str, messages: list[tuple[str, str]], schema: dict | None = None) -> LLMReply:
+    async def ainvoke(self, purpose: str, messages: list[tuple[str, str]],
+                      schema: dict[str, Any] | None = None) -> LLMReply:
         try:
             runnable, structured = await asyncio.to_thread(self._runnable, schema)
             out = await asyncio.wait_for(runnable.ainvoke(messages), self.timeout)
@@ -285,7 +299,8 @@ def resolve_chat_model(choice: Any, settings: Settings) -> ChatClient | None:
                       RetryPolicy.from_settings(settings))
 
 
-def ask(purpose: str, messages: list[tuple[str, str]], ledger: list[dict], schema: dict | None = None) -> Op:
+def ask(purpose: str, messages: list[tuple[str, str]], ledger: list[CallRecord],
+        schema: dict[str, Any] | None = None) -> Op[LLMReply]:
     """One chat call through the store's runner, booked in ``ledger`` (failed calls too)."""
     try:
         reply: LLMReply = yield Chat(purpose, messages, schema)

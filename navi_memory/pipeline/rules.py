@@ -121,10 +121,11 @@ def _title(value: str) -> str:
     return " ".join(w[:1].upper() + w[1:] for w in value.split())
 
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], "tuple[str, str, str] | None"]]
+Build = Callable[[re.Match[str]], "tuple[str, str, str] | None"]  # a match -> (category, key, value), or None
+Rule = tuple[re.Pattern[str], Build]
 
 
-def _simple(category: str, key: str, max_words: int, title: bool = False, capital: bool = False) -> Callable:
+def _simple(category: str, key: str, max_words: int, title: bool = False, capital: bool = False) -> Build:
     def build(match: re.Match[str]) -> tuple[str, str, str] | None:
         value = clean_value(match.group("v"), max_words)
         if not value or _NEGATED.match(value) or (capital and not value[0].isupper()):

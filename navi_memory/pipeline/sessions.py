@@ -53,7 +53,8 @@ def _content(value: Any, where: str, max_bytes: int) -> str:
 def _tool_call(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ValidationError(f"{where}: a tool call must be a mapping")
-    function = raw.get("function") if isinstance(raw.get("function"), Mapping) else {}
+    nested = raw.get("function")
+    function: Mapping[str, Any] = nested if isinstance(nested, Mapping) else {}
     name = raw.get("name") or function.get("name")
     args = raw["args"] if "args" in raw else function.get("arguments", raw.get("arguments", ""))
     if not isinstance(args, str):

@@ -16,7 +16,7 @@ from ..errors import ExtractionError
 from ..models import FACT_CATEGORIES
 from ..sansio import Op
 from . import prompts
-from .llm import ask
+from .llm import CallRecord, ask
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ def needs_update(changed: bool, facts: Sequence[Mapping[str, Any]], summary: Map
     if changed or summary is None:
         return True
     newest: datetime = max(f["updated_at"] for f in facts)
-    return newest > summary["created_at"]
+    written: datetime = summary["created_at"]
+    return newest > written
 
 
 def grouped(facts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
@@ -82,7 +83,8 @@ def tidy(text: str) -> str:
 def _phrase(fact: Mapping[str, Any]) -> str:
     """"editor theme: dark mode", or the value alone when it says the key already (a remembered
     sentence, "short answers" under ``short_answers``)."""
-    key, value = fact["key"].replace("_", " "), str(fact["value"])
+    key: str = fact["key"].replace("_", " ")
+    value = str(fact["value"])
     if value.casefold() in key.casefold():
         return key
     sentence = re.match(r"(?:i|i'm|we|we're|my|our)\b", value, re.I)  # "I take the 8:15 train"
@@ -102,7 +104,7 @@ def compose(facts: Sequence[Mapping[str, Any]]) -> str:
     return clip_words("\n\n".join(paragraphs))
 
 
-def write(facts: Sequence[Mapping[str, Any]], ledger: list[dict], use_llm: bool) -> Op:
+def write(facts: Sequence[Mapping[str, Any]], ledger: list[CallRecord], use_llm: bool) -> Op[str | None]:
     """The new summary text, or None when the chat model failed (logged; retried next run)."""
     if not use_llm:
         return compose(facts)
@@ -114,6 +116,6 @@ def write(facts: Sequence[Mapping[str, Any]], ledger: list[dict], use_llm: bool)
     text = tidy(reply.text)
     if not text:
         log.warning("summary not regenerated: the chat model returned no text")
-        ledger[-1].update(ok=False, error="empty summary")
+        ledger[-1].update({"ok": False, "error": "empty summary"})
         return None
     return text

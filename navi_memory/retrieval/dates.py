@@ -125,13 +125,13 @@ def _period(query: str, tz: tzinfo = timezone.utc) -> tuple[datetime, datetime, 
     for match in _ISO_DAY.finditer(query):
         if found := _day_period(int(match.group(1)), int(match.group(2)), int(match.group(3)), tz):
             return found
-    if match := _MONTH_YEAR.search(query):
-        return _month_period(int(match.group(2)), _month(match.group(1)), tz)
+    if month_year := _MONTH_YEAR.search(query):
+        return _month_period(int(month_year.group(2)), _month(month_year.group(1)), tz)
     for match in _ISO_MONTH.finditer(query):
         if 1 <= int(match.group(2)) <= 12:
             return _month_period(int(match.group(1)), int(match.group(2)), tz)
-    if match := _YEAR_ONLY.search(query):
-        return _year_period(int(match.group(1)), tz)
+    if year_only := _YEAR_ONLY.search(query):
+        return _year_period(int(year_only.group(1)), tz)
     return None
 
 

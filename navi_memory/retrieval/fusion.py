@@ -79,9 +79,9 @@ def scale_similarity(scores: Mapping[K, float], full_spread: float = SIMILARITY_
 
 
 def weighted_fusion(
-    signals: Mapping[str, Mapping[Hashable, float]],
+    signals: Mapping[str, Mapping[K, float]],
     weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-) -> dict[Hashable, tuple[float, dict[str, float]]]:
+) -> dict[K, tuple[float, dict[str, float]]]:
     """``{id: (fused, {signal: normalised})}`` over the union of all signals' candidates.
 
     Signals without a weight are ignored. When only one weighted signal has candidates, its
@@ -91,11 +91,11 @@ def weighted_fusion(
     active = {name: s for name, s in signals.items() if s and weights.get(name, 0) > 0}
     total_weight = sum(weights[name] for name in active) or 1.0
     normalised = {name: (scale_similarity if name == "semantic" else min_max)(s) for name, s in active.items()}
-    union: dict[Hashable, None] = {}
+    union: dict[K, None] = {}
     for s in active.values():
         union.update(dict.fromkeys(s))
     terms = [(name, weights[name], normalised[name]) for name in active]
-    fused: dict[Hashable, tuple[float, dict[str, float]]] = {}
+    fused: dict[K, tuple[float, dict[str, float]]] = {}
     for key in union:  # a plain loop: a search fuses about 100 candidates, and it is on its path
         parts: dict[str, float] = {}
         score = 0.0
@@ -107,12 +107,12 @@ def weighted_fusion(
 
 
 def rrf_fusion(
-    rankings: Mapping[str, Sequence[Hashable]],
+    rankings: Mapping[str, Sequence[K]],
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
-) -> dict[Hashable, tuple[float, dict[str, float]]]:
+) -> dict[K, tuple[float, dict[str, float]]]:
     """``{id: (fused, {signal: 1/(k+rank)})}`` with rank starting at 1."""
-    fused: dict[Hashable, tuple[float, dict[str, float]]] = {}
+    fused: dict[K, tuple[float, dict[str, float]]] = {}
     for name, ranked in rankings.items():
         weight = 1.0 if weights is None else weights.get(name, 0.0)
         if weight <= 0:
@@ -125,7 +125,7 @@ def rrf_fusion(
     return fused
 
 
-def ranked_ids(scores: Mapping[Hashable, float], limit: int | None = None) -> list[Hashable]:
+def ranked_ids(scores: Mapping[K, float], limit: int | None = None) -> list[K]:
     """Ids by descending score (ties keep insertion order)."""
     ordered = sorted(scores, key=lambda key: -scores[key])
     return ordered if limit is None else ordered[:limit]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from importlib import resources
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -32,7 +32,7 @@ from .pages import Params
 from .security import Guard, check_token
 from .web import SafeJSONResponse, call, error_status, json_error, path_part, path_user, user_route
 
-Builder = Callable[..., dict]
+Builder = Callable[..., dict[str, Any]]  # (store, user, params...) -> a page's data
 
 # suffix after /users/{user}/, page builder, template
 USER_PAGES: list[tuple[str, Builder, str]] = [
@@ -50,7 +50,7 @@ USER_PAGES: list[tuple[str, Builder, str]] = [
 def _known(builder: Builder) -> Builder:
     """``builder`` run only for a user the store holds something for: an unknown user is a 404
     ("no memory stored"), not a set of empty pages that look like a real user with nothing."""
-    def run(store: Any, user: str, *args: Any) -> dict:
+    def run(store: Any, user: str, *args: Any) -> dict[str, Any]:
         activity.require_memory(store, user)
         return builder(store, user, *args)
     return run
@@ -104,7 +104,7 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1",
     templates = _templates()
     css = resources.files("navi_memory.ui").joinpath("static/ui.css").read_text(encoding="utf-8")
 
-    def render(request: Request, template: str, data: dict, status: int = 200) -> Response:
+    def render(request: Request, template: str, data: dict[str, Any], status: int = 200) -> Response:
         return templates.TemplateResponse(request, template, {**data, "root": request.scope.get("root_path", "")},
                                           status_code=status)
 
@@ -121,7 +121,7 @@ def create_app(store: Any, *, token: str | None = None, host: str = "127.0.0.1",
         user = user_id(raw)  # exact or refused (400): "alice " never lands on alice's pages
         return RedirectResponse(f"{request.scope.get('root_path', '')}/users/{path_part(user)}/items", status_code=303)
 
-    def user_page(builder: Builder, template: str | None) -> Callable:
+    def user_page(builder: Builder, template: str | None) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             data = await call(_known(builder), store, path_user(request), Params(request.query_params))
             return SafeJSONResponse(data) if template is None else render(request, template, data)

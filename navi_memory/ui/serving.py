@@ -22,7 +22,7 @@ def header_timeout_protocol(seconds: float = HEADER_TIMEOUT) -> type[H11Protocol
     class HeaderTimeoutProtocol(H11Protocol):
         _head_timer: Any = None
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
 

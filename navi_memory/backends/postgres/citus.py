@@ -22,36 +22,37 @@ import logging
 
 from ...sansio import Op
 from . import schema
-from .sql import Q
+from ..shared.dialect import Q, Row
 
 log = logging.getLogger(__name__)
 
 TABLES = [*(table for table, _ in schema.DISTRIBUTED), *schema.REFERENCE]
 
 
-def distributes(extensions: set[str]) -> Op:
+def distributes(extensions: set[str]) -> Op[bool]:
     """Whether migrate distributes the tables here (``extensions``: those installed): on a Citus
     coordinator with a node to hold shards. A coordinator alone (no worker yet, and itself not set
     to hold shards) keeps ordinary tables, which the first migrate after a node joins distributes."""
     if "citus" not in extensions:
         return False
-    rows = yield Q("SELECT citus_is_coordinator() AS coordinator, EXISTS (SELECT 1 FROM pg_dist_node"
-                   " WHERE shouldhaveshards AND isactive AND noderole = 'primary') AS nodes")
+    rows: list[Row] = yield Q("SELECT citus_is_coordinator() AS coordinator, EXISTS (SELECT 1 FROM pg_dist_node"
+                              " WHERE shouldhaveshards AND isactive AND noderole = 'primary') AS nodes")
     if rows[0]["coordinator"] and not rows[0]["nodes"]:
         log.warning("Citus coordinator without a node to hold shards: the tables stay local until one is added"
                     " (citus_add_node) and the store migrates again")
     return bool(rows[0]["coordinator"] and rows[0]["nodes"])
 
 
-def undistributed() -> Op:
+def undistributed() -> Op[set[str]]:
     """The schema's tables that exist and are neither distributed nor reference tables yet."""
-    rows = yield Q("SELECT t.name FROM unnest(%s::text[]) AS t(name) WHERE to_regclass(t.name) IS NOT NULL"
-                   " AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass(t.name))",
-                   [TABLES])
+    rows: list[Row] = yield Q(
+        "SELECT t.name FROM unnest(%s::text[]) AS t(name) WHERE to_regclass(t.name) IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass(t.name))",
+        [TABLES])
     return {r["name"] for r in rows}
 
 
-def distribute(tables: set[str]) -> Op:
+def distribute(tables: set[str]) -> Op[None]:
     """Distribute ``tables`` (some of ``TABLES``), each co-located with users; the version history as a
     reference table. Then empty the coordinator's local copies of rows the shards now hold."""
     for table, column in schema.DISTRIBUTED:

@@ -13,17 +13,19 @@ import numpy as np
 
 from ...sansio import Op, operation
 from ..shared.persons import PROMOTION_SKIP_TYPES
-from .sql import Q, row_times
+from ..base import PromotionCandidate
+from ..shared.dialect import Q, row_times
 
 
 class PostgresPromotionQueries:
     """The promotion job's candidates (mixed into ``PostgresQueries``)."""
 
     @operation
-    def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> Op:
+    def promotion_candidates(self, user_id: str, model: str, now: datetime,
+                             limit: int) -> Op[list[PromotionCandidate]]:
         """The user's newest active, unexpired items with a ready ``model`` vector (fact mirrors and
         summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
-        rows = yield Q(
+        rows: list[PromotionCandidate] = yield Q(
             "SELECT i.id, i.type, i.theme, i.title, i.content, i.person, i.created_at, i.observed_at,"
             " e.embedding::real[] AS vector, p.item_id IS NOT NULL AS promoted, f.id AS fact_id FROM items i"
             " JOIN embeddings e ON e.user_id = i.user_id AND e.item_id = i.id AND e.state = 'ready' AND e.model = %s"

@@ -24,8 +24,8 @@ from ...calls import BackendCall
 from ...errors import NaviMemoryError
 from ...sansio import Op, advance
 from . import replicas
+from ..shared.dialect import Q
 from .queries import PostgresQueries
-from .sql import Q
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def can_share(method: str) -> bool:
     return bool(getattr(fn, "_navi_reads", False)) and method not in ALONE
 
 
-def _start(backend: Any, calls: Sequence[BackendCall]) -> tuple[list[Op], list[Any], dict[int, Q]]:
+def _start(backend: Any, calls: Sequence[BackendCall]) -> tuple[list[Op[Any]], list[Any], dict[int, Q]]:
     """Each call's generator, the values of those already finished, the first statement of the others."""
     gens = [functools.partial(getattr(PostgresQueries, c.method), backend, **c.kwargs)() for c in calls]
     values: list[Any] = [None] * len(gens)
@@ -54,7 +54,7 @@ def _start(backend: Any, calls: Sequence[BackendCall]) -> tuple[list[Op], list[A
     return gens, values, pending
 
 
-def _step(gens: list[Op], i: int, value: Any, values: list[Any], pending: dict[int, Q]) -> None:
+def _step(gens: list[Op[Any]], i: int, value: Any, values: list[Any], pending: dict[int, Q]) -> None:
     done, out = advance(gens[i], value)
     if done:
         values[i] = out
@@ -95,8 +95,9 @@ class SharedReads:
 
     def _pipelined(self, calls: Sequence[BackendCall]) -> list[Any]:
         if self.replicas.members:  # on a replica that has this backend's writes, if one can
-            values = self._on_replica(lambda conn: self._pipelined_on(conn, calls))
-            if values is not replicas.ON_PRIMARY:
+            outcome = self._on_replica(lambda conn: self._pipelined_on(conn, calls))
+            if outcome is not replicas.ON_PRIMARY:
+                values: list[Any] = outcome  # what _pipelined_on returned on the replica
                 return values
         with self.pool.connection() as conn:
             return self._pipelined_on(conn, calls)
@@ -148,8 +149,9 @@ class AsyncSharedReads:
 
     async def _pipelined(self, calls: Sequence[BackendCall]) -> list[Any]:
         if self.replicas.members:  # on a replica that has this backend's writes, if one can
-            values = await self._on_replica(lambda conn: self._pipelined_on(conn, calls))
-            if values is not replicas.ON_PRIMARY:
+            outcome = await self._on_replica(lambda conn: self._pipelined_on(conn, calls))
+            if outcome is not replicas.ON_PRIMARY:
+                values: list[Any] = outcome  # what _pipelined_on returned on the replica
                 return values
         async with self.pool.connection() as conn:
             return await self._pipelined_on(conn, calls)

@@ -30,7 +30,8 @@ from ...sansio import Op, advance, install
 from .connect import FROM_URL, pin_session, pin_session_async, pool_settings
 from .persons import PostgresPromotionQueries
 from .pipelined import AsyncSharedReads, SharedReads
-from .queries import PostgresQueries, Q
+from ..shared.dialect import Q
+from .queries import PostgresQueries
 from .search import PostgresSearchQueries
 from . import replicas
 from . import sql as q
@@ -210,7 +211,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+    def _run(self, make: Callable[[], Op[Any]], reads: bool = False) -> Any:
         """Run the call ``make()`` builds in one transaction (``reads``: in autocommit); again,
         whole, after a lost conflict or on a connection the server had closed. ``reads`` go to a
         replica that has replayed this backend's writes, if any (replicas.py)."""
@@ -228,7 +229,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+    def _run_fresh(self, make: Callable[[], Op[Any]], reads: bool) -> Any:
         """``_run_apart``; again, once, if the server had closed the pooled connection."""
         apart: list[tuple[Q, Any]] = []  # the call's statements run apart, with their outcomes
         try:
@@ -241,7 +242,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
         except _Stale as stale:
             raise stale.error from None
 
-    def _run_apart(self, make: Callable[[], Op], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
+    def _run_apart(self, make: Callable[[], Op[Any]], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
         """``_run_once``; again after each statement it gave its transaction up for (``_Apart``):
         each such statement runs once, a call has one or two (an extension, an index)."""
         while True:
@@ -262,7 +263,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
         apart.append((query, value))
         return value
 
-    def _run_once(self, gen: Op, reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
+    def _run_once(self, gen: Op[Any], reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
         with self.pool.connection() as conn:
             value = self._drive(conn, gen, reads, apart)
             if self.replicas.members and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
@@ -299,7 +300,7 @@ class PostgresBackend(SharedReads, PostgresQueries):
             self.replicas.failed(replica, exc.error if isinstance(exc, _Stale) else exc)
             return replicas.ON_PRIMARY
 
-    def _drive(self, conn: Any, gen: Op, reads: bool, apart: list[tuple[Q, Any]] | None = None) -> Any:
+    def _drive(self, conn: Any, gen: Op[Any], reads: bool, apart: list[tuple[Q, Any]] | None = None) -> Any:
         """Run the operation ``gen`` on ``conn`` (``reads``: in autocommit; ``apart``: as ``_ran_apart``)."""
         with conn.cursor() as cur:
             if conn.autocommit != reads:
@@ -359,10 +360,11 @@ class PostgresBackend(SharedReads, PostgresQueries):
 class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     """Native asyncio PostgreSQL backend; create with ``await AsyncPostgresBackend.connect(url)``."""
 
-    def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, **tuning: Any) -> None:
+    def __init__(self, url: DatabaseURL, pool: AsyncConnectionPool, conninfo: str, **tuning: Any) -> None:
+        """``conninfo``: the pool's (for connections of their own, beside it)."""
         self.replicas = replicas.take_options(tuning)
         self._init_state(url, **tuning)
-        self._conninfo = pool.conninfo
+        self._conninfo = conninfo
         self.pool = pool
 
     @classmethod
@@ -383,7 +385,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         except (psycopg.Error, PoolTimeout) as exc:
             await pool.close()
             raise _translate(url, exc) from exc
-        backend = cls(url, pool, **tuning)
+        backend = cls(url, pool, conninfo, **tuning)
         rows = await backend._run(lambda: iter_once(Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')")))
         names = {r["extname"] for r in rows}
         backend.has_vector, backend.has_trgm = "vector" in names, "pg_trgm" in names
@@ -412,7 +414,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         except psycopg.Error as exc:
             return exc
 
-    async def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+    async def _run(self, make: Callable[[], Op[Any]], reads: bool = False) -> Any:
         """Run the call ``make()`` builds in one transaction (``reads``: in autocommit); again,
         whole, after a lost conflict or on a connection the server had closed. ``reads`` go to a
         replica that has replayed this backend's writes, if any (replicas.py)."""
@@ -430,7 +432,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _run_fresh(self, make: Callable[[], Op], reads: bool) -> Any:
+    async def _run_fresh(self, make: Callable[[], Op[Any]], reads: bool) -> Any:
         """``_run_apart``; again, once, if the server had closed the pooled connection."""
         apart: list[tuple[Q, Any]] = []  # the call's statements run apart, with their outcomes
         try:
@@ -443,7 +445,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         except _Stale as stale:
             raise stale.error from None
 
-    async def _run_apart(self, make: Callable[[], Op], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
+    async def _run_apart(self, make: Callable[[], Op[Any]], reads: bool, apart: list[tuple[Q, Any]]) -> Any:
         """``_run_once``; again after each statement it gave its transaction up for (``_Apart``):
         each such statement runs once, a call has one or two (an extension, an index)."""
         while True:
@@ -464,7 +466,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
         apart.append((query, value))
         return value
 
-    async def _run_once(self, gen: Op, reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
+    async def _run_once(self, gen: Op[Any], reads: bool = False, apart: list[tuple[Q, Any]] | None = None) -> Any:
         async with self.pool.connection() as conn:
             value = await self._drive(conn, gen, reads, apart)
             if self.replicas.members and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
@@ -501,7 +503,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
             self.replicas.failed(replica, exc.error if isinstance(exc, _Stale) else exc)
             return replicas.ON_PRIMARY
 
-    async def _drive(self, conn: Any, gen: Op, reads: bool, apart: list[tuple[Q, Any]] | None = None) -> Any:
+    async def _drive(self, conn: Any, gen: Op[Any], reads: bool, apart: list[tuple[Q, Any]] | None = None) -> Any:
         """Run the operation ``gen`` on ``conn`` (``reads``: in autocommit; ``apart``: as ``_ran_apart``)."""
         async with conn.cursor() as cur:
             if conn.autocommit != reads:
@@ -558,7 +560,7 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
     # gen_sync: end
 
 
-def iter_once(query: Q) -> Op:
+def iter_once(query: Q) -> Op[Any]:
     """A one-statement operation."""
     return (yield query)
 

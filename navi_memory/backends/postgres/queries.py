@@ -20,6 +20,7 @@ from ...core.contract import NOT_INDEXED
 from ...errors import ValidationError
 from ...sansio import Op, operation
 from ..base import NewItem
+from ..shared.dialect import Count, Q, Row
 from ..shared.facts import FactQueries
 from ..shared.embeddings import EmbeddingQueries, moving_condition
 from ..shared.items import ItemQueries
@@ -33,7 +34,6 @@ from . import schema as schema
 from . import sql as q
 from .persons import PostgresPromotionQueries
 from .search import Pins, PostgresSearchQueries
-from .sql import Q
 from .transfer import PostgresTransferQueries
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
     # -- schema -----------------------------------------------------------------------------
 
     @operation
-    def migrate(self) -> Op:
+    def migrate(self) -> Op[int]:
         """Create or upgrade the schema. A current schema is recognised by reads alone (no DDL, no
         lock: opening a store beside busy writers never blocks them); otherwise the steps run in
         this one transaction under an advisory lock, so concurrent openers upgrade once."""
@@ -96,7 +96,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             names = yield from self._extensions()
         self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
         if self.has_vector and self.index_method == "auto":
-            rows = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
+            rows: list[Row] = yield Q("SELECT amname FROM pg_am WHERE amname = 'hnsw'")
             self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
         self.distributed = yield from citus.distributes(names)
         if (yield from self._schema_is_current()):
@@ -104,7 +104,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
         yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
                 " applied_at timestamptz NOT NULL DEFAULT now())")
-        done = (yield Q("SELECT coalesce(max(version), 0) AS v FROM navi_schema_migrations"))[0]["v"]
+        recorded: list[Row] = yield Q("SELECT coalesce(max(version), 0) AS v FROM navi_schema_migrations")
+        done: int = recorded[0]["v"]
         for version, statements in schema.MIGRATIONS:
             if version > done:
                 for statement in statements:
@@ -118,39 +119,43 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             yield from citus.distribute((yield from citus.undistributed()))
         return schema.LATEST_VERSION
 
-    def _vector_column(self) -> Op:
-        rows = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
-                       " AND column_name = 'embedding' AND table_schema = current_schema()")
-        return rows[0]["udt_name"] if rows else None
+    def _vector_column(self) -> Op[str | None]:
+        rows: list[Row] = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
+                                  " AND column_name = 'embedding' AND table_schema = current_schema()")
+        column_type: str | None = rows[0]["udt_name"] if rows else None
+        return column_type
 
-    def _extensions(self) -> Op:
-        rows = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm', 'citus')")
+    def _extensions(self) -> Op[set[str]]:
+        rows: list[Row] = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm', 'citus')")
         return {r["extname"] for r in rows}
 
-    def _schema_is_current(self) -> Op:
+    def _schema_is_current(self) -> Op[bool]:
         """Whether every step of ``migrate`` is already done, read from the catalogue: the latest
         version recorded, the vector column typed once pgvector is there, the trigram indexes
         built once pg_trgm is there, every table distributed on a Citus coordinator."""
-        state = (yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS versioned,"
-                         " to_regclass('items_content_trgm') IS NOT NULL AS trigram_indexed,"
-                         " (SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
-                         "  AND column_name = 'embedding' AND table_schema = current_schema()) AS vector_type"))[0]
+        catalogue: list[Row] = yield Q(
+            "SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS versioned,"
+            " to_regclass('items_content_trgm') IS NOT NULL AS trigram_indexed,"
+            " (SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
+            "  AND column_name = 'embedding' AND table_schema = current_schema()) AS vector_type")
+        state = catalogue[0]
         if not state["versioned"] or (self.has_vector and state["vector_type"] != "vector") \
                 or (self.has_trgm and not state["trigram_indexed"]):
             return False
-        rows = yield Q("SELECT coalesce(max(version), 0) AS version FROM navi_schema_migrations")
+        rows: list[Row] = yield Q("SELECT coalesce(max(version), 0) AS version FROM navi_schema_migrations")
         return bool(rows[0]["version"] >= schema.LATEST_VERSION) and not (
             self.distributed and (yield from citus.undistributed()))
 
     @operation
-    def schema_version(self) -> Op:
-        rows = yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS present")
+    def schema_version(self) -> Op[int]:
+        rows: list[Row] = yield Q("SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS present")
         if not rows[0]["present"]:
             return 0
         rows = yield Q("SELECT coalesce(max(version), 0) AS v FROM navi_schema_migrations")
-        return rows[0]["v"]
+        version: int = rows[0]["v"]
+        return version
 
-    def _ensure_vector_index(self, model: str, dimensions: int) -> Op:
+    def _ensure_vector_index(self, model: str, dimensions: int) -> Op[None]:
         if (model, dimensions) in self._indexed or not self.has_vector or self.defer_vector_index:
             return
         if dimensions > q.HNSW_MAX_DIMENSIONS:
@@ -158,16 +163,17 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             return
         if self.index_method == "ivfflat":
             # IVFFlat learns its lists from the rows present: wait until the model has enough.
-            count = yield Q(sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM embeddings WHERE model = %s"
+            count: list[Count] = yield Q(sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM embeddings WHERE model = %s"
                                     " AND dimensions = %s AND state = 'ready' LIMIT %s) s"),
-                            [model, dimensions, self.ivfflat_min_rows])
+                                         [model, dimensions, self.ivfflat_min_rows])
             if count[0]["n"] < self.ivfflat_min_rows:
                 return
             statement = q.create_ivfflat_index(model, dimensions, q.ivfflat_lists(count[0]["n"]))
         else:
             statement = q.create_vector_index(model, dimensions)
         # CREATE INDEX IF NOT EXISTS takes its table lock before it finds the index: look first
-        exists = yield Q("SELECT to_regclass(%s) IS NOT NULL AS found", [q.vector_index_text(model, dimensions)])
+        exists: list[Row] = yield Q(
+            "SELECT to_regclass(%s) IS NOT NULL AS found", [q.vector_index_text(model, dimensions)])
         if exists[0]["found"]:
             self._indexed.add((model, dimensions))
             return
@@ -179,7 +185,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     @operation
     def build_vector_index(self, model: str, dimensions: int, m: int = 16, ef_construction: int = 64,
-                           maintenance_work_mem: str | None = None) -> Op:
+                           maintenance_work_mem: str | None = None) -> Op[bool]:
         """Build the model's vector index now (``CREATE INDEX IF NOT EXISTS``, so a no-op when it
         exists). For bulk loads: open with ``defer_vector_index=True``, load, then call this once,
         which is much faster than maintaining the index row by row. HNSW with ``m`` and
@@ -190,8 +196,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         if maintenance_work_mem:
             yield Q(sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(maintenance_work_mem)))
         if self.index_method == "ivfflat":
-            count = yield Q("SELECT count(*) AS n FROM embeddings WHERE model = %s AND dimensions = %s"
-                            " AND state = 'ready'", [model, dimensions])
+            count: list[Count] = yield Q("SELECT count(*) AS n FROM embeddings WHERE model = %s AND dimensions = %s"
+                                         " AND state = 'ready'", [model, dimensions])
             yield Q(q.create_ivfflat_index(model, dimensions, q.ivfflat_lists(count[0]["n"])))
         else:
             yield Q(q.create_vector_index(model, dimensions, m, ef_construction))
@@ -200,13 +206,14 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     # -- items ------------------------------------------------------------------------------
 
-    def _reserve_item_ids(self, count: int) -> Op:
+    def _reserve_item_ids(self, count: int) -> Op[list[int]]:
         """``count`` ids from the items sequence, in order."""
-        rows = yield Q("SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
-                       [count])
+        rows: list[Row] = yield Q(
+            "SELECT nextval(pg_get_serial_sequence('items', 'id')) AS id FROM generate_series(1, %s)",
+            [count])
         return [r["id"] for r in rows]
 
-    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op:
+    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op[None]:
         """Each new item's vector (with its model's index) or its pending row; none without pgvector."""
         if not self.has_vector:
             return
@@ -218,7 +225,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
                   "pending" if it.vector is None else "ready", it.vector, now)
                  for i, it in zip(ids, items)], many=True)
 
-    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
+    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op[None]:
         yield Q("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL, updated_at = %s"
                 " WHERE user_id = %s AND item_id = %s", [now, user_id, item_id])
         yield Q("DELETE FROM next_embeddings WHERE user_id = %s AND item_id = %s", [user_id, item_id])
@@ -226,7 +233,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             yield Q("INSERT INTO embeddings (user_id, item_id, model, state, updated_at) VALUES (%s, %s, %s, 'pending', %s)"
                     " ON CONFLICT DO NOTHING", [user_id, item_id, model, now])
 
-    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
+    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op[None]:
         yield Q("DELETE FROM next_embeddings WHERE user_id = %s AND item_id = %s", [user_id, item_id])
         yield Q("INSERT INTO embeddings (user_id, item_id, model, state, error, updated_at)"
                 " VALUES (%s, %s, %s, 'error', %s, %s) ON CONFLICT (user_id, item_id) DO UPDATE SET state = 'error',"
@@ -239,10 +246,10 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
     def _next_vector(vector: np.ndarray) -> list[float]:
         return [float(x) for x in vector]  # real[]: the waiting vectors are never searched
 
-    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op:
+    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op[None]:
         """The waiting vectors replace the user's (with the model's index, made by the first move)."""
-        sizes = yield Q("SELECT DISTINCT dimensions FROM next_embeddings WHERE user_id = %s AND model = %s",
-                        [user_id, model])
+        sizes: list[Row] = yield Q("SELECT DISTINCT dimensions FROM next_embeddings WHERE user_id = %s AND model = %s",
+                                   [user_id, model])
         for row in sizes:
             yield from self._ensure_vector_index(model, row["dimensions"])
         yield Q("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, error, embedding, updated_at)"
@@ -254,7 +261,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     # -- users ---------------------------------------------------------------------------
 
-    def _forget_vectors(self, user_id: str) -> Op:
+    def _forget_vectors(self, user_id: str) -> Op[None]:
         """Nothing to drop: the vectors live in the table only."""
         return None
         yield  # a generator
@@ -263,7 +270,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
 
     @operation
     def store_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray | None, str | None]],
-                         now: datetime, moving_to: str | None = None) -> Op:
+                         now: datetime, moving_to: str | None = None) -> Op[int]:
         if not self.has_vector or not results:
             return 0
         moving, moving_params = moving_condition(model, moving_to)
@@ -271,21 +278,23 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             yield from self._ensure_vector_index(model, dims)
         stored = 0
         for item_id, user_id, text, vector, error in results:
-            stored += yield Q(
+            written: int = yield Q(
                 sql.SQL("INSERT INTO embeddings (user_id, item_id, model, dimensions, state, error, embedding, updated_at)"
                         " SELECT i.user_id, i.id, %s, %s, %s, %s, %s::vector, %s FROM items i"
                         " WHERE i.user_id = %s AND i.id = %s AND {t} = %s{moving}"
                         " ON CONFLICT (user_id, item_id) DO UPDATE SET model = excluded.model,"
                         " dimensions = excluded.dimensions, state = excluded.state, error = excluded.error,"
                         " embedding = excluded.embedding, updated_at = excluded.updated_at").format(
-                            t=q.EMBED_TEXT, moving=sql.SQL(moving)),  # type: ignore[arg-type]  # a constant
+                            t=q.EMBED_TEXT, moving=sql.SQL(moving)),  # moving: a constant
                 [model, None if vector is None else int(vector.size), "error" if vector is None else "ready", error,
                  vector, now, user_id, item_id, text, *moving_params])
+            stored += written
         return stored
 
     @operation
-    def reset_embeddings(self, user_id: str | None, now: datetime) -> Op:
+    def reset_embeddings(self, user_id: str | None, now: datetime) -> Op[int]:
         user = sql.SQL("") if user_id is None else sql.SQL(" AND user_id = %s")
-        return (yield Q(sql.SQL("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL,"
-                                " updated_at = %s WHERE (error IS NULL OR error <> %s)") + user,
-                        [now, NOT_INDEXED] + ([] if user_id is None else [user_id])))
+        reset: int = yield Q(sql.SQL("UPDATE embeddings SET state = 'pending', embedding = NULL, error = NULL,"
+                                     " updated_at = %s WHERE (error IS NULL OR error <> %s)") + user,
+                             [now, NOT_INDEXED] + ([] if user_id is None else [user_id]))
+        return reset

@@ -16,10 +16,10 @@ from psycopg import sql
 from ...errors import EmbeddingError
 from ...retrieval.query import select_matching_terms
 from ...sansio import Op, operation, reads
-from ..base import Beside, Filters, Hits
+from ..base import Beside, Filters, Hits, RankRow
 from . import sql as q
-from .sql import Q
-from .sql import row_times
+from ..shared.dialect import Count, Q, Row, row_times
+from ..shared.items import RANK_COLUMNS
 
 
 def _similarity(value: Any) -> float:
@@ -36,7 +36,7 @@ def _statement(query: Callable[[bool], tuple[Any, list[Any]]], f: Filters,
     return query(False) if beside is None else q.hits_beside(*query(True), f, beside)
 
 
-def _hit_count(rows: Sequence[dict]) -> int:
+def _hit_count(rows: Sequence[Row]) -> int:
     return sum(r["score"] is not None for r in rows)  # the other rows of a wrapped query are neighbours
 
 
@@ -46,10 +46,11 @@ def _best_first(pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
     return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))
 
 
-def _hits(rows: Sequence[dict], score: Callable[[Any], float]) -> Hits:
+def _hits(rows: Sequence[Row], score: Callable[[Any], float]) -> Hits:
     """``Hits`` from the rows of ``sql.hits_beside``, best first as the unwrapped query orders them."""
     scored = _best_first((r["id"], score(r["score"])) for r in rows if r["score"] is not None)
-    return Hits(scored, rows=[row_times({c: r[c] for c in q.RANK_COLUMNS}) for r in rows],
+    # RANK_COLUMNS are the columns of a RankRow
+    return Hits(scored, rows=[row_times(cast(RankRow, {c: r[c] for c in RANK_COLUMNS})) for r in rows],
                 neighbours={r["id"]: list(r["adjacent"]) for r in rows if r["adjacent"]}
                 if any(r["adjacent"] is not None for r in rows) else None,
                 cosines={r["id"]: _similarity(r["cosine"]) for r in rows if r["cosine"] is not None})
@@ -113,22 +114,22 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None = None) -> Op:
+    def lexical_hits(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None = None) -> Op[Hits]:
         rows = yield from self._lexical(filters, terms, k, beside)
         return Hits([(r["id"], float(r["score"])) for r in rows]) if beside is None else _hits(rows, float)
 
-    def _lexical(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None) -> Op:
+    def _lexical(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None) -> Op[list[Row]]:
         if not terms:
             return []
         terms = list(terms)
         match, match_all = terms, False
         if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
-            estimates = yield Q(*q.term_row_estimates(filters.user_id, terms))
+            estimates: list[Row] = yield Q(*q.term_row_estimates(filters.user_id, terms))
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
                 rows_of = {r["term"]: float(r["rows"]) for r in estimates}
                 match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
-        rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide),
-                                   filters, beside))
+        rows: list[Row] = yield Q(*_statement(
+            lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide), filters, beside))
         if not rows and match_all:  # no row has all the common words: the rarest one alone selects
             rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
             rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide),
@@ -137,21 +138,22 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op:
+    def substring_candidates(self, filters: Filters, terms: Sequence[str], k: int) -> Op[list[tuple[int, float]]]:
         if not terms:
             return []
         cond, params = q.where(filters)
         hits, hit_params = q.substring_hits(list(terms))
-        rows = yield Q(sql.SQL("SELECT id, hits FROM (SELECT i.id, i.created_at, {} AS hits FROM items i WHERE {}) s"
-                               " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT %s").format(hits, cond),
-                       [*hit_params, *params, k])
+        rows: list[Row] = yield Q(
+            sql.SQL("SELECT id, hits FROM (SELECT i.id, i.created_at, {} AS hits FROM items i WHERE {}) s"
+                    " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT %s").format(hits, cond),
+            [*hit_params, *params, k])
         return [(r["id"], float(r["hits"])) for r in rows]
 
     @operation
     @reads
-    def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op:
+    def neighbours(self, filters: Filters, ids: Sequence[int]) -> Op[dict[int, list[int]]]:
         """For each id, the items stored right before and after it in the same conversation session."""
-        rows = yield Q(*q.session_neighbours(filters, *q.neighbour_centres(filters, list(ids))))
+        rows: list[Row] = yield Q(*q.session_neighbours(filters, *q.neighbour_centres(filters, list(ids))))
         out: dict[int, list[int]] = {}
         for row in rows:
             out.setdefault(row["centre"], []).append(row["id"])
@@ -159,7 +161,8 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None = None) -> Op:
+    def semantic_hits(self, filters: Filters, model: str, query: np.ndarray, k: int,
+                      beside: Beside | None = None) -> Op[Hits]:
         """``beside.query``'s cosines are not read again: a hit's score is its cosine to ``query``."""
         if beside is None:
             rows = yield from self._semantic(filters, model, query, k, None)
@@ -167,7 +170,8 @@ class PostgresSearchQueries:
         rows = yield from self._semantic(filters, model, query, k, replace(beside, query=None))
         return _hits(rows, _similarity)
 
-    def _semantic(self, filters: Filters, model: str, query: np.ndarray, k: int, beside: Beside | None) -> Op:
+    def _semantic(self, filters: Filters, model: str, query: np.ndarray, k: int,
+                  beside: Beside | None) -> Op[list[Row]]:
         if not self.has_vector:
             return []
         dims, vector, depth = int(query.size), query, max(self.ef_search, k)
@@ -177,6 +181,7 @@ class PostgresSearchQueries:
             return Q(*_statement(lambda wide: q.semantic_candidates(filters, model, dims, vector, k, exact=True,
                                                                     wide=wide), filters, beside))
 
+        rows: list[Row]
         if (yield from self._small_in_shard(filters, model, dims, depth, k)):
             rows = yield exact()
             short = False
@@ -197,12 +202,13 @@ class PostgresSearchQueries:
             # The HNSW scan yields the ef_search nearest of ALL users and filters them afterwards
             # (pgvector 0.6 has no iterative scan): for a user holding a small share of the index,
             # few or none survive. Such a user is small enough to compare all of its vectors.
-            count = yield Q(*q.count_vectors(cast(str, filters.user_id), model, dims, self.exact_below))
+            count: list[Count] = yield Q(*q.count_vectors(cast(str, filters.user_id), model, dims, self.exact_below))
             if count[0]["n"] < self.exact_below:
                 rows = yield exact()
         if not _hit_count(rows) and filters.user_id is not None:
-            other = yield Q("SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
-                            " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
+            other: list[Row] = yield Q(
+                "SELECT dimensions FROM embeddings WHERE user_id = %s AND model = %s AND state = 'ready'"
+                " AND dimensions <> %s LIMIT 1", [filters.user_id, model, int(query.size)])
             if other:
                 raise EmbeddingError(f"query vector has {query.size} dimensions, stored vectors have "
                                      f"{other[0]['dimensions']}")
@@ -217,7 +223,7 @@ class PostgresSearchQueries:
             (("hnsw.ef_search", depth), *((("plan_cache_mode", "force_generic_plan"),) if pinned else ()))
         return (("citus.propagate_set_commands", "local"), *local) if self.distributed else local
 
-    def _pinned(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op:
+    def _pinned(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op[bool]:
         """Whether to search the user with the plan-fixed HNSW statement under a generic plan
         (``Pins``): no statement is planned again for each search of a large user, which saves
         more than half a millisecond on the path every search waits for. Never on Citus: the
@@ -227,11 +233,11 @@ class PostgresSearchQueries:
                 or not filters.plain or self.distributed:
             return False
         if self.pins.stale(model, dims):
-            rows = yield Q(*q.user_shares(model, dims))
+            rows: list[Row] = yield Q(*q.user_shares(model, dims))
             self.pins.read(model, dims, rows[0]["indexed"], rows[0]["users"], rows[0]["shares"])
         return self.pins.serves(filters.user_id, model, dims, depth, k)
 
-    def _small_in_shard(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op:
+    def _small_in_shard(self, filters: Filters, model: str, dims: int, depth: int, k: int) -> Op[bool]:
         """On Citus: whether the user's vectors are too few a share of their shard for its HNSW scan
         to yield k of them, so the exact statement goes first. On a shard a user's rows are a
         larger share than of a whole table, and the worker's planner picks the HNSW scan, which
@@ -242,7 +248,7 @@ class PostgresSearchQueries:
                 or dims > q.HNSW_MAX_DIMENSIONS:
             return False
         if self.pins.stale(model, dims):
-            rows = yield Q(*q.shard_user_shares(model, dims))
+            rows: list[Row] = yield Q(*q.shard_user_shares(model, dims))
             users: list[str] = []
             shares: list[float] = []
             for text in rows[0]["shards"]:
@@ -254,13 +260,14 @@ class PostgresSearchQueries:
 
     @operation
     @reads
-    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray, ids: Sequence[int]) -> Op:
+    def semantic_scores(self, filters: Filters, model: str, query: np.ndarray,
+                        ids: Sequence[int]) -> Op[dict[int, float]]:
         if not self.has_vector or not ids:
             return {}
         dims = sql.Literal(int(query.size))
         user = sql.SQL("TRUE") if filters.user_id is None else sql.SQL("user_id = %s")
-        rows = yield Q(sql.SQL("SELECT item_id, 1 - (embedding::vector({d}) <=> %s::vector({d})) AS score"
+        rows: list[Row] = yield Q(sql.SQL("SELECT item_id, 1 - (embedding::vector({d}) <=> %s::vector({d})) AS score"
                                " FROM embeddings WHERE {u} AND model = %s AND dimensions = {d} AND state = 'ready'"
                                " AND item_id = ANY(%s)").format(d=dims, u=user),
-                       [query, *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
+                                  [query, *([] if filters.user_id is None else [filters.user_id]), model, list(ids)])
         return {r["item_id"]: _similarity(r["score"]) for r in rows}

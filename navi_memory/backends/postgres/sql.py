@@ -17,7 +17,7 @@ from ...core.contract import embed_text_sql
 from ...core.keyed import like_prefix
 from ..base import Beside, Filters
 from ..shared import dialect as shared
-from ..shared.dialect import Dialect, Q, row_times  # Q, row_times: for the PostgreSQL modules
+from ..shared.dialect import Dialect, Q as Q  # Q re-exported: the statements tests run through a runner
 from ..shared.items import RANK_COLUMNS, where as shared_where
 from .metadata import condition_sql
 
@@ -94,7 +94,7 @@ HNSW_MAX_DIMENSIONS = 2000
 def where(f: Filters) -> tuple[sql.Composable, list[Any]]:
     """The WHERE conditions on items ``i`` for a filter set (``shared.items.where``)."""
     text, params = shared_where(POSTGRES, f)
-    return sql.SQL(text), params  # type: ignore[arg-type]  # composed of constants, values as parameters
+    return sql.SQL(text), params  # composed of constants, values as parameters
 
 
 def vector_index_text(model: str, dimensions: int) -> str:
@@ -268,13 +268,14 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     so only the neighbours are looked up again (fewer joins to plan: it is the HNSW statement)."""
     params = list(hits_params)
     text: list[sql.Composable] = [sql.SQL("WITH hits AS MATERIALIZED ({})").format(hits)]
-    adjacent = sql.SQL("NULL::bigint[]")
+    adjacent: sql.Composable = sql.SQL("NULL::bigint[]")
     if beside.neighbours:
         nb, nb_params = session_neighbours(f, hit_centres(f), [], RANK_SELECT)
         text.append(sql.SQL(", nb AS ({})").format(nb))
         params += nb_params
         adjacent = sql.SQL("ARRAY(SELECT nb.id FROM nb WHERE nb.centre = h.id)")
-    cosine, join = sql.SQL("NULL::float8"), sql.SQL("")
+    cosine: sql.Composable = sql.SQL("NULL::float8")
+    join: sql.Composable = sql.SQL("")
     if beside.query is not None and beside.model is not None:
         dims = sql.Literal(int(beside.query.size))
         cosine = sql.SQL("1 - (e.embedding::vector({d}) <=> %s::vector({d}))").format(d=dims)
@@ -290,7 +291,7 @@ def hits_beside(hits: sql.Composable, hits_params: list[Any], f: Filters,
     return sql.Composed(text), params
 
 
-def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[sql.Composed, list[Any]]:
+def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[sql.Composable, list[Any]]:
     """How many ready vectors the user has for the model, counting no further than ``cap``."""
     return (sql.SQL("SELECT count(*) AS n FROM (SELECT 1 FROM embeddings WHERE user_id = %s AND model = %s"
                     " AND state = 'ready' AND dimensions = %s LIMIT %s) s"), [user_id, model, dimensions, cap])
@@ -312,7 +313,7 @@ def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | 
     return text, [" or ".join(terms), (" " if match_all else " or ").join(selecting), *params, k]
 
 
-def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composed, list[Any]]:
+def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composable, list[Any]]:
     """For each term, about how many of the user's items contain it (``rows``) and how many items
     the user has (``user_rows``), from the planner's statistics (ANALYZE): table rows x the user's
     share (items.user_id's most common values) x the term's share (content_tsv's most common

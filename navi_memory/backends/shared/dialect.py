@@ -16,7 +16,7 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypedDict, TypeVar, cast
 
 from ...core.contract import theme_display_name
 from ...core.timeutil import to_utc
@@ -92,11 +92,24 @@ def ensure_theme(d: Dialect, user_id: str, slug: str, now: datetime) -> Q:
              " ON CONFLICT DO NOTHING", [user_id, slug, theme_display_name(slug), stamp, stamp])
 
 
-def row_times(row: dict[str, Any]) -> dict[str, Any]:
-    """The row with every timestamp as an aware UTC datetime."""
-    for key, value in row.items():
+# A row as a runner sends it back: a dict of column name -> value. A generator names the shape a
+# statement reads where it is sent back (``rows: list[ItemRow] = yield Q(ITEM_SELECT ...)``).
+Row = dict[str, Any]
+RowT = TypeVar("RowT", bound=Mapping[str, Any])
+
+
+class Count(TypedDict):
+    """The row of ``SELECT count(*) AS n`` (or another number named ``n``)."""
+
+    n: int
+
+
+def row_times(row: RowT) -> RowT:
+    """The row with every timestamp as an aware UTC datetime (changed in place)."""
+    columns = cast("Row", row)  # every row is a plain dict (a TypedDict only names its columns)
+    for key, value in columns.items():
         if isinstance(value, datetime):
-            row[key] = to_utc(value)
+            columns[key] = to_utc(value)
     return row
 
 

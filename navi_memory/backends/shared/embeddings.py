@@ -21,7 +21,7 @@ import numpy as np
 
 from ...core.contract import NOT_INDEXED
 from ...sansio import Op, operation, reads
-from .dialect import Dialect, Q
+from .dialect import Count, Dialect, Q, Row
 
 # items ``i`` stored with ``embed=False``: never embedded, whatever the model (one %s: NOT_INDEXED)
 _NOT_SKIPPED = ("NOT EXISTS (SELECT 1 FROM embeddings s WHERE s.user_id = i.user_id AND s.item_id = i.id"
@@ -50,36 +50,39 @@ class EmbeddingQueries:
     # each backend's: a vector as ``next_embeddings`` binds it, and the copy of the user's waiting
     # vectors over their ``embeddings`` rows (not over an item stored with ``embed=False``)
     _next_vector: Callable[[np.ndarray], Any]
-    _adopt_next: Callable[[str, str, datetime], Op]
+    _adopt_next: Callable[[str, str, datetime], Op[None]]
 
     @operation
     @reads
     def pending_embeddings(self, model: str, user_id: str | None, limit: int, after_id: int,
-                           moving_to: str | None = None) -> Op:
+                           moving_to: str | None = None) -> Op[list[tuple[int, str, str]]]:
         """(item_id, user_id, text) of items without a ready vector of ``model``, by id after ``after_id``
         (none where vectors cannot be stored). ``moving_to``: see ``moving_condition``."""
         if not self.has_vector:
             return []
         user, params = ("", []) if user_id is None else (" AND i.user_id = %s", [user_id])
         moving, moving_params = moving_condition(model, moving_to)
-        rows = yield Q(f"SELECT i.id, i.user_id, {self.dialect.embed_text} AS text FROM items i LEFT JOIN embeddings e"
-                       " ON e.user_id = i.user_id AND e.item_id = i.id WHERE i.id > %s"
-                       " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready')"
-                       f" AND (e.error IS NULL OR e.error <> %s){user}{moving} ORDER BY i.id LIMIT %s",
-                       [after_id, model, NOT_INDEXED, *params, *moving_params, limit])
+        rows: list[Row] = yield Q(
+            f"SELECT i.id, i.user_id, {self.dialect.embed_text} AS text FROM items i LEFT JOIN embeddings e"
+            " ON e.user_id = i.user_id AND e.item_id = i.id WHERE i.id > %s"
+            " AND (e.item_id IS NULL OR e.model <> %s OR e.state <> 'ready')"
+            f" AND (e.error IS NULL OR e.error <> %s){user}{moving} ORDER BY i.id LIMIT %s",
+            [after_id, model, NOT_INDEXED, *params, *moving_params, limit])
         return [(r["id"], r["user_id"], r["text"]) for r in rows]
 
     @operation
     @reads
-    def embedding_stats(self, model: str | None, previous: str | None = None) -> Op:
+    def embedding_stats(self, model: str | None, previous: str | None = None) -> Op[dict[str, int]]:
         """Items, and vectors by state: ready, pending, error, skipped (not indexed), of another
         model, and missing (no row at all). With ``previous`` (a move from that model in
         progress), its vectors by state apart: ``previous_ready``, ``previous_pending``, ``previous_error``."""
-        total = (yield Q("SELECT count(*) AS n FROM items"))[0]["n"]
-        rows = yield Q("SELECT CASE WHEN state = 'error' AND error = %s THEN 'skipped' ELSE state END AS state,"
-                       " CASE WHEN model = %s THEN 'current' WHEN model = %s THEN 'previous' ELSE 'other' END AS kind,"
-                       " count(*) AS n FROM embeddings GROUP BY 1, 2", [NOT_INDEXED, model, previous])
-        stats: dict[str, Any] = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
+        items: list[Count] = yield Q("SELECT count(*) AS n FROM items")
+        total = items[0]["n"]
+        rows: list[Row] = yield Q(
+            "SELECT CASE WHEN state = 'error' AND error = %s THEN 'skipped' ELSE state END AS state,"
+            " CASE WHEN model = %s THEN 'current' WHEN model = %s THEN 'previous' ELSE 'other' END AS kind,"
+            " count(*) AS n FROM embeddings GROUP BY 1, 2", [NOT_INDEXED, model, previous])
+        stats: dict[str, int] = {"items": total, "ready": 0, "pending": 0, "error": 0, "skipped": 0, "other_model": 0}
         if previous is not None:
             stats.update(previous_ready=0, previous_pending=0, previous_error=0)
         for row in rows:
@@ -96,57 +99,63 @@ class EmbeddingQueries:
 
     @operation
     @reads
-    def serving_model(self, user_id: str) -> Op:
+    def serving_model(self, user_id: str) -> Op[str | None]:
         """The model ``cut_over`` last moved the user's vectors to (None: never moved, or no such user)."""
-        rows = yield Q("SELECT embedding_model FROM users WHERE id = %s", [user_id])
-        return rows[0]["embedding_model"] if rows else None
+        rows: list[Row] = yield Q("SELECT embedding_model FROM users WHERE id = %s", [user_id])
+        serving: str | None = rows[0]["embedding_model"] if rows else None
+        return serving
 
     @operation
     @reads
-    def users_to_move(self, model: str, after: str, limit: int) -> Op:
+    def users_to_move(self, model: str, after: str, limit: int) -> Op[list[str]]:
         """Ids of users whose vectors are not yet of ``model``, in order after ``after``."""
-        rows = yield Q("SELECT id FROM users WHERE id > %s AND (embedding_model IS NULL OR embedding_model <> %s)"
-                       " ORDER BY id LIMIT %s", [after, model, limit])
+        rows: list[Row] = yield Q(
+            "SELECT id FROM users WHERE id > %s AND (embedding_model IS NULL OR embedding_model <> %s)"
+            " ORDER BY id LIMIT %s", [after, model, limit])
         return [r["id"] for r in rows]
 
     @operation
     @reads
-    def pending_next(self, model: str, user_id: str, limit: int, after_id: int) -> Op:
+    def pending_next(self, model: str, user_id: str, limit: int, after_id: int) -> Op[list[tuple[int, str, str]]]:
         """(item_id, user_id, text) of the user's items still without a vector of ``model`` waiting to
         replace theirs (none where vectors cannot be stored), by id after ``after_id``."""
         if not self.has_vector:
             return []
-        rows = yield Q(f"SELECT i.id, i.user_id, {self.dialect.embed_text} AS text FROM items i"
-                       f" WHERE {_WITHOUT_NEXT} AND i.id > %s ORDER BY i.id LIMIT %s",
-                       [user_id, model, NOT_INDEXED, after_id, limit])
+        rows: list[Row] = yield Q(f"SELECT i.id, i.user_id, {self.dialect.embed_text} AS text FROM items i"
+                                  f" WHERE {_WITHOUT_NEXT} AND i.id > %s ORDER BY i.id LIMIT %s",
+                                  [user_id, model, NOT_INDEXED, after_id, limit])
         return [(r["id"], r["user_id"], r["text"]) for r in rows]
 
     @operation
     def store_next_embeddings(self, model: str, results: Sequence[tuple[int, str, str, np.ndarray]],
-                              now: datetime) -> Op:
+                              now: datetime) -> Op[int]:
         """Keep (item_id, user_id, embedded_text, vector) rows as the items' vectors of ``model`` to be;
         an item whose text changed since it was read (or that was deleted) is skipped."""
         stored, column = 0, self._next_column
         for item_id, user_id, text, vector in results:
-            stored += yield Q(f"INSERT INTO next_embeddings (user_id, item_id, model, dimensions, {column}, updated_at)"
-                              " SELECT i.user_id, i.id, %s, %s, %s, %s FROM items i"
-                              f" WHERE i.user_id = %s AND i.id = %s AND {self.dialect.embed_text} = %s"
-                              f" ON CONFLICT ({self.dialect.item_row_key}) DO UPDATE SET model = excluded.model,"
-                              f" dimensions = excluded.dimensions, {column} = excluded.{column},"
-                              " updated_at = excluded.updated_at",
-                              [model, int(vector.size), self._next_vector(vector), self.dialect.time(now),
-                               user_id, item_id, text])
+            written: int = yield Q(
+                f"INSERT INTO next_embeddings (user_id, item_id, model, dimensions, {column}, updated_at)"
+                " SELECT i.user_id, i.id, %s, %s, %s, %s FROM items i"
+                f" WHERE i.user_id = %s AND i.id = %s AND {self.dialect.embed_text} = %s"
+                f" ON CONFLICT ({self.dialect.item_row_key}) DO UPDATE SET model = excluded.model,"
+                f" dimensions = excluded.dimensions, {column} = excluded.{column},"
+                " updated_at = excluded.updated_at",
+                [model, int(vector.size), self._next_vector(vector), self.dialect.time(now),
+                 user_id, item_id, text])
+            stored += written
         return stored
 
     @operation
-    def cut_over(self, user_id: str, model: str, now: datetime) -> Op:
+    def cut_over(self, user_id: str, model: str, now: datetime) -> Op[bool]:
         """Move the user's searches to ``model`` if every item of theirs that is embedded has its
         vector of ``model`` waiting: those replace the old ones, all in this transaction. False (and
         nothing changed) while some are missing; True once the user is on ``model``."""
-        rows = yield Q(f"SELECT embedding_model FROM users WHERE id = %s{self.dialect.for_update}", [user_id])
+        rows: list[Row] = yield Q(
+            f"SELECT embedding_model FROM users WHERE id = %s{self.dialect.for_update}", [user_id])
         if not rows or rows[0]["embedding_model"] == model:
             return bool(rows)
-        missing = yield Q(f"SELECT count(*) AS n FROM items i WHERE {_WITHOUT_NEXT}", [user_id, model, NOT_INDEXED])
+        missing: list[Count] = yield Q(f"SELECT count(*) AS n FROM items i WHERE {_WITHOUT_NEXT}",
+                                       [user_id, model, NOT_INDEXED])
         if missing[0]["n"]:
             return False
         yield from self._adopt_next(user_id, model, now)
@@ -156,11 +165,12 @@ class EmbeddingQueries:
 
     @operation
     @reads
-    def reembed_progress(self, model: str) -> Op:
+    def reembed_progress(self, model: str) -> Op[dict[str, int]]:
         """Users on ``model`` and users still to move; vectors of ``model`` waiting to replace others."""
-        rows = yield Q("SELECT CASE WHEN embedding_model = %s THEN 1 ELSE 0 END AS moved, count(*) AS n FROM users"
-                       " GROUP BY 1", [model])
-        users = {bool(r["moved"]): r["n"] for r in rows}
-        waiting = yield Q("SELECT count(*) AS n FROM next_embeddings WHERE model = %s", [model])
+        rows: list[Row] = yield Q(
+            "SELECT CASE WHEN embedding_model = %s THEN 1 ELSE 0 END AS moved, count(*) AS n FROM users"
+            " GROUP BY 1", [model])
+        users: dict[bool, int] = {bool(r["moved"]): r["n"] for r in rows}
+        waiting: list[Count] = yield Q("SELECT count(*) AS n FROM next_embeddings WHERE model = %s", [model])
         return {"users_moved": users.get(True, 0), "users_to_move": users.get(False, 0),
                 "vectors_waiting": waiting[0]["n"]}

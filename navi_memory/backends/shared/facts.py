@@ -10,15 +10,15 @@ runner runs the loser again after its unique violation, SQLite's ``BEGIN IMMEDIA
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...core import timeline
 from ...core.contract import FACT_SORT_FIELDS
 from ...errors import StorageError
 from ...retrieval.query import like_pattern
 from ...sansio import Op, operation, reads
-from ..base import NewItem
-from .dialect import Dialect, Q, ensure_theme, row_times
+from ..base import FactHistoryRow, FactRow, NewItem, PromotedFactRow
+from .dialect import Dialect, Q, Row, ensure_theme, row_times
 
 ALL_ROWS = 2**63 - 1  # the LIMIT of a list without one (SQLite refuses LIMIT NULL, PostgreSQL LIMIT -1)
 
@@ -27,22 +27,26 @@ class FactQueries:
     """Fact reads and writes (mixed into ``PostgresQueries`` and ``SQLiteBackend``)."""
 
     dialect: Dialect
-    _insert: Any  # (items, model, now) -> Op[list[int]]: insert new items, their pending vectors
-    _mark_stale: Any  # (user_id, item_id, model, now) -> Op: its text changed, its vector is wrong
+    _insert: Callable[[Sequence[NewItem], str | None, datetime], Op[list[int]]]  # new items, their pending vectors
+    # (user_id, item_id, model, now): its text changed, its vector is wrong
+    _mark_stale: Callable[[str, int, str | None, datetime], Op[None]]
 
     @operation
-    def upsert_fact(self, user_id: str, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
+    def upsert_fact(self, user_id: str, fact: Mapping[str, Any], item: NewItem, model: str | None,
+                    now: datetime) -> Op[tuple[str, FactRow, str | None]]:
         """Add the fact, or place the value in the stored fact by when it was said
         (``timeline.place``); returns the action, the stored fact and the value it had before."""
         d, said = self.dialect, fact.get("observed_at") or now  # said: when the statement was made
         stamp = d.time(now)
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, stamp])
-        rows = yield Q(f"SELECT * FROM facts WHERE user_id = %s AND {d.null_safe_eq.format(column='agent_id')}"
-                       f" AND category = %s AND key = %s{d.for_update}",
-                       [user_id, fact.get("agent_id"), fact["category"], fact["key"]])
+        rows: list[FactRow] = yield Q(f"SELECT * FROM facts WHERE user_id = %s"
+                                      f" AND {d.null_safe_eq.format(column='agent_id')}"
+                                      f" AND category = %s AND key = %s{d.for_update}",
+                                      [user_id, fact.get("agent_id"), fact["category"], fact["key"]])
+        previous: str | None
         if not rows:
             (item_id,) = yield from self._insert([item], model, now)
-            rows = yield Q(
+            inserted: list[Row] = yield Q(
                 "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
                 " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at, updated_at,"
                 " item_id, agent_id, run_id, observed_at)"
@@ -51,7 +55,7 @@ class FactQueries:
                  fact.get("source_context"), fact.get("source_session_id"), fact.get("source_message_id"),
                  fact.get("person"), d.time(fact.get("expires_at")), stamp, stamp, stamp, item_id,
                  fact.get("agent_id"), fact.get("run_id"), d.time(said)])
-            fact_id = rows[0]["id"]
+            fact_id: int = inserted[0]["id"]
             yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact_id, user_id, item_id])
             action, previous = "added", None
         else:
@@ -86,18 +90,19 @@ class FactQueries:
                          d.time(fact.get("expires_at")), stamp, stamp, fact.get("run_id"), d.time(said), user_id,
                          fact_id])
             if action != "history":
-                current_rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
+                current_rows: list[FactRow] = yield Q(
+                    "SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
                 yield from self._sync_fact_item(current_rows[0], item, model, now)
         rows = yield Q("SELECT * FROM facts WHERE user_id = %s AND id = %s", [user_id, fact_id])
         return action, row_times(rows[0]), previous
 
-    def _sync_fact_item(self, fact: dict, item: NewItem, model: str | None, now: datetime) -> Op:
+    def _sync_fact_item(self, fact: FactRow, item: NewItem, model: str | None, now: datetime) -> Op[None]:
         """Make the fact's searchable item match the stored fact (recreated if it was deleted)."""
         d, stamp = self.dialect, self.dialect.time(now)
         user_id, item_id = fact["user_id"], fact["item_id"]
-        rows = [] if item_id is None else (yield Q("SELECT content, title FROM items WHERE user_id = %s AND id = %s",
-                                                     [user_id, item_id]))
-        if not rows:
+        rows: list[Row] = [] if item_id is None else (
+            yield Q("SELECT content, title FROM items WHERE user_id = %s AND id = %s", [user_id, item_id]))
+        if item_id is None or not rows:  # no item (None: no rows either)
             (item_id,) = yield from self._insert([item], model, now)
             yield Q("UPDATE items SET fact_id = %s WHERE user_id = %s AND id = %s", [fact["id"], user_id, item_id])
             yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, user_id, fact["id"]])
@@ -114,20 +119,22 @@ class FactQueries:
 
     @operation
     @reads
-    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> Op:
-        rows = yield Q(f"SELECT * FROM facts WHERE user_id = %s AND {self.dialect.null_safe_eq.format(column='agent_id')}"
-                       " AND category = %s AND key = %s", [user_id, agent_id, category, key])
+    def get_fact(self, user_id: str, category: str, key: str, agent_id: str | None = None) -> Op[FactRow | None]:
+        rows: list[FactRow] = yield Q(f"SELECT * FROM facts WHERE user_id = %s"
+                                      f" AND {self.dialect.null_safe_eq.format(column='agent_id')}"
+                                      " AND category = %s AND key = %s", [user_id, agent_id, category, key])
         return row_times(rows[0]) if rows else None
 
     @operation
     def delete_facts(self, user_id: str, key: str, category: str | None, agent_id: str | None = None,
-                     run_id: str | None = None, fact_id: int | None = None) -> Op:
-        d, text, params = self.dialect, "DELETE FROM facts WHERE user_id = %s AND key = %s", [user_id, key]
+                     run_id: str | None = None, fact_id: int | None = None) -> Op[int]:
+        d, text = self.dialect, "DELETE FROM facts WHERE user_id = %s AND key = %s"
+        params: list[str | int] = [user_id, key]
         for column, value in (("category", category), ("agent_id", agent_id), ("run_id", run_id), ("id", fact_id)):
             if value is not None:
                 text += f" AND {column} = %s"  # one of four known column names
                 params.append(value)
-        rows = yield Q(text + " RETURNING item_id", params)
+        rows: list[Row] = yield Q(text + " RETURNING item_id", params)
         item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
         if item_ids:
             yield Q(f"DELETE FROM items WHERE user_id = %s AND {d.in_ids.format(column='id')}", [user_id, d.ids(item_ids)])
@@ -137,8 +144,9 @@ class FactQueries:
     @reads
     def list_facts(self, user_id: str | None, limit: int | None, offset: int, sort_by: str, descending: bool,
                    search: str | None, category: str | None, now: datetime, include_expired: bool = False,
-                   agent_id: str | None = None, run_id: str | None = None) -> Op:
-        d, parts, params = self.dialect, ["TRUE"], []
+                   agent_id: str | None = None, run_id: str | None = None) -> Op[list[FactRow]]:
+        d, parts = self.dialect, ["TRUE"]
+        params: list[Any] = []
         for column, value in (("user_id", user_id), ("category", category), ("agent_id", agent_id),
                               ("run_id", run_id)):
             if value is not None:
@@ -154,22 +162,24 @@ class FactQueries:
         if sort_by not in FACT_SORT_FIELDS:  # composed into the SQL: only the known column names
             raise StorageError(f"cannot sort facts by {sort_by!r}")
         order = f"{sort_by} {'DESC' if descending else 'ASC'}, updated_at DESC, id"
-        rows = yield Q(f"SELECT * FROM facts WHERE {' AND '.join(parts)} ORDER BY {order} LIMIT %s OFFSET %s",
-                       [*params, ALL_ROWS if limit is None else limit, offset])
+        rows: list[FactRow] = yield Q(
+            f"SELECT * FROM facts WHERE {' AND '.join(parts)} ORDER BY {order} LIMIT %s OFFSET %s",
+            [*params, ALL_ROWS if limit is None else limit, offset])
         return [row_times(r) for r in rows]
 
     @operation
     @reads
-    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
+    def fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op[dict[int, list[FactHistoryRow]]]:
         return (yield from self._fact_history(user_id, fact_ids))
 
-    def _fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op:
+    def _fact_history(self, user_id: str | None, fact_ids: Sequence[int]) -> Op[dict[int, list[FactHistoryRow]]]:
         """Each fact's earlier values in the order they were said."""
         d = self.dialect
-        out: dict[int, list[dict]] = {int(i): [] for i in fact_ids}
+        out: dict[int, list[FactHistoryRow]] = {int(i): [] for i in fact_ids}
         user = "TRUE" if user_id is None else "user_id = %s"
-        rows = yield Q(f"SELECT * FROM fact_history WHERE {user} AND {d.in_ids.format(column='fact_id')}"
-                       " ORDER BY valid_from, valid_to, id", ([] if user_id is None else [user_id]) + [d.ids(list(out))])
+        rows: list[FactHistoryRow] = yield Q(
+            f"SELECT * FROM fact_history WHERE {user} AND {d.in_ids.format(column='fact_id')}"
+            " ORDER BY valid_from, valid_to, id", ([] if user_id is None else [user_id]) + [d.ids(list(out))])
         for row in rows:
             out[row["fact_id"]].append(row_times(row))
         return out
@@ -177,20 +187,23 @@ class FactQueries:
     # -- promotion (its candidates read vectors: per dialect) -----------------------------------
 
     @operation
-    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> Op:
+    def record_promotion(self, user_id: str, fact_id: int | None, item_ids: Sequence[int], now: datetime) -> Op[int]:
         """Mark items promoted into ``fact_id`` (items already promoted keep their record)."""
         d = self.dialect  # the WHERE also settles SQLite's reading of ON CONFLICT after a SELECT
-        return (yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
+        recorded: int = yield Q(
+            "INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
                         f" FROM items WHERE user_id = %s AND {d.in_ids.format(column='id')} ON CONFLICT DO NOTHING",
-                        [fact_id, d.time(now), user_id, d.ids([int(i) for i in item_ids])]))
+            [fact_id, d.time(now), user_id, d.ids([int(i) for i in item_ids])])
+        return recorded
 
     @operation
     @reads
-    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> Op:
+    def promoted_facts(self, user_id: str, limit: int, now: datetime) -> Op[list[PromotedFactRow]]:
         """Unexpired facts made by the promotion job, most confirmed (most items) first."""
-        rows = yield Q("SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
-                       " ON p.user_id = f.user_id AND p.fact_id = f.id WHERE f.user_id = %s"
-                       " AND (f.expires_at IS NULL OR f.expires_at > %s) GROUP BY f.user_id, f.id"
-                       " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT %s",
-                       [user_id, self.dialect.time(now), limit])
+        rows: list[PromotedFactRow] = yield Q(
+            "SELECT f.*, count(p.item_id) AS promoted_items FROM facts f JOIN promotions p"
+            " ON p.user_id = f.user_id AND p.fact_id = f.id WHERE f.user_id = %s"
+            " AND (f.expires_at IS NULL OR f.expires_at > %s) GROUP BY f.user_id, f.id"
+            " ORDER BY promoted_items DESC, f.updated_at DESC, f.id LIMIT %s",
+            [user_id, self.dialect.time(now), limit])
         return [row_times(r) for r in rows]

@@ -10,13 +10,13 @@ stale (``_mark_stale``).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...core.contract import theme_display_name
 from ...errors import ValidationError
 from ...sansio import Op, operation, reads
-from ..base import ORDER_COLUMNS, Filters, NewItem, scope_columns
-from .dialect import ITEM_SELECT, Dialect, Q, ensure_theme, row_times
+from ..base import ORDER_COLUMNS, Filters, ItemRow, NewItem, RankRow, ThemeRow, scope_columns
+from .dialect import ITEM_SELECT, Count, Dialect, Q, Row, ensure_theme, row_times
 
 # The columns ``update_item`` may change (the operations check each value first).
 ITEM_COLUMNS = ("type", "title", "content", "theme", "tags", "status", "pinned", "source", "source_ref",
@@ -28,7 +28,8 @@ RANK_COLUMNS = ("id", "created_at", "observed_at", "pinned", "person", "title", 
 
 def where(d: Dialect, f: Filters) -> tuple[str, list[Any]]:
     """The WHERE conditions on items ``i`` for a filter set, with their parameters."""
-    clauses, params = ["1=1"], []
+    clauses: list[str] = ["1=1"]
+    params: list[Any] = []
 
     def add(text: str, *values: Any) -> None:
         clauses.append(text)
@@ -74,15 +75,17 @@ class ItemQueries:
     """Item reads and writes (mixed into both backends)."""
 
     dialect: Dialect
-    _reserve_item_ids: Any  # (count) -> Op[list[int]]: ids for new items, in order
-    _insert_vectors: Any  # (ids, items, model, now) -> Op: each new item's vector, or its pending row
-    _mark_stale: Any  # (user_id, item_id, model, now) -> Op: its text changed, its vector is wrong
+    _reserve_item_ids: Callable[[int], Op[list[int]]]  # (count): ids for new items, in order
+    # (ids, items, model, now): each new item's vector, or its pending row
+    _insert_vectors: Callable[[Sequence[int], Sequence[NewItem], str, datetime], Op[None]]
+    # (user_id, item_id, model, now): its text changed, its vector is wrong
+    _mark_stale: Callable[[str, int, str | None, datetime], Op[None]]
 
     @operation
-    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+    def insert_items(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op[list[int]]:
         return (yield from self._insert(items, model, now))
 
-    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op:
+    def _insert(self, items: Sequence[NewItem], model: str | None, now: datetime) -> Op[list[int]]:
         """Insert new items with the users and themes they need, and (``model`` set) their vectors
         or pending rows; their ids, in order. Also the step of facts and chunks writing items."""
         if not items:
@@ -108,14 +111,16 @@ class ItemQueries:
 
     @operation
     @reads
-    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
+    def get_item(self, user_id: str, item_id: int, agent_id: str | None = None,
+                 run_id: str | None = None) -> Op[ItemRow | None]:
         scope, scoped = in_scope(agent_id, run_id)
-        rows = yield Q(ITEM_SELECT + f" WHERE i.user_id = %s AND i.id = %s{scope}", [user_id, item_id, *scoped])
+        rows: list[ItemRow] = yield Q(
+            ITEM_SELECT + f" WHERE i.user_id = %s AND i.id = %s{scope}", [user_id, item_id, *scoped])
         return row_times(rows[0]) if rows else None
 
     @operation
-    def update_item(self, user_id: str, item_id: int, changes: dict, model: str | None, now: datetime,
-                    agent_id: str | None = None, run_id: str | None = None) -> Op:
+    def update_item(self, user_id: str, item_id: int, changes: Mapping[str, Any], model: str | None,
+                    now: datetime, agent_id: str | None = None, run_id: str | None = None) -> Op[ItemRow | None]:
         """Change the item's columns; a change of the text it is embedded from marks its vector stale.
         The item, or None when the user has none of this id in the scope."""
         d = self.dialect
@@ -124,7 +129,7 @@ class ItemQueries:
             raise ValidationError(f"not item fields: {sorted(unknown)}")
         text = f"SELECT {d.embed_text} AS text FROM items i WHERE i.user_id = %s AND i.id = %s"
         scope, scoped = in_scope(agent_id, run_id)  # the row locked below stays in the scope until commit
-        old = yield Q(text + scope + d.for_update, [user_id, item_id, *scoped])
+        old: list[Row] = yield Q(text + scope + d.for_update, [user_id, item_id, *scoped])
         if not old:
             return None
         if "theme" in changes:
@@ -134,21 +139,23 @@ class ItemQueries:
         assignments = "".join(f"{column} = %s, " for column in changes)  # known column names only
         yield Q(f"UPDATE items SET {assignments}updated_at = %s WHERE user_id = %s AND id = %s",
                 [*values, d.time(now), user_id, item_id])
-        new = yield Q(text, [user_id, item_id])
+        new: list[Row] = yield Q(text, [user_id, item_id])
         if new[0]["text"] != old[0]["text"]:
             yield from self._mark_stale(user_id, item_id, model, now)
-        rows = yield Q(ITEM_SELECT + " WHERE i.user_id = %s AND i.id = %s", [user_id, item_id])
+        rows: list[ItemRow] = yield Q(ITEM_SELECT + " WHERE i.user_id = %s AND i.id = %s", [user_id, item_id])
         return row_times(rows[0])
 
     @operation
-    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None, run_id: str | None = None) -> Op:
+    def delete_item(self, user_id: str, item_id: int, agent_id: str | None = None,
+                    run_id: str | None = None) -> Op[bool]:
         scope, scoped = in_scope(agent_id, run_id)
-        return (yield Q(f"DELETE FROM items AS i WHERE i.user_id = %s AND i.id = %s{scope}",
-                        [user_id, item_id, *scoped])) > 0
+        deleted: int = yield Q(f"DELETE FROM items AS i WHERE i.user_id = %s AND i.id = %s{scope}",
+                        [user_id, item_id, *scoped])
+        return deleted > 0
 
     @operation
     @reads
-    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> Op:
+    def list_items(self, filters: Filters, limit: int, offset: int, order: str = "created") -> Op[list[ItemRow]]:
         d = self.dialect
         cond, params = where(d, filters)
         # The page's ids first, then their columns: a deep OFFSET skips bare index entries, not
@@ -157,8 +164,9 @@ class ItemQueries:
         # the user said of the outer read too: Citus routes a statement to the user's shard only when
         # every read of a distributed table in it names the user
         user, users = ("", []) if filters.user_id is None else ("i.user_id = %s AND ", [filters.user_id])
-        rows = yield Q(f"{self._by_ids()} WHERE {user}({d.item_key}) IN (SELECT {d.item_key} FROM items i"
-                       f" WHERE {cond} {order_by} LIMIT %s OFFSET %s) {order_by}", [*users, *params, limit, offset])
+        rows: list[ItemRow] = yield Q(
+            f"{self._by_ids()} WHERE {user}({d.item_key}) IN (SELECT {d.item_key} FROM items i"
+            f" WHERE {cond} {order_by} LIMIT %s OFFSET %s) {order_by}", [*users, *params, limit, offset])
         return [row_times(r) for r in rows]
 
     def _by_ids(self) -> str:
@@ -166,23 +174,23 @@ class ItemQueries:
 
     @operation
     @reads
-    def count_items(self, filters: Filters) -> Op:
+    def count_items(self, filters: Filters) -> Op[int]:
         cond, params = where(self.dialect, filters)
-        rows = yield Q(f"SELECT count(*) AS n FROM items i WHERE {cond}", params)
+        rows: list[Count] = yield Q(f"SELECT count(*) AS n FROM items i WHERE {cond}", params)
         return rows[0]["n"]
 
     @operation
     @reads
-    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> Op:
-        rows = yield self._of_ids(self._by_ids(), user_id, ids)
+    def fetch_items(self, user_id: str | None, ids: Sequence[int]) -> Op[list[ItemRow]]:
+        rows: list[ItemRow] = yield self._of_ids(self._by_ids(), user_id, ids)
         return [row_times(r) for r in rows]
 
     @operation
     @reads
-    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> Op:
+    def rank_rows(self, user_id: str | None, ids: Sequence[int]) -> Op[list[RankRow]]:
         # a few columns instead of whole rows (and no embeddings join): search re-ranks ~100, shows ~10
         columns = ", ".join(f"i.{c}" for c in RANK_COLUMNS)
-        rows = yield self._of_ids(f"SELECT {columns} FROM items i{self.dialect.by_id}", user_id, ids)
+        rows: list[RankRow] = yield self._of_ids(f"SELECT {columns} FROM items i{self.dialect.by_id}", user_id, ids)
         return [row_times(r) for r in rows]
 
     def _of_ids(self, select: str, user_id: str | None, ids: Sequence[int]) -> Q:
@@ -192,23 +200,24 @@ class ItemQueries:
             cond, params = f"i.user_id = %s AND {cond}", [user_id, *params]
         return Q(f"{select} WHERE {cond}", params)
 
-    def _themes(self, user_id: str, now: datetime, slug: str | None = None) -> Op:
+    def _themes(self, user_id: str, now: datetime, slug: str | None = None) -> Op[list[ThemeRow]]:
         """The user's themes (or the one ``slug``) with their active-item counts, largest first."""
         one, params = (" AND t.slug = %s", [slug]) if slug is not None else ("", [])
-        rows = yield Q("SELECT t.slug, t.display_name, t.description, t.created_at,"
-                       " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
-                       "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
-                       f" FROM themes t WHERE t.user_id = %s{one} ORDER BY active_count DESC, t.slug",
-                       [self.dialect.time(now), user_id, *params])
+        rows: list[ThemeRow] = yield Q(
+            "SELECT t.slug, t.display_name, t.description, t.created_at,"
+            " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
+            "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
+            f" FROM themes t WHERE t.user_id = %s{one} ORDER BY active_count DESC, t.slug",
+            [self.dialect.time(now), user_id, *params])
         return [row_times(r) for r in rows]
 
     @operation
     @reads
-    def list_themes(self, user_id: str, now: datetime) -> Op:
+    def list_themes(self, user_id: str, now: datetime) -> Op[list[ThemeRow]]:
         return (yield from self._themes(user_id, now))
 
     @operation
-    def set_theme(self, user_id: str, slug: str, changes: dict, now: datetime) -> Op:
+    def set_theme(self, user_id: str, slug: str, changes: Mapping[str, Any], now: datetime) -> Op[ThemeRow]:
         """Create the theme unless it exists, then change its ``display_name`` and/or ``description``."""
         d = self.dialect
         yield Q("INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING", [user_id, d.time(now)])

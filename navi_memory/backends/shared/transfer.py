@@ -27,14 +27,17 @@ promotion's item to its id here.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from ...calls import BackendCall
 from ...core.contract import PERSON_COLUMNS, PERSON_LIST_COLUMNS
 from ...errors import StorageError
 from ...sansio import Op, advance, operation, reads
 from ...transfer_format import EXPORT_TABLES, item_digest
-from .dialect import Dialect, Q, ensure_theme, row_times
+from ..base import SummaryRow
+from .dialect import Count, Dialect, Q, Row, ensure_theme, row_times
 
 _ITEM_COLUMNS = ("user_id", "id", "theme", "type", "title", "content", "tags", "status", "pinned", "source",
                  "source_ref", "person", "confidence", "observed_at", "expires_at", "metadata", "context", "fact_id",
@@ -59,21 +62,25 @@ class TransferQueries:
     dialect: Dialect
     has_vector: bool
     _exported_vector: str  # the exported vector of embeddings ``e``, as the backend stores it
-    _vector_of: Any  # (that value or None) -> np.ndarray | None
-    _reserve_item_ids: Any  # (count) -> Op[list[int]]: ids for new items, in order
-    _append_summary: Any  # (user_id, content, stamp) -> Op: the user's next summary version (shared/sessions.py)
-    _restore_vectors: Any  # (rows of (user_id, item_id, model, vector), now) -> Op: ready vectors stored
-    _in_plan: Any  # (BackendCall) -> Op: one call of a plan, inside the plan's transaction
+    _vector_of: Callable[[Any], np.ndarray | None]  # (that value or None): the vector
+    _reserve_item_ids: Callable[[int], Op[list[int]]]  # (count): ids for new items, in order
+    # (user_id, content, stamp): the user's next summary version (shared/sessions.py)
+    _append_summary: Callable[[str, str, Any], Op[list[SummaryRow]]]
+    # (rows of (user_id, item_id, model, vector), now): ready vectors stored
+    _restore_vectors: Callable[[Sequence[tuple[str, int, str, np.ndarray]], datetime], Op[None]]
+    _in_plan: Callable[[BackendCall], Op[Any]]  # one call of a plan, inside the plan's transaction
 
     # -- export ---------------------------------------------------------------------------------
 
     @operation
     @reads
-    def export_page(self, kind: str, user_id: str | None, after: Sequence[Any] | None, limit: int) -> Op:
+    def export_page(self, kind: str, user_id: str | None, after: Sequence[Any] | None,
+                    limit: int) -> Op[list[dict[str, Any]]]:
         """Rows of one table (``transfer_format.EXPORT_TABLES``) of a user (users: all when None),
         in key order after the key ``after``."""
         table, keys = EXPORT_TABLES[kind]  # known table and column names only
-        parts, params = ["TRUE"], []
+        parts: list[str] = ["TRUE"]
+        params: list[Any] = []
         if user_id is not None:
             parts.append(f"{'id' if kind == 'users' else 'user_id'} = %s")
             params.append(user_id)
@@ -81,8 +88,8 @@ class TransferQueries:
         if after is not None:
             parts.append(f"({columns}) > ({_values(len(keys))})")
             params.extend(after)
-        rows = yield Q(f"SELECT {_USER_COLUMNS if kind == 'users' else '*'} FROM {table}"
-                       f" WHERE {' AND '.join(parts)} ORDER BY {columns} LIMIT %s", [*params, limit])
+        rows: list[Row] = yield Q(f"SELECT {_USER_COLUMNS if kind == 'users' else '*'} FROM {table}"
+                                  f" WHERE {' AND '.join(parts)} ORDER BY {columns} LIMIT %s", [*params, limit])
         out = [row_times(r) for r in rows]
         if kind == "messages":
             for row in out:
@@ -92,7 +99,7 @@ class TransferQueries:
     @operation
     @reads
     def export_items(self, user_id: str, after_id: int, limit: int, ids: Sequence[int] | None,
-                     with_vectors: bool) -> Op:
+                     with_vectors: bool) -> Op[list[dict[str, Any]]]:
         """Items with their embedding (and vector, when asked): the given ``ids``, or else the
         items after ``after_id`` that are not the searchable copy of a fact (those go with the fact)."""
         d = self.dialect
@@ -100,6 +107,7 @@ class TransferQueries:
         # the user named on every table, not only through the joins: Citus then routes it to one shard
         head = (f"SELECT {', '.join(f'i.{c}' for c in _ITEM_COLUMNS)}, {_EMBEDDING}{vector} FROM items i"
                 " LEFT JOIN embeddings e ON e.user_id = %s AND e.item_id = i.id WHERE i.user_id = %s")
+        rows: list[Row]
         if ids is not None:
             rows = yield Q(f"{head} AND {d.in_ids.format(column='i.id')} ORDER BY i.id",
                            [user_id, user_id, d.ids(ids)])
@@ -118,7 +126,7 @@ class TransferQueries:
     # -- plans ----------------------------------------------------------------------------------
 
     @operation
-    def in_one_transaction(self, make_plan: Callable[[], Op]) -> Op:
+    def in_one_transaction(self, make_plan: Callable[[], Op[Any]]) -> Op[Any]:
         """Run a plan (a generator yielding backend calls ``db.<method>(...)``) as this one call,
         so in one transaction; any error rolls everything back. A runner that runs a call again
         (PostgreSQL's, after a lost conflict) builds the plan again from ``make_plan``."""
@@ -131,7 +139,7 @@ class TransferQueries:
         return call
 
     @operation
-    def lock_user_writes(self, user_id: str) -> Op:
+    def lock_user_writes(self, user_id: str) -> Op[None]:
         """Take the user's write lock until the transaction ends (a plan's check and insert then see
         no concurrent writer of the same user; other users never wait). SQLite has nothing more to
         take: its ``BEGIN IMMEDIATE`` already makes every other writer wait until the plan ends."""
@@ -140,28 +148,30 @@ class TransferQueries:
 
     @operation
     @reads
-    def max_item_id(self) -> Op:
-        rows = yield Q("SELECT coalesce(max(id), 0) AS n FROM items")
+    def max_item_id(self) -> Op[int]:
+        rows: list[Count] = yield Q("SELECT coalesce(max(id), 0) AS n FROM items")
         return rows[0]["n"]
 
     @operation
     @reads
-    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> Op:
+    def item_digests(self, user_id: str, created_at: datetime, upto_id: int) -> Op[list[tuple[int, bytes]]]:
         """(id, ``item_digest``) of each item of the user created at that instant, with id <=
         ``upto_id``, in id order."""
-        rows = yield Q("SELECT id, type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s"
-                       " ORDER BY id", [user_id, self.dialect.time(created_at), upto_id])
+        rows: list[Row] = yield Q(
+            "SELECT id, type, content FROM items WHERE user_id = %s AND created_at = %s AND id <= %s"
+            " ORDER BY id", [user_id, self.dialect.time(created_at), upto_id])
         return [(r["id"], item_digest(r["type"], r["content"])) for r in rows]
 
     # -- import ---------------------------------------------------------------------------------
 
     @operation
-    def restore_records(self, records: Sequence[dict], model: str | None, now: datetime) -> Op:
+    def restore_records(self, records: Sequence[Mapping[str, Any]], model: str | None,
+                        now: datetime) -> Op[list[bool | int]]:
         """Write a batch of checked records in one transaction; per record, what was written:
         False when it was already there (skipped), else True, or for items the new id, for facts
         the id of the fact's new searchable item (or True when it has none)."""
-        out: list[Any] = []
-        run: list[dict] = []  # consecutive items go in together (a few statements, not a few per item)
+        out: list[bool | int] = []
+        run: list[Mapping[str, Any]] = []  # consecutive items go in together (a few statements, not a few per item)
         for r in [*records, None]:
             if r is not None and r["type"] == "item":
                 run.append(r)
@@ -176,9 +186,9 @@ class TransferQueries:
     def _new_user(self, user_id: str, now: datetime) -> Q:
         return Q(_NEW_USER, [user_id, self.dialect.time(now)])
 
-    def _restore_user(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_user(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
-        added = (yield Q(f"INSERT INTO users ({_USER_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        added: bool = (yield Q(f"INSERT INTO users ({_USER_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
                          " ON CONFLICT DO NOTHING",
                          [r["user_id"], d.time(r["created_at"]), r["household_mode"], r["timezone"],
                           d.time(r["memory_off_since"]), r["household_name"], r["locale"]])) > 0
@@ -191,16 +201,17 @@ class TransferQueries:
                                        r["household_name"], r["locale"], r["user_id"]])
         return added
 
-    def _restore_person(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_person(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
         yield self._new_user(r["user_id"], now)
         values = [d.json(r[c]) if c in PERSON_LIST_COLUMNS else r[c] for c in PERSON_COLUMNS]
-        return (yield Q(  # natural key: the unique index on (user_id, lower(display_name))
+        written: int = yield Q(  # natural key: the unique index on (user_id, lower(display_name))
             f"INSERT INTO persons (user_id, {', '.join(PERSON_COLUMNS)}, created_at, updated_at)"
             f" VALUES (%s, {_values(len(PERSON_COLUMNS))}, %s, %s) ON CONFLICT DO NOTHING",
-            [r["user_id"], *values, d.time(r["created_at"]), d.time(r["updated_at"])])) > 0
+            [r["user_id"], *values, d.time(r["created_at"]), d.time(r["updated_at"])])
+        return written > 0
 
-    def _restore_promotion(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_promotion(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         """``item_id``: the item's id here (the operation maps the exported one; None: not found)."""
         d = self.dialect
         if r["item_id"] is None:
@@ -214,23 +225,26 @@ class TransferQueries:
                 raise StorageError(f"the promotion of item {r['item']} comes before its fact record")
             fact_id = rows[0]["id"]
         # the WHERE also settles SQLite's reading of ON CONFLICT after a SELECT
-        return (yield Q("INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
-                        " FROM items WHERE user_id = %s AND id = %s ON CONFLICT DO NOTHING",
-                        [fact_id, d.time(r["promoted_at"]), r["user_id"], r["item_id"]])) > 0
+        written: int = yield Q(
+            "INSERT INTO promotions (user_id, item_id, fact_id, promoted_at) SELECT user_id, id, %s, %s"
+            " FROM items WHERE user_id = %s AND id = %s ON CONFLICT DO NOTHING",
+            [fact_id, d.time(r["promoted_at"]), r["user_id"], r["item_id"]])
+        return written > 0
 
-    def _restore_theme(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_theme(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
         yield self._new_user(r["user_id"], now)
-        added = (yield Q("INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
-                         " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                         [r["user_id"], r["slug"], r["display_name"], r["description"], d.time(r["created_at"]),
-                          d.time(r["updated_at"])])) > 0
-        if not added and r["description"] is not None:  # a stored theme keeps its description, or takes this one
+        written: int = yield Q("INSERT INTO themes (user_id, slug, display_name, description, created_at, updated_at)"
+                               " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                               [r["user_id"], r["slug"], r["display_name"], r["description"], d.time(r["created_at"]),
+                                d.time(r["updated_at"])])
+        if not written and r["description"] is not None:  # a stored theme keeps its description, or takes this one
             yield Q("UPDATE themes SET description = %s WHERE user_id = %s AND slug = %s AND description IS NULL",
                     [r["description"], r["user_id"], r["slug"]])
-        return added
+        return written > 0
 
-    def _restore_items(self, items: list[dict], fact_ids: list[int | None], model: str | None, now: datetime) -> Op:
+    def _restore_items(self, items: list[Mapping[str, Any]], fact_ids: list[int | None], model: str | None,
+                       now: datetime) -> Op[list[int]]:
         """Insert items with their own times (and their vectors as exported, or pending under
         ``model``); their new ids."""
         d = self.dialect
@@ -249,12 +263,13 @@ class TransferQueries:
                 many=True)
         if not self.has_vector:  # without pgvector no vector is stored (the store runs lexical-only)
             return ids
-        ready, pending = [], []
+        ready: list[tuple[str, int, str, np.ndarray]] = []
+        pending: list[tuple[str, int, str, Any]] = []
         for i, r in zip(ids, items):
-            emb = r.get("embedding")
-            vector = emb["vector"] if emb else None
-            if vector is not None:  # kept as exported (under its own model); re-embedded if that is not ours
-                ready.append((r["user_id"], i, emb["model"], vector))
+            emb: Mapping[str, Any] | None = r.get("embedding")
+            # a vector is kept as exported (under its own model); re-embedded if that is not ours
+            if emb and emb["vector"] is not None:
+                ready.append((r["user_id"], i, emb["model"], emb["vector"]))
             elif model is not None:
                 pending.append((r["user_id"], i, model, d.time(now)))
         if ready:
@@ -264,14 +279,15 @@ class TransferQueries:
                     " VALUES (%s, %s, %s, 'pending', %s)", pending, many=True)
         return ids
 
-    def _restore_fact(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_fact(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d, uid = self.dialect, r["user_id"]
         yield self._new_user(uid, now)
-        rows = yield Q("INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
-                       " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
-                       f" updated_at, agent_id, run_id, observed_at) VALUES ({_values(17)})"
-                       " ON CONFLICT (user_id, (coalesce(agent_id, '')), category, key) DO NOTHING RETURNING id",
-                       [uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
+        rows: list[Row] = yield Q(
+            "INSERT INTO facts (user_id, category, key, value, source, confidence, source_context,"
+            " source_session_id, source_message_id, person, expires_at, last_verified_at, created_at,"
+            f" updated_at, agent_id, run_id, observed_at) VALUES ({_values(17)})"
+            " ON CONFLICT (user_id, (coalesce(agent_id, '')), category, key) DO NOTHING RETURNING id",
+            [uid, r["category"], r["key"], r["value"], r["source"], r["confidence"], r["source_context"],
                         r["source_session_id"], r["source_message_id"], r["person"], d.time(r["expires_at"]),
                         d.time(r["last_verified_at"]), d.time(r["created_at"]), d.time(r["updated_at"]),
                         r.get("agent_id"), r.get("run_id"), d.time(r.get("observed_at") or r["updated_at"])])
@@ -290,7 +306,7 @@ class TransferQueries:
         yield Q("UPDATE facts SET item_id = %s WHERE user_id = %s AND id = %s", [item_id, uid, fact_id])
         return item_id
 
-    def _restore_summary(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_summary(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d, uid, created = self.dialect, r["user_id"], self.dialect.time(r["created_at"])
         yield self._new_user(uid, now)
         yield Q(f"SELECT id FROM users WHERE id = %s{d.for_update}", [uid])  # serialises version numbers
@@ -308,34 +324,37 @@ class TransferQueries:
                     [uid, r["version"], r["content"], created])
         return True
 
-    def _restore_session(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_session(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
         yield self._new_user(r["user_id"], now)
-        return (yield Q(
+        written: int = yield Q(
             f"INSERT INTO session_state (user_id, session_id, {', '.join(_SESSION_COLUMNS)})"
             f" VALUES (%s, %s, {_values(len(_SESSION_COLUMNS))}) ON CONFLICT (user_id, session_id) DO NOTHING",
             [r["user_id"], r["session_id"],
-             *(d.time(r.get(c)) if c in _TIME_COLUMNS else r.get(c) for c in _SESSION_COLUMNS)])) > 0
+             *(d.time(r.get(c)) if c in _TIME_COLUMNS else r.get(c) for c in _SESSION_COLUMNS)])
+        return written > 0
 
-    def _restore_message(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_message(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
         if not (yield Q("SELECT 1 AS found FROM session_state WHERE user_id = %s AND session_id = %s",
                         [r["user_id"], r["session_id"]])):
             raise StorageError(f"message {r['seq']} of session {r['session_id']!r} comes before its session record")
-        return (yield Q(
+        written: int = yield Q(
             "INSERT INTO messages (user_id, session_id, seq, role, content, name, tool_calls, tool_call_id, created_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             [r["user_id"], r["session_id"], r["seq"], r["role"], r["content"], r["name"],
-             d.json(r["tool_calls"]) if r["tool_calls"] else None, r["tool_call_id"], d.time(r["created_at"])])) > 0
+             d.json(r["tool_calls"]) if r["tool_calls"] else None, r["tool_call_id"], d.time(r["created_at"])])
+        return written > 0
 
-    def _restore_llm_call(self, r: dict, model: str | None, now: datetime) -> Op:
+    def _restore_llm_call(self, r: Mapping[str, Any], model: str | None, now: datetime) -> Op[bool | int]:
         d = self.dialect
         yield self._new_user(r["user_id"], now)
-        rows = yield Q(f"SELECT count(*) AS n FROM llm_calls WHERE user_id = %s"
-                       f" AND {d.null_safe_eq.format(column='session_id')} AND purpose = %s"
-                       f" AND {d.null_safe_eq.format(column='model')} AND created_at = %s AND input_tokens = %s"
-                       " AND output_tokens = %s",
-                       [r["user_id"], r["session_id"], r["purpose"], r["model"], d.time(r["created_at"]),
+        rows: list[Count] = yield Q(
+            f"SELECT count(*) AS n FROM llm_calls WHERE user_id = %s"
+            f" AND {d.null_safe_eq.format(column='session_id')} AND purpose = %s"
+            f" AND {d.null_safe_eq.format(column='model')} AND created_at = %s AND input_tokens = %s"
+            " AND output_tokens = %s",
+            [r["user_id"], r["session_id"], r["purpose"], r["model"], d.time(r["created_at"]),
                         r["input_tokens"], r["output_tokens"]])
         if rows[0]["n"] >= r["occurrence"]:
             return False

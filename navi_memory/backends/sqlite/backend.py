@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, ContextManager, Iterator, Sequence
 from urllib.parse import quote
 
 import numpy as np
@@ -138,7 +138,7 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
                 raise
             conn.execute("COMMIT")
 
-    def _statement(self) -> Any:
+    def _statement(self) -> ContextManager[sqlite3.Connection]:
         """The connection for a read of ONE statement: SQLite gives it a consistent snapshot of its
         own, so the BEGIN and COMMIT round a read transaction would add are saved (in a transaction
         already open on this thread, the statement is part of it)."""
@@ -170,14 +170,16 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
             exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
             if not exists:
                 return 0
-            return conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+            version: int = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+            return version
 
     # -- vectors: blobs, and the generation the in-memory indexes follow ---------------------
 
     @staticmethod
     def _bump_gen(conn: sqlite3.Connection, user_id: str) -> int:
         conn.execute("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = ?", (user_id,))
-        return conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+        gen: int = conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()[0]
+        return gen
 
     # -- embeddings -------------------------------------------------------------------------
 

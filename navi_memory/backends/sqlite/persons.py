@@ -5,20 +5,22 @@ the job records: ``shared/facts.py``.
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
-from typing import Any
+from typing import Callable, ContextManager, cast
 
 from ...core.timeutil import from_db, to_db
 from ...vectors import from_blob
+from ..base import PromotionCandidate
 from ..shared.persons import PROMOTION_SKIP_TYPES
 
 
 class SQLitePromotion:
     """The promotion job's candidates (mixed into ``SQLiteBackend``)."""
 
-    _transaction: Any
+    _transaction: Callable[..., ContextManager[sqlite3.Connection]]  # (write): a transaction, or a savepoint in one
 
-    def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> list[dict]:
+    def promotion_candidates(self, user_id: str, model: str, now: datetime, limit: int) -> list[PromotionCandidate]:
         """The user's newest active, unexpired items with a ready ``model`` vector (fact mirrors and
         summaries excluded), with ``vector`` and ``promoted`` (already in a promotion)."""
         with self._transaction(write=False) as conn:
@@ -30,11 +32,11 @@ class SQLitePromotion:
                 f" WHERE i.user_id = ? AND i.status = 'active' AND i.type NOT IN {PROMOTION_SKIP_TYPES}"
                 " AND (i.expires_at IS NULL OR i.expires_at > ?) AND e.vector IS NOT NULL"
                 " ORDER BY i.id DESC LIMIT ?", (model, user_id, to_db(now), limit)).fetchall()
-        out = []
+        out: list[PromotionCandidate] = []
         for r in rows:
             d = dict(r)
             d["vector"], d["promoted"], d["created_at"] = from_blob(d["vector"]), bool(d["promoted"]), \
                 from_db(d["created_at"])
             d["observed_at"] = from_db(d["observed_at"])
-            out.append(d)
+            out.append(cast("PromotionCandidate", d))  # the columns of the SELECT above
         return out

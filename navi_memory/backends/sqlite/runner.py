@@ -14,7 +14,7 @@ import functools
 import json
 import sqlite3
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 from ...core.contract import NOT_INDEXED
 from ...core.timeutil import from_db, to_db
@@ -22,9 +22,10 @@ from ...errors import BackendUnavailableError, StorageError
 from ...vectors import to_blob
 from ...sansio import Op, advance
 from ..base import NewItem
-from ..shared.dialect import Dialect, Native, Q
+from ..shared.dialect import Dialect, Native, Q, Row
 from .metadata import condition_sql
 from .rows import EMBED_TEXT, to_json, typed
+from .vectors import VectorCache
 
 
 def add_minutes(stamp: str | None, minutes: float | None) -> str | None:
@@ -70,11 +71,11 @@ class SQLiteRunner:
     """``_run`` for the shared generators installed on ``SQLiteBackend``, and SQLite's own steps."""
 
     dialect = SQLITE
-    _transaction: Any
-    _statement: Any
-    vectors: Any
+    _transaction: Callable[..., ContextManager[sqlite3.Connection]]  # (write): a transaction, or a savepoint in one
+    _statement: Callable[[], ContextManager[sqlite3.Connection]]  # the connection for a read of one statement
+    vectors: VectorCache
 
-    def _run(self, make: Callable[[], Op], reads: bool = False) -> Any:
+    def _run(self, make: Callable[[], Op[Any]], reads: bool = False) -> Any:
         with self._statement() if reads else self._transaction(write=True) as conn:
             gen = make()
             done, step = advance(gen, None)
@@ -82,22 +83,23 @@ class SQLiteRunner:
                 done, step = advance(gen, _execute(conn, step))
             return step
 
-    def _reserve_item_ids(self, count: int) -> Op:
+    def _reserve_item_ids(self, count: int) -> Op[list[int]]:
         """The ids AUTOINCREMENT would give the next ``count`` items (after the highest id ever
         used): no other writer inserts before them under the call's ``BEGIN IMMEDIATE``."""
-        rows = yield Q("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),"
-                       " (SELECT coalesce(max(id), 0) FROM items)) AS last")
+        rows: list[Row] = yield Q("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),"
+                                  " (SELECT coalesce(max(id), 0) FROM items)) AS last")
         return list(range(rows[0]["last"] + 1, rows[0]["last"] + 1 + count))
 
-    def _next_gen(self, user_id: str) -> Op:
+    def _next_gen(self, user_id: str) -> Op[int]:
         """The user's next vector generation: rows stamped with it are what the in-memory indexes
         of every process load next (``vectors.VectorCache``)."""
-        rows = yield Q("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = %s RETURNING vec_gen", [user_id])
-        return rows[0]["vec_gen"]
+        rows: list[Row] = yield Q("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = %s RETURNING vec_gen", [user_id])
+        gen: int = rows[0]["vec_gen"]
+        return gen
 
-    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op:
+    def _insert_vectors(self, ids: Sequence[int], items: Sequence[NewItem], model: str, now: datetime) -> Op[None]:
         """Each new item's vector (ready, under a new generation of its user's) or its pending row."""
-        gens = {}
+        gens: dict[str, int] = {}
         for user_id in sorted({it.user_id for it in items if it.vector is not None}):
             gens[user_id] = yield from self._next_gen(user_id)
         yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
@@ -106,7 +108,7 @@ class SQLiteRunner:
                   "pending" if it.vector is None else "ready", None if it.vector is None else to_blob(it.vector),
                   gens.get(it.user_id, 0), to_db(now)) for i, it in zip(ids, items)], many=True)
 
-    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op:
+    def _mark_stale(self, user_id: str, item_id: int, model: str | None, now: datetime) -> Op[None]:
         """Content changed: any stored vector is wrong now, whatever model made it."""
         gen, stamp = (yield from self._next_gen(user_id)), to_db(now)
         yield Q("UPDATE embeddings SET state = 'pending', vector = NULL, error = NULL, gen = %s, updated_at = %s"
@@ -122,7 +124,7 @@ class SQLiteRunner:
     def _next_vector(vector: Any) -> bytes:
         return to_blob(vector)
 
-    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op:
+    def _adopt_next(self, user_id: str, model: str, now: datetime) -> Op[None]:
         """The waiting vectors replace the user's, under a new generation (``vectors.VectorCache``)."""
         gen = yield from self._next_gen(user_id)
         yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, error, vector, gen, updated_at)"
@@ -133,17 +135,17 @@ class SQLiteRunner:
                 " WHERE embeddings.error IS NULL OR embeddings.error <> %s",
                 [gen, to_db(now), user_id, model, NOT_INDEXED])
 
-    def _forget_vectors(self, user_id: str) -> Op:
+    def _forget_vectors(self, user_id: str) -> Op[None]:
         """Drop the user's in-memory vectors. Before the commit: a search that loads them again meanwhile
         keys them by the deleted user's ``pk``, which AUTOINCREMENT never gives another user."""
         yield Native(lambda conn: self._drop_cached(conn, user_id))
 
-    def _drop_cached(self, conn: Any, user_id: str) -> None:
+    def _drop_cached(self, conn: sqlite3.Connection, user_id: str) -> None:
         row = conn.execute("SELECT pk FROM users WHERE id = ?", (user_id,)).fetchone()
         if row is not None:
             self.vectors.drop_user(row[0])
 
-    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op:
+    def _not_indexed(self, user_id: str, item_id: int, model: str, now: datetime) -> Op[None]:
         """No vector for this item (a new generation: cached vectors of it are dropped)."""
         gen = yield from self._next_gen(user_id)
         yield Q("DELETE FROM next_embeddings WHERE item_id = %s", [item_id])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from ..base import Beside, Filters, Hits
 from . import lexicon
 from ..shared.items import where
 from .runner import SQLITE
+from .vectors import VectorCache
 
 
 def filter_sql(f: Filters) -> tuple[str, list[Any]]:
@@ -56,9 +57,9 @@ def _rare_rows(found: dict[str, Occurrences], holding: dict[str, int], budget: i
 class SQLiteSearch:
     """Candidate queries of hybrid search (mixed into ``SQLiteBackend``)."""
 
-    _transaction: Any
-    _statement: Any
-    vectors: Any
+    _transaction: Callable[..., ContextManager[sqlite3.Connection]]  # (write): a transaction, or a savepoint in one
+    _statement: Callable[[], ContextManager[sqlite3.Connection]]  # the connection for a read of one statement
+    vectors: VectorCache
     lexical_row_budget: int | None = None
     _narrow_rate = 1.0  # recent share of searches whose best k FTS rows all passed the filters
 

@@ -5,7 +5,7 @@ made as savepoints of its transaction."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..shared.dialect import Native, Q
 class SQLiteTransfer:
     """What export/import does SQLite's way (mixed into ``SQLiteBackend``)."""
 
-    _next_gen: Any  # (user_id) -> Op[int]: the user's next vector generation
+    _next_gen: Callable[[str], Op[int]]  # (user_id): the user's next vector generation
     _exported_vector = "e.vector"
 
     @staticmethod
@@ -29,13 +29,13 @@ class SQLiteTransfer:
     def ensure_vector_index(self, model: str, dimensions: int) -> None:
         """Nothing to build: SQLite searches its vectors in memory."""
 
-    def _in_plan(self, call: BackendCall) -> Op:
+    def _in_plan(self, call: BackendCall) -> Op[Any]:
         """The public method, inside the plan's transaction: a savepoint of it."""
         return (yield Native(lambda conn: getattr(self, call.method)(**call.kwargs)))
 
-    def _restore_vectors(self, rows: Sequence[tuple[str, int, str, np.ndarray]], now: datetime) -> Op:
+    def _restore_vectors(self, rows: Sequence[tuple[str, int, str, np.ndarray]], now: datetime) -> Op[None]:
         """Store ready vectors under a new generation of each user's (the vector cache reloads them)."""
-        gens = {}
+        gens: dict[str, int] = {}
         for user_id in sorted({r[0] for r in rows}):
             gens[user_id] = yield from self._next_gen(user_id)
         yield Q("INSERT INTO embeddings (item_id, user_id, model, dimensions, state, vector, gen, updated_at)"
