@@ -166,3 +166,16 @@ def test_a_chat_model_object_is_wrapped_and_a_bad_spec_refused():
     assert chat_client(ScriptedChat(), Settings(url="x")).name == "ScriptedChat:scripted"
     with pytest.raises(ConfigurationError):
         chat_client("none", Settings(url="x"))
+
+
+def test_evidence_counts_only_when_its_turn_reached_the_block():
+    from types import SimpleNamespace
+
+    from navi_memory.bench.locomo_answer import evidence_in_prompt
+    from navi_memory.integrations._context import MemoryContext
+
+    turns = [SimpleNamespace(metadata={"dia_id": "D1:1"}, content="Ann: a <puppy> named Biscuit, adopted last week"),
+             SimpleNamespace(metadata={"dia_id": "D1:2"}, content="Bob: pottery")]
+    shown = MemoryContext(volatile="- [x] Ann: a &lt;puppy&gt; named Biscuit, adopted …", results=turns)  # shortened
+    assert evidence_in_prompt(shown, ["D1:1"]) and not evidence_in_prompt(shown, ["D1:2"])  # searched, over budget
+    assert not evidence_in_prompt(MemoryContext(results=turns), ["D1:1"])  # no block at all

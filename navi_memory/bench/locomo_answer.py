@@ -56,11 +56,13 @@ JUDGE_SYSTEM = (
     "You grade answers given by an assistant about a long conversation between two people. You see "
     "the question, the reference answer and the assistant's answer. The assistant's answer is "
     "CORRECT when it states the fact the reference states: a different wording, a longer or shorter "
-    "answer, extra detail that does not contradict the reference, or another format of the same date, "
-    "time period, number or name (for example '7 May 2023' and 'May 7th, 2023') are all CORRECT. It "
-    "is WRONG when it gives another fact, contradicts the reference, leaves out the fact the question "
-    "asks for, or says it does not know. Write one short sentence of reasoning, then a last line that "
-    "is exactly 'LABEL: CORRECT' or 'LABEL: WRONG'.")
+    "answer, extra detail that does not contradict the reference, or another way of giving the same "
+    "date, time period, number or name (for example '7 May 2023', 'May 7th, 2023' and 'the Sunday "
+    "before 8 May 2023' name one day) are all CORRECT; when the reference lists several things, an "
+    "answer naming some of them and nothing else is CORRECT. It is WRONG when it gives another fact, "
+    "contradicts the reference, leaves out the fact the question asks for, or says it does not know. "
+    "Write one short sentence of reasoning, then a last line that is exactly 'LABEL: CORRECT' or "
+    "'LABEL: WRONG'.")
 
 Label = Literal["CORRECT", "WRONG"]
 
@@ -223,9 +225,10 @@ def gold_answer(question: Mapping[str, Any]) -> str:
 
 
 def evidence_in_prompt(context: MemoryContext, evidence: Sequence[str]) -> bool:
-    """Whether a turn of the evidence made it into the injected block (searched and within the budget)."""
+    """Whether a turn of the evidence made it into the injected block (searched and within the budget;
+    its opening is enough: the best result alone may be shortened to fit)."""
     block = context.volatile or ""
-    return any(r.metadata.get("dia_id") in evidence and escape(r.content, single_line=True) in block
+    return any(r.metadata.get("dia_id") in evidence and escape(r.content, single_line=True)[:40] in block
                for r in context.results)
 
 
