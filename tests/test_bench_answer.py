@@ -179,3 +179,20 @@ def test_evidence_counts_only_when_its_turn_reached_the_block():
     shown = MemoryContext(volatile="- [x] Ann: a &lt;puppy&gt; named Biscuit, adopted …", results=turns)  # shortened
     assert evidence_in_prompt(shown, ["D1:1"]) and not evidence_in_prompt(shown, ["D1:2"])  # searched, over budget
     assert not evidence_in_prompt(MemoryContext(results=turns), ["D1:1"])  # no block at all
+
+
+def test_memory_off_or_failing_stops_the_bench_rather_than_answering_without_it(store, monkeypatch):
+    from navi_memory.errors import NaviMemoryError, StorageError
+
+    run = AnswerRun(_client(ScriptedChat()), _client(ScriptedChat()))
+    monkeypatch.setenv("NAVI_MEMORY_INJECTION", "0")
+    with pytest.raises(ConfigurationError, match="injection is turned off"):
+        measure(store, [_locomo_sample()], run)
+    monkeypatch.delenv("NAVI_MEMORY_INJECTION")
+
+    def broken(*args, **kwargs):
+        raise StorageError("disk on fire")
+
+    monkeypatch.setattr(store, "search", broken)
+    with pytest.raises(NaviMemoryError, match="memory unavailable for conv-t"):
+        measure(store, [_locomo_sample()], run)
