@@ -9,8 +9,10 @@ asked with ``store.search(question, user_id=sample_id, limit=20, min_score=0)``;
 its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
 per category, and search latency (query embedding included, as a user sees it). ``--floor`` adds
 what the relevance floor of injection costs and saves (``locomo_floor``); ``--loo`` the search
-knobs chosen leave one conversation out (``locomo_loo``). Embeddings are cached on disk
-(``embed_cache``) so that repeated runs embed nothing.
+knobs chosen leave one conversation out (``locomo_loo``); ``--answer-model`` the answers a chat
+model gives with the memory the product injects, judged (J) and scored by token F1
+(``locomo_answer``). Embeddings are cached on disk (``embed_cache``) so that repeated runs embed
+nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..progress import Progress
 from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker, resolve_reranker
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
-from . import embed_cache, write_report
+from . import embed_cache, locomo_answer, write_report
 from .locomo_data import KS, ask, turn_items
 
 EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
@@ -69,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--postgres", metavar="pgserver|URL", default=None,
                         help="server of the langchain peer: 'pgserver' (a throwaway PG 16 + pgvector in a temp dir)"
                              " or a postgresql:// server URL, where it creates and drops a database of its own")
+    locomo_answer.add_arguments(parser)
 
 
 def _numbers(text: str) -> list[float]:
@@ -99,6 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     postgres = getattr(args, "postgres", None)
     if "langchain" in peers and not (postgres == "pgserver" or (postgres or "").startswith("postgresql")):
         raise ConfigurationError("the langchain peer runs on PostgreSQL: add --postgres pgserver or --postgres URL")
+    answering = locomo_answer.from_arguments(args)  # a bad model spec fails here, before any work
     with tempfile.TemporaryDirectory(prefix="navi-locomo-") as tmp:
         url = args.bench_db or f"sqlite:///{Path(tmp) / 'locomo.db'}"
         settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
@@ -127,6 +131,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 from . import locomo_peers
 
                 report["peers"] = locomo_peers.run(samples, args, store.embedder, Path(tmp))
+            if answering is not None:
+                report["answer"] = locomo_answer.measure(store, samples, answering)
     report["embeddings"] = args.embeddings
     report["fusion"] = args.fusion or "weighted"
     print(format_report(report))
@@ -138,6 +144,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from .locomo_floor import format_report as format_floor
 
         print(format_floor(report["floor"]))
+    if "answer" in report:
+        print(locomo_answer.format_report(report["answer"]))
     if args.json_out:
         write_report(args.json_out, report)
     return report

@@ -27,6 +27,7 @@ from ._caller import Plan, StoreCaller, store_call
 
 log = logging.getLogger("navi_memory.integrations")
 
+DEFAULT_K = 8  # results searched for a turn's prompt (the adapters' k)
 SPEAKER_TEXT_CHARS = 4000  # what speaker inference reads of a turn ("I'm Tom", "my wife ...": the opening)
 
 
@@ -50,7 +51,7 @@ class MemoryContextBuilder:
     ``NAVI_MEMORY_INJECTION_TOKENS``) are injected, counted by ``token_counter`` (text -> tokens,
     e.g. a chat model's ``get_num_tokens``; default LangChain's approximate count)."""
 
-    def __init__(self, caller: StoreCaller, *, mode: str = "injection", k: int = 8,
+    def __init__(self, caller: StoreCaller, *, mode: str = "injection", k: int = DEFAULT_K,
                  search_kwargs: dict[str, Any] | None = None, min_similarity: float | None = None,
                  max_tokens: int | None = None, token_counter: prompt.TokenCounter | None = None) -> None:
         if mode not in prompt.MODES:
