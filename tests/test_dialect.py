@@ -156,7 +156,8 @@ def test_a_person_and_the_user_settings_read_the_same_types_on_both_backends(sto
     db.set_memory_off(user_id="u1", since=now, now=now)
     settings = db.user_settings(user_id="u1")
     assert settings["memory_off_since"] == now and settings["memory_off_since"].utcoffset() == timedelta(0)
-    assert db.user_settings(user_id="nobody") == {"household_mode": "single", "timezone": None, "memory_off_since": None}
+    assert db.user_settings(user_id="nobody") == {"household_mode": "single", "timezone": None, "memory_off_since": None,
+                                                  "household_name": None, "locale": None}
 
 
 def test_a_second_person_of_one_name_is_a_storage_error_that_writes_nothing(store):
@@ -216,7 +217,7 @@ def test_an_export_page_reads_the_same_types_on_both_backends(store, clock):
     assert (call["model"], call["created_at"]) == (None, now)
     (user,) = db.export_page(kind="users", user_id="u1", after=None, limit=10)
     assert user == {"id": "u1", "created_at": now, "household_mode": "single", "timezone": None,
-                    "memory_off_since": None}
+                    "memory_off_since": None, "household_name": None, "locale": None}
 
 
 def test_restored_items_take_ids_never_used_before_on_both_backends(store):

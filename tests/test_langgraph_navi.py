@@ -308,6 +308,20 @@ def test_concurrent_calls_run_together_each_with_its_own_user_result_and_error(d
     assert module.MERGED_OPS >= 100
 
 
+def test_reads_asked_twice_in_a_batch_with_lists_for_tuples_are_read_once(memory: MemoryStore) -> None:
+    from langgraph.store.base import ListNamespacesOp, MatchCondition
+
+    navi = NaviStore(memory, user_id="u1")
+    navi.put(("docs", "a"), "k", {"text": "x"})
+    listing = ListNamespacesOp(match_conditions=(MatchCondition("prefix", ["docs"]),), limit=10)  # type: ignore[arg-type]
+    found = navi.batch([listing, listing, GetOp(["docs", "a"], "k"), GetOp(("docs", "a"), "k"),  # type: ignore[arg-type]
+                        SearchOp(["docs"], filter={"text": "x"}), SearchOp(("docs",), filter={"text": "x"})])
+    assert found[0] == found[1] == [("docs", "a")] and found[0] is not found[1]
+    assert found[2].value == found[3].value == {"text": "x"}
+    assert [i.key for i in found[4]] == [i.key for i in found[5]] == ["k"]
+    assert navi.list_namespaces(prefix=["docs"]) == [("docs", "a")]  # type: ignore[arg-type]
+
+
 def test_a_sync_tool_under_ainvoke_uses_a_store_over_an_async_store(db_url: str) -> None:
     from langchain_core.tools import tool
     from langgraph.config import get_store

@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from langgraph.store.base import GetOp, MatchCondition, Op, SearchOp, get_text_at_path, tokenize_path
+from langgraph.store.base import (GetOp, ListNamespacesOp, MatchCondition, Op, SearchOp, get_text_at_path,
+                                  tokenize_path)
 
 from ..errors import ValidationError
 
@@ -63,13 +64,17 @@ def filters(flt: dict[str, Any], path: tuple[str, ...] = ()) -> tuple[dict[Any, 
 
 
 def read_key(op: Op, uid: str) -> Any:
-    """What makes two reads the same read (a filter's dict by its JSON text)."""
+    """What makes two reads the same read: hashable whatever the caller passed (a namespace as a
+    list, a filter's dict by its JSON text)."""
     if isinstance(op, SearchOp):
-        return ("search", uid, op.namespace_prefix, json.dumps(op.filter, sort_keys=True, default=repr), op.limit,
-                op.offset, op.query, op.refresh_ttl)
+        return ("search", uid, tuple(op.namespace_prefix), json.dumps(op.filter, sort_keys=True, default=repr),
+                op.limit, op.offset, op.query, op.refresh_ttl)
     if isinstance(op, GetOp):
-        return ("get", uid, op.namespace, op.key, op.refresh_ttl)
-    return ("namespaces", uid, op, None)
+        return ("get", uid, tuple(op.namespace), op.key, op.refresh_ttl)
+    if isinstance(op, ListNamespacesOp):
+        conditions = tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ())
+        return ("namespaces", uid, conditions, op.max_depth, op.limit, op.offset)
+    raise ValidationError(f"not a read: {type(op).__name__}")
 
 
 def lookup(value: Any, path: tuple[str, ...]) -> Any:

@@ -268,7 +268,7 @@ class NaviStore(BaseStore):
         read: dict[Any, Result] = {}
         for i, (op, uid) in enumerate(calls):
             if isinstance(op, PutOp):
-                puts[(uid, op.namespace, op.key)] = (op, uid)
+                puts[(uid, tuple(op.namespace), op.key)] = (op, uid)
                 continue
             same = reading.read_key(op, uid)
             if same not in read:
