@@ -159,7 +159,7 @@ def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
     assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7}
     assert report["questions"] == 2 and report["recall"]["20"] == 1.0
     if engram:  # engram's cross-encoder stage is the same model
-        assert report["peers"]["engram"]["reranker"] == report["reranker"]
+        assert report["peers"]["engram"]["reranker"] == {"name": f"onnx:{model}", "depth": 20, "weight": 1.0}
         assert report["peers"]["engram"]["recall"]["20"] == 1.0
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         _locomo(tmp_path, "--reranker", "bogus")

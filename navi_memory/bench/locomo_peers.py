@@ -37,6 +37,7 @@ PEERS = ("bm25", "dense", "langchain", "engram")
 PACKAGES = {"bm25": "bm25s", "langchain": "langchain-postgres", "engram": "engram-search"}
 LANGCHAIN_CANDIDATES = 40
 DATABASE = "navi_bench_locomo_langchain"
+ENGRAM_RERANK_POOL = 20  # engram-search 0.1.7 re-orders this many fused candidates (RetrievalPipeline.search)
 
 
 def check_installed(peers: list[str]) -> None:
@@ -82,7 +83,9 @@ def run(samples: list[dict[str, Any]], args: argparse.Namespace, embedder: Any, 
             from importlib.metadata import version
 
             out[name]["backend"] = "engram-search " + version("engram-search")
-            out[name]["reranker"] = reranker.to_dict() if reranker else None
+            # engram's own stage: its top ENGRAM_RERANK_POOL by the model's score alone
+            out[name]["reranker"] = ({"name": reranker.to_dict()["name"], "depth": ENGRAM_RERANK_POOL, "weight": 1.0}
+                                     if reranker else None)
     return out
 
 
