@@ -20,10 +20,10 @@ from typing import Any
 
 KS = ("1", "5", "10", "20")
 NAMES = {"navi-memory": "navi-memory", "bm25": "BM25 (bm25s)", "dense": "dense only (cosine)",
-         "langchain": "langchain-postgres hybrid", "langgraph": "LangGraph InMemoryStore (index)",
+         "langchain": "langchain-postgres hybrid", "engram": "engram-search (MiniLM)", "langgraph": "LangGraph InMemoryStore (index)",
          "sqlite": "navi-memory, SQLite", "postgresql": "navi-memory, PostgreSQL"}
 COLOURS = {"navi-memory": "C0", "sqlite": "C0", "postgresql": "C3", "bm25": "C1", "dense": "C2",
-           "langchain": "C4", "langgraph": "C5"}
+           "langchain": "C4", "langgraph": "C5", "engram": "C6"}
 
 
 def _pyplot() -> Any:

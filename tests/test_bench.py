@@ -126,6 +126,27 @@ def test_locomo_peers_rank_the_same_turns_and_questions(tmp_path):
     assert report["peers"]["dense"]["recall"]["20"] == 1.0  # all four turns come back
     with pytest.raises(ConfigurationError, match="PostgreSQL"):
         _locomo(tmp_path, "--peers", "langchain")
+    for part in (report, *report["peers"].values()):  # the measures peers publish, for every system
+        assert set(part["session_hit"]) == set(part["session_recall"]) == {"5", "10"}
+        assert part["budget"]["recall"] == part["recall"]["20"] and part["budget_tokens"] == 1000
+        assert set(part["per_category"]["4"]["budget"]) == {"recall", "turns", "short"}
+    assert report["session_hit"]["5"] == 1.0  # one session: any turn comes from it
+    # the four turns (about 10 tokens each) do not all fit in 25 tokens
+    tight = _locomo(tmp_path, "--peers", "dense", "--budget", "25")
+    assert tight["budget_tokens"] == 25 and tight["budget"]["turns"] < 4 and tight["peers"]["dense"]["budget"]["turns"] < 4
+
+
+def test_locomo_engram_peer_runs_on_the_same_vectors_or_names_its_missing_package(tmp_path, monkeypatch):
+    from navi_memory.bench import locomo_peers
+
+    if importlib.util.find_spec("engram") is not None:
+        report = _locomo(tmp_path, "--peers", "engram")
+        engram = report["peers"]["engram"]
+        assert engram["questions"] == 2 and engram["backend"].startswith("engram-search ")
+        assert engram["recall"]["20"] == 1.0 and engram["reranker"] is None
+    monkeypatch.setitem(locomo_peers.PACKAGES, "engram", "engram-search-not-installed")
+    with pytest.raises(ConfigurationError, match="engram peer needs the package engram-search-not-installed"):
+        _locomo(tmp_path, "--peers", "engram")
 
 
 def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
@@ -133,9 +154,13 @@ def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
     assert _locomo(tmp_path, "--reranker", "none")["reranker"] is None
     assert _locomo(tmp_path)["reranker"] is None
     model = cross_encoder_folder()
-    report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-depth", "3", "--rerank-weight", "0.7")
+    engram = ("--peers", "engram") if importlib.util.find_spec("engram") else ()
+    report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-depth", "3", "--rerank-weight", "0.7", *engram)
     assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7}
     assert report["questions"] == 2 and report["recall"]["20"] == 1.0
+    if engram:  # engram's cross-encoder stage is the same model
+        assert report["peers"]["engram"]["reranker"] == {"name": f"onnx:{model}", "depth": 20, "weight": 1.0}
+        assert report["peers"]["engram"]["recall"]["20"] == 1.0
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         _locomo(tmp_path, "--reranker", "bogus")
 

@@ -5,8 +5,10 @@ Each conversation becomes one user (user = sample_id); each turn one item whose 
 pipeline stores turns: the speaker as ``person``, the session in ``source_ref.session_id``, the
 previous turn of the session as ``context`` (embedded with the turn), the session date as
 ``observed_at``; dia_id, speaker and session are also kept in metadata. Every category 1–4 question with evidence is
-asked with ``store.search(question, user_id=sample_id, limit=20, min_score=0)``; a retrieved turn counts when
-its dia_id is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, overall and
+asked with ``store.search(question, user_id=sample_id, limit=50, min_score=0)`` (50 =
+``search_depth(--budget)``: enough turns to fill the budget); a retrieved turn counts when its dia_id
+is in the question's evidence. Reported: Recall@1/5/10/20, hit@k, NDCG@10, session hit@5/10 and
+session recall@5/10, the evidence within a token budget (``locomo_data`` defines them), overall and
 per category, and search latency (query embedding included, as a user sees it). ``--floor`` adds
 what the relevance floor of injection costs and saves (``locomo_floor``); ``--loo`` the search
 knobs chosen leave one conversation out (``locomo_loo``); ``--answer-model`` the answers a chat
@@ -31,7 +33,7 @@ from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker, resolve_reranke
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
 from . import embed_cache, locomo_answer, write_report
-from .locomo_data import KS, ask, turn_items
+from .locomo_data import BUDGET, ask, search_depth, turn_items
 
 EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
 
@@ -50,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="candidates the reranker reads (default %(default)s)")
     parser.add_argument("--rerank-weight", type=float, default=DEFAULT_WEIGHT, metavar="W",
                         help="the reranker's share of the final order, above 0 to 1 (default %(default)s)")
+    parser.add_argument("--budget", type=_positive, default=BUDGET, metavar="TOKENS",
+                        help="the context budget of 'budget recall': evidence among the ranked turns that fit in"
+                             " this many tokens (default %(default)s)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
@@ -59,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peers", type=_peer_names, default=[],
                         help="the same turns and questions without navi-memory (dev extra): bm25 (bm25s), dense"
                              " (cosine over the same embeddings), langchain (langchain-postgres PGVectorStore hybrid,"
-                             " needs --postgres); comma-separated")
+                             " needs --postgres), engram (engram-search's pipeline over the same vectors, with"
+                             " --reranker's model if given); comma-separated")
     parser.add_argument("--cache", metavar="DIR", default=str(embed_cache.DEFAULT_DIR),
                         help="on-disk cache of embeddings by model and text (default: %(default)s)")
     parser.add_argument("--no-cache", dest="cache", action="store_const", const=None,
@@ -84,6 +90,16 @@ def _numbers(text: str) -> list[float]:
     return values
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("a whole number of tokens above 0") from exc
+    if value <= 0:
+        raise argparse.ArgumentTypeError("a whole number of tokens above 0")
+    return value
+
+
 def _peer_names(text: str) -> list[str]:
     from .locomo_peers import PEERS
 
@@ -103,6 +119,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "langchain" in peers and not (postgres == "pgserver" or (postgres or "").startswith("postgresql")):
         raise ConfigurationError("the langchain peer runs on PostgreSQL: add --postgres pgserver or --postgres URL")
     answering = locomo_answer.from_arguments(args)  # a bad model spec fails here, before any work
+    if peers:
+        from .locomo_peers import check_installed
+
+        check_installed(peers)
     with tempfile.TemporaryDirectory(prefix="navi-locomo-") as tmp:
         url = args.bench_db or f"sqlite:///{Path(tmp) / 'locomo.db'}"
         settings = Settings(url=url, embeddings=EMBEDDINGS[args.embeddings])
@@ -115,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) or False
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
                               reranker=reranker) as store:
-            report = evaluate(store, samples)
+            report = evaluate(store, samples, getattr(args, "budget", BUDGET))
             report["reranker"] = reranker.to_dict() if reranker else None
             if getattr(args, "loo", False):
                 from . import locomo_loo
@@ -130,7 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if peers:
                 from . import locomo_peers
 
-                report["peers"] = locomo_peers.run(samples, args, store.embedder, Path(tmp))
+                report["peers"] = locomo_peers.run(samples, args, store.embedder, Path(tmp), reranker or None)
             if answering is not None:
                 report["answer"] = locomo_answer.measure(store, samples, answering)
     report["embeddings"] = args.embeddings
@@ -151,7 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(store: MemoryStore, samples: list[dict[str, Any]], budget: int = BUDGET) -> dict[str, Any]:
     """Ingest every conversation, ask every question through ``store.search``, return the metrics."""
     turns = [turn_items(s) for s in samples]
     ingest = Progress("ingest", sum(len(t) for t in turns))
@@ -164,10 +184,12 @@ def evaluate(store: MemoryStore, samples: list[dict[str, Any]]) -> dict[str, Any
             ingest(done)
     ingest.close()
 
-    def search(user: str, question: str) -> list[str]:
-        return [r.metadata.get("dia_id", "") for r in store.search(question, user_id=user, limit=max(KS), min_score=0)]
+    depth = search_depth(budget)
 
-    report = ask(samples, search)
+    def search(user: str, question: str) -> list[str]:
+        return [r.metadata.get("dia_id", "") for r in store.search(question, user_id=user, limit=depth, min_score=0)]
+
+    report = ask(samples, search, budget=budget)
     report["embedding_model"] = store.embedding_model
     return report
 
@@ -188,4 +210,24 @@ def format_report(report: dict[str, Any]) -> str:
             r, lat = part["recall"], part["latency_ms"]
             lines.append(f"  {name:<32} {r['1']:>6.3f} {r['5']:>6.3f} {r['10']:>6.3f} {r['20']:>6.3f}"
                          f" {part['ndcg10']:>8.3f} {lat['p50']:>7.2f} {lat['p95']:>7.2f}")
+    lines.extend(format_peer_measures(report))
     return "\n".join(lines)
+
+
+def format_peer_measures(report: dict[str, Any]) -> list[str]:
+    """The measures peers publish, for navi-memory and each peer, overall and per category: turn
+    R@5/R@10, session hit@5/10 (any turn from an evidence session), session recall@5/10 (the share
+    of evidence sessions) and the evidence within the token budget (with the turns kept)."""
+    if "budget" not in report:
+        return []
+    budget = report.get("budget_tokens", BUDGET)
+    lines = [f"measures peers publish (session = a LoCoMo session; budget = the ranked turns within {budget} tokens)",
+             f"  {'system, part':<28} {'R@5':>6} {'R@10':>6} {'sHit@5':>7} {'sHit@10':>7} {'sRec@5':>7}"
+             f" {'sRec@10':>7} {'budget':>7} {'turns':>6} {'n':>5}"]
+    for system, whole in [("navi-memory", report), *report.get("peers", {}).items()]:
+        for name, part in [("overall", whole), *((f"cat {c}", p) for c, p in whole["per_category"].items())]:
+            r, hit, rec, b = part["recall"], part["session_hit"], part["session_recall"], part["budget"]
+            lines.append(f"  {system + ', ' + name:<28} {r['5']:>6.3f} {r['10']:>6.3f} {hit['5']:>7.3f}"
+                         f" {hit['10']:>7.3f} {rec['5']:>7.3f} {rec['10']:>7.3f} {b['recall']:>7.3f}"
+                         f" {b['turns']:>6.1f} {part['questions']:>5}")
+    return lines
