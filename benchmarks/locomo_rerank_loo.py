@@ -86,8 +86,16 @@ def main() -> None:
     parser.add_argument("--reranker", required=True, metavar="SPEC", help="onnx:<folder> or cross-encoder:<model>")
     parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
+    parser.add_argument("--scores", type=Path, default=None,
+                        help="keep the model's scores here; a later run with the same file reads them instead")
     args = parser.parse_args()
-    rows = grid_rows(collect(args.data, args.reranker, args.cache))
+    if args.scores and args.scores.is_file():
+        collected = json.loads(args.scores.read_text(encoding="utf-8"))
+    else:
+        collected = collect(args.data, args.reranker, args.cache)
+        if args.scores:
+            args.scores.write_text(json.dumps(collected), encoding="utf-8")
+    rows = grid_rows(collected)
     users = sorted(next(iter(rows.values())))
     report: dict[str, Any] = {"reranker": args.reranker, "top": TOP,
                               "settings": {name: pooled([r for u in users for r in by_user[u]])
