@@ -52,7 +52,8 @@ def collect(data: Path, spec: str, cache: Path) -> list[dict[str, Any]]:
             for index, (user, q) in enumerate(asked):
                 found = store.search(q["question"], user_id=user, limit=TOP, min_score=0)
                 out.append({"user": user, "category": q["category"], "evidence": q["evidence"],
-                            "dia": [r.metadata["dia_id"] for r in found], "first": [r.score for r in found],
+                            "dia": [r.metadata["dia_id"] for r in found],
+                            "first": [r.scores.get("rank", r.score) for r in found],  # what the stage blends
                             "model": model.score(q["question"], [model_text(r) for r in found])})
                 progress(index + 1)
             progress.close()
