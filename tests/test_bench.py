@@ -134,8 +134,10 @@ def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
     assert _locomo(tmp_path)["reranker"] is None
     model = cross_encoder_folder()
     report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-depth", "3", "--rerank-weight", "0.7")
-    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7}
+    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7, "first": 8, "enough": 2.0}
     assert report["questions"] == 2 and report["recall"]["20"] == 1.0
+    report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-all")
+    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 30, "weight": 0.5}
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         _locomo(tmp_path, "--reranker", "bogus")
 
