@@ -20,6 +20,12 @@ model's (``retrieval.stage.blend``: each scaled over those candidates, the model
 ``weight``, 0.5 by default, 1 for the model's order alone); the others keep their order after
 them. ``resolve_reranker(model, depth=..., weight=...)`` makes one with other values. A model
 that fails raises ``RerankError``: a second stage the user asked for is not skipped silently.
+
+A reranker with ``first`` and ``enough`` reads its depth in two steps: the best ``first``
+candidates, then the rest only when none of those scored ``enough`` (``retrieval.stage.reads_on``).
+``onnx:<folder>`` does so (first 8, a logit of 2: ms-marco cross-encoders' scale), which keeps the
+quality and reads 8 candidates in most searches (docs/benchmarks.md, "Reranking stage");
+``resolve_reranker(..., adaptive=False)`` reads all of them at once.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from .errors import ConfigurationError, RerankError
 
 DEFAULT_DEPTH = 30  # candidates the model reads per search
 DEFAULT_WEIGHT = 0.5  # the model's share of the final order (retrieval.stage.blend); chosen on LoCoMo dev
+ONNX_FIRST, ONNX_ENOUGH = 8, 2.0  # an onnx: model reads 8, the rest of its depth when none scored 2
 CROSS_ENCODER = "cross-encoder:"
 ONNX = "onnx:"
 
@@ -42,24 +49,37 @@ Scorer = Callable[[str, list[str]], Sequence[float]]
 
 class Reranker:
     """A scorer plus its name, how many candidates it reads and its share of their final order
-    (``weight`` 1: the model's order alone)."""
+    (``weight`` 1: the model's order alone). With ``first`` and ``enough``: it reads the best
+    ``first`` candidates, and the rest of ``depth`` only when none of those scored ``enough``."""
 
-    def __init__(self, scorer: Scorer, name: str, depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT) -> None:
+    def __init__(self, scorer: Scorer, name: str, depth: int = DEFAULT_DEPTH, weight: float = DEFAULT_WEIGHT,
+                 first: int | None = None, enough: float | None = None) -> None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ConfigurationError("reranker depth must be a positive integer")
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1:
             raise ConfigurationError("reranker weight must be a number above 0 and at most 1")
+        if (first is None) != (enough is None):
+            raise ConfigurationError("reranker first and enough go together")
+        if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
+            raise ConfigurationError("reranker first must be a positive integer")
+        if enough is not None and (isinstance(enough, bool) or not isinstance(enough, (int, float))
+                                   or not math.isfinite(enough)):
+            raise ConfigurationError("reranker enough must be a finite number")
         self._scorer = scorer
         self.name = name
         self.depth = depth
         self.weight = float(weight)
+        self.first = first
+        self.enough = None if enough is None else float(enough)
 
     def __repr__(self) -> str:
-        return f"Reranker({self.name!r}, depth={self.depth}, weight={self.weight})"
+        steps = f", first={self.first}, enough={self.enough}" if self.first is not None else ""
+        return f"Reranker({self.name!r}, depth={self.depth}, weight={self.weight}{steps})"
 
     def to_dict(self) -> dict[str, Any]:
-        """What reports show of it: name, depth and weight."""
-        return {"name": self.name, "depth": self.depth, "weight": self.weight}
+        """What reports show of it: name, depth, weight and (reading in two steps) first and enough."""
+        steps = {"first": self.first, "enough": self.enough} if self.first is not None else {}
+        return {"name": self.name, "depth": self.depth, "weight": self.weight, **steps}
 
     def score(self, query: str, texts: list[str]) -> list[float]:
         if not texts:
@@ -133,8 +153,9 @@ def _cross_encoder(model: str) -> Scorer:
 
 
 def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DEFAULT_DEPTH,
-                     weight: float = DEFAULT_WEIGHT) -> Reranker | None:
-    """A ``Reranker`` for ``choice`` (see the module doc); None falls back to ``env_choice``."""
+                     weight: float = DEFAULT_WEIGHT, adaptive: bool = True) -> Reranker | None:
+    """A ``Reranker`` for ``choice`` (see the module doc); None falls back to ``env_choice``.
+    ``adaptive`` False: an ``onnx:`` model reads all ``depth`` candidates at once."""
     if choice is False:
         return None
     if isinstance(choice, Reranker):
@@ -148,7 +169,8 @@ def resolve_reranker(choice: Any, env_choice: str | None = None, depth: int = DE
         if name.startswith(ONNX) and name[len(ONNX):]:
             from .onnx_reranker import OnnxCrossEncoder
 
-            return Reranker(_pairs_scorer(OnnxCrossEncoder(name[len(ONNX):])), name, depth, weight)
+            steps = (ONNX_FIRST, ONNX_ENOUGH) if adaptive else (None, None)
+            return Reranker(_pairs_scorer(OnnxCrossEncoder(name[len(ONNX):])), name, depth, weight, *steps)
         if not name.startswith(CROSS_ENCODER) or not name[len(CROSS_ENCODER):]:
             raise ConfigurationError(f"unknown reranker {name!r}: use 'cross-encoder:<model>', 'onnx:<folder>'"
                                      " or 'none'")

@@ -156,11 +156,14 @@ def test_locomo_reranker_option_reaches_the_store(tmp_path, monkeypatch):
     model = cross_encoder_folder()
     engram = ("--peers", "engram") if importlib.util.find_spec("engram") else ()
     report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-depth", "3", "--rerank-weight", "0.7", *engram)
-    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7}
+    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 3, "weight": 0.7, "first": 8, "enough": 2.0}
     assert report["questions"] == 2 and report["recall"]["20"] == 1.0
     if engram:  # engram's cross-encoder stage is the same model
-        assert report["peers"]["engram"]["reranker"] == {"name": f"onnx:{model}", "depth": 20, "weight": 1.0}
+        used = report["peers"]["engram"]["reranker"]
+        assert {k: used[k] for k in ("name", "depth", "weight")} == {"name": f"onnx:{model}", "depth": 20, "weight": 1.0}
         assert report["peers"]["engram"]["recall"]["20"] == 1.0
+    report = _locomo(tmp_path, "--reranker", f"onnx:{model}", "--rerank-all")
+    assert report["reranker"] == {"name": f"onnx:{model}", "depth": 30, "weight": 0.5}
     with pytest.raises(ConfigurationError, match="unknown reranker"):
         _locomo(tmp_path, "--reranker", "bogus")
 

@@ -58,11 +58,51 @@ def test_pairs_scored_at_once_score_as_one_at_a_time(model):
             OnnxCrossEncoder(MODEL, threads=threads)  # type: ignore[arg-type]
 
 
+
+TURNS = ["Nate: I love coconut milk, but I also enjoy chocolate and mint ice cream!",
+         "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+         "Melanie: We went camping at the beach last weekend [shares a photo of a tent]",
+         "Jon: Lost my job as a banker, so I'm starting a dance studio.",
+         "Gina: café — “naïve” 🙂 tabs\tand\nnew lines", "", "x"]
+
+
+def test_kept_tokens_give_the_tokenizers_own_pair_encoding_also_when_it_truncates():
+    long_turn = "Sam: I have played the cello since I was seven. " * 80  # > 512 tokens
+    queries = ["What is one of Nate's favorite dairy-free treats besides coconut milk?",
+               "When did Caroline go to the support group?", "", "cello " * 600]
+    for max_length in (512, 24, 16):  # 16: query and text equally long get cut; ties must cut alike
+        model = OnnxCrossEncoder(MODEL, max_length=max_length)
+        _, tokenizer, _ = model._load()
+        pairs = [(q, t) for q in queries for t in TURNS + [long_turn]]
+        for _ in range(2):  # the second time from the kept tokens
+            for pair, got in zip(pairs, model._encode(tokenizer, pairs)):
+                want = tokenizer.encode(*pair)
+                assert (got.ids, got.type_ids, got.attention_mask) == (want.ids, want.type_ids, want.attention_mask)
+
+
+def test_a_kept_score_is_the_score_a_new_run_gives_and_repeats_cost_no_run(model):
+    pairs = [(q, t) for q in ("What does Nate like to eat?", "Where did Melanie go camping?") for t in TURNS]
+    uncached = OnnxCrossEncoder(MODEL, cache_size=0)
+    first = uncached.predict(pairs)
+    assert uncached.predict(pairs) == first and uncached.runs == 2 * len(pairs)
+    cached = OnnxCrossEncoder(MODEL, cache_size=len(pairs))
+    assert cached.predict(pairs + pairs[:3]) == first + first[:3] and cached.runs == len(pairs)
+    assert cached.predict(pairs[::-1]) == first[::-1] and cached.runs == len(pairs)
+    assert cached.predict([("A new question?", TURNS[0])] + pairs[:1])[1:] == first[:1]
+    assert cached.runs == len(pairs) + 1
+    # the least recently used pair (the last one, read first just before) left for the new one
+    assert cached.predict(pairs[-1:]) == first[-1:] and cached.runs == len(pairs) + 2
+    for size in (-1, True, 2.5):
+        with pytest.raises(ConfigurationError, match="cache_size"):
+            OnnxCrossEncoder(MODEL, cache_size=size)  # type: ignore[arg-type]
+
+
 def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
     notes = ["The weather was grey all week", "My cello teacher moved to Vienna",
              "I play the cello in a string quartet", "Quartet rehearsals are on Tuesdays"]
     with MemoryStore.open(db_url, fake_embeddings, reranker=f"onnx:{MODEL}") as store:
         assert store.reranker is not None and store.reranker.name == f"onnx:{MODEL}"
+        assert (store.reranker.first, store.reranker.enough) == (8, 2.0)  # the best 8 first
         for note in notes:
             store.add(user_id="sam", content=note)
         found = store.search("what instrument does Sam play?", user_id="sam", limit=4, min_score=0)
@@ -70,6 +110,8 @@ def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
     blended = [r.scores["rerank_blend"] for r in found]
     assert blended == sorted(blended, reverse=True)
     assert "play the cello" in found[0].content
+    all_at_once = resolve_reranker(f"onnx:{MODEL}", adaptive=False)
+    assert all_at_once is not None and all_at_once.first is None and all_at_once.enough is None
 
 
 def test_a_folder_without_the_model_files_is_refused_at_once(tmp_path):

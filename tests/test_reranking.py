@@ -12,7 +12,7 @@ from navi_memory import AsyncMemoryStore, MemoryStore
 from navi_memory.config import Settings
 from navi_memory.errors import ConfigurationError
 from navi_memory.reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, RerankError, Reranker, resolve_reranker
-from navi_memory.retrieval.stage import blend, depth, reorder
+from navi_memory.retrieval.stage import blend, depth, reads_on, reorder
 
 U = "alice"
 NOTES = ["I love lattes with oat milk", "Espresso in the morning is a must", "Coffee beans from Kenya are fruity",
@@ -154,6 +154,33 @@ def test_only_the_best_depth_candidates_are_read_by_the_model(store):
     plain_order = [r.id for r in MemoryStore.search(store, "coffee espresso lattes milk", user_id=U, limit=4)]
     assert seen == [2] and len(plain_order) >= 2
 
+
+
+def test_a_reranker_with_first_and_enough_reads_the_rest_only_when_none_of_the_first_is_enough(store):
+    for i in range(6):
+        store.add(user_id=U, content=f"coffee note {i}: espresso lattes" + " milk" * i)
+    plain = [r.content for r in store.search("coffee espresso lattes", user_id=U, limit=6, min_score=0)]
+    calls: list[list[str]] = []
+
+    def last_is_best(query: str, texts: list[str]) -> list[float]:
+        calls.append(texts)
+        return [3.0 if t == plain[-1] else 0.0 for t in texts]
+
+    two_steps = Reranker(last_is_best, "last", depth=6, weight=1.0, first=2, enough=2.5)
+    assert two_steps.to_dict() == {"name": "last", "depth": 6, "weight": 1.0, "first": 2, "enough": 2.5}
+    store.set_reranker(two_steps)
+    found = store.search("coffee espresso lattes", user_id=U, limit=6, min_score=0)
+    assert len(plain) == 6 and calls == [plain[:2], plain[2:]]  # none of the first two was enough
+    assert found[0].content == plain[-1] and all("rerank" in r.scores for r in found)
+    calls.clear()
+    store.set_reranker(Reranker(lambda q, t: calls.append(t) or [3.0] * len(t), "sure", depth=6, first=2, enough=2.5))
+    store.search("coffee espresso lattes", user_id=U, limit=6, min_score=0)
+    assert [len(c) for c in calls] == [2]  # one of the first two was enough: the other four stay unread
+    assert reads_on([0.5, 1.9], 2.0) and not reads_on([0.5, 2.0], 2.0) and reads_on([], 2.0)
+    for bad in ({"first": 2}, {"enough": 1.0}, {"first": 0, "enough": 1.0}, {"first": True, "enough": 1.0},
+                {"first": 2, "enough": math.inf}, {"first": 2, "enough": "1"}):
+        with pytest.raises(ConfigurationError, match="first|enough"):
+            Reranker(by_length, "len", **bad)  # type: ignore[arg-type]
 
 def test_reranker_from_open_and_from_the_environment(db_url, fake_embeddings, monkeypatch):
     with MemoryStore.open(db_url, fake_embeddings, reranker=by_length) as store:

@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=_positive, default=BUDGET, metavar="TOKENS",
                         help="the context budget of 'budget recall': evidence among the ranked turns that fit in"
                              " this many tokens (default %(default)s)")
+    parser.add_argument("--rerank-all", action="store_true",
+                        help="an onnx: reranker reads all --rerank-depth candidates at once (by default it reads the"
+                             " best 8 and the rest only when none of them scores a logit of 2)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
@@ -132,7 +135,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # False, never None, for none: None would take the environment's NAVI_MEMORY_RERANKER
         reranker: Reranker | Literal[False] = resolve_reranker(
             getattr(args, "reranker", None) or False, depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
-            weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT)) or False
+            weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT),
+            adaptive=not getattr(args, "rerank_all", False)) or False
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
                               reranker=reranker) as store:
             report = evaluate(store, samples, getattr(args, "budget", BUDGET))

@@ -208,7 +208,13 @@ class SearchOperations:
         results = ranking.results(fused, ranked, rows)
         if second is None:
             return SearchResults(superseded.demote(results, replaced), hidden=hidden)
-        scores = yield Rerank(query or "", [ranking.model_text(r) for r in results[:second.depth]])
+        for_model = [ranking.model_text(r) for r in results[:second.depth]]
+        if second.first is None or second.enough is None or second.first >= len(for_model):
+            scores = yield Rerank(query or "", for_model)
+        else:  # the best few first; the rest only when the model finds none of them clearly relevant
+            scores = yield Rerank(query or "", for_model[:second.first])
+            if stage.reads_on(scores, second.enough):
+                scores = [*scores, *(yield Rerank(query or "", for_model[second.first:]))]
         return SearchResults(superseded.demote(ranking.apply_model_scores(results, scores, second.weight)[:limit],
                                                replaced), hidden=hidden)
 
