@@ -34,7 +34,7 @@ import numpy as np
 
 from navi_memory import MemoryStore
 from navi_memory.bench import embed_cache, write_report
-from navi_memory.bench.locomo_data import questions, score, turn_items
+from navi_memory.bench.locomo_data import questions, score, store_turns
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
 from navi_memory.reranking import ONNX, Reranker, resolve_reranker
@@ -91,10 +91,7 @@ def main() -> None:
         settings = Settings(url=url, embeddings="local")
         embedder = embed_cache.cached(resolve_embedder("local", settings), args.cache)
         with MemoryStore.open(url, embedder, settings=settings, reranker=False) as store:
-            for sample in samples:
-                items = turn_items(sample)
-                for start in range(0, len(items), 256):
-                    store.add_many(items[start:start + 256])
+            store_turns(store, samples)
             asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
             if args.questions:
                 asked = [asked[i * len(asked) // args.questions] for i in range(min(args.questions, len(asked)))]

@@ -22,7 +22,7 @@ from typing import Any
 
 from navi_memory import MemoryStore
 from navi_memory.bench import embed_cache, write_report
-from navi_memory.bench.locomo_data import questions, score, turn_items
+from navi_memory.bench.locomo_data import questions, score, store_turns
 from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
@@ -49,10 +49,7 @@ def collect(data: Path, spec: str, cache: Path) -> list[dict[str, Any]]:
         settings = Settings(url=url, embeddings="local")
         embedder = embed_cache.cached(resolve_embedder("local", settings), cache)
         with MemoryStore.open(url, embedder, settings=settings, reranker=False) as store:
-            for sample in samples:
-                items = turn_items(sample)
-                for start in range(0, len(items), 256):
-                    store.add_many(items[start:start + 256])
+            store_turns(store, samples)
             asked = [(s["sample_id"], q) for s in samples for q in questions(s)]
             out, progress = [], Progress("questions", len(asked))
             for index, (user, q) in enumerate(asked):

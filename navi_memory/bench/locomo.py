@@ -33,7 +33,7 @@ from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker, resolve_reranke
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
 from . import embed_cache, locomo_answer, write_report
-from .locomo_data import BUDGET, ask, search_depth, turn_items
+from .locomo_data import BUDGET, ask, search_depth, store_turns, turn_items
 
 EMBEDDINGS = {"minilm": "local", "local": "local", "ollama": "ollama", "hashing": "hashing", "none": "none"}
 
@@ -177,15 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def evaluate(store: MemoryStore, samples: list[dict[str, Any]], budget: int = BUDGET) -> dict[str, Any]:
     """Ingest every conversation, ask every question through ``store.search``, return the metrics."""
-    turns = [turn_items(s) for s in samples]
-    ingest = Progress("ingest", sum(len(t) for t in turns))
-    done = 0
-    for items in turns:
-        store.forget(user_id=items[0]["user_id"])
-        for start in range(0, len(items), 256):
-            store.add_many(items[start:start + 256])
-            done += len(items[start:start + 256])
-            ingest(done)
+    ingest = Progress("ingest", sum(len(turn_items(s)) for s in samples))
+    store_turns(store, samples, ingest)
     ingest.close()
 
     depth = search_depth(budget)

@@ -70,6 +70,20 @@ def turn_items(sample: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+def store_turns(store: Any, samples: Sequence[dict[str, Any]], done: Callable[[int], None] | None = None) -> None:
+    """Each conversation's turns into ``store`` (a ``MemoryStore``), its user's earlier memory forgotten
+    first, 256 turns a call; ``done(n)`` after each call with the turns stored so far."""
+    stored = 0
+    for sample in samples:
+        items = turn_items(sample)
+        store.forget(user_id=items[0]["user_id"])
+        for start in range(0, len(items), 256):
+            store.add_many(items[start:start + 256])
+            stored += len(items[start:start + 256])
+            if done is not None:
+                done(stored)
+
+
 def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
     return [q for q in sample["qa"] if q.get("category") in CATEGORIES and q.get("evidence")]
 
