@@ -1,0 +1,184 @@
+"""What the reranking stage costs under other read policies, on LoCoMo dev: the quality / p50 frontier.
+
+Reads the model scores ``locomo_rerank_loo.py --scores FILE`` keeps (each dev question's top 50,
+first-stage keys and the model's 50 scores; collected here if the file is absent). A policy:
+
+* ``head H``: the first stage's best H keep their places, unread;
+* ``first F, enough E``: the model reads the next F, and the rest of depth 30 only when none of
+  those scored E (``retrieval.stage.reads_on``; the shipped ``onnx:`` stage is head 0, first 8, enough 2);
+* ``weight W``: the model's share of the blend (``retrieval.stage.blend``).
+
+A search's added time is estimated, not timed, so the grid costs no model runs: each pair costs
+``fixed + per_token x tokens`` on one core (the two constants fitted here by timing single pairs of
+the data, as the stage runs them), the pairs of a step spread longest first over ``--cores``
+workers, plus ``--step-ms`` per step. The estimate is checked against what
+``locomo_rerank_cost.py`` measured (docs/benchmarks.md). Settings are chosen leave one
+conversation out (the bench's objective), among those whose estimated p50 on the three training
+conversations is within ``--budget`` ms; the held-out p50 and mean cost are reported with it.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/locomo_rerank_policies.py \\
+        --data ../shared/data/locomo/locomo_dev.json --reranker onnx:<folder> --scores SCORES.json [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from navi_memory.bench import embed_cache, write_report
+from navi_memory.bench.locomo_data import questions, score, turn_items
+from navi_memory.bench.locomo_loo import _line, objective, pooled
+from navi_memory.onnx_reranker import OnnxCrossEncoder
+from navi_memory.reranking import ONNX
+from navi_memory.retrieval.stage import blend, reorder
+
+from locomo_rerank_loo import collect
+
+DEPTH = 30
+HEADS = (0, 1)
+FIRSTS = (4, 5, 6, 8)
+ENOUGHS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+WEIGHTS = (0.4, 0.5, 0.6)
+BUDGETS = (1e9, 60.0, 40.0, 35.0)
+
+
+def pair_costs(model: OnnxCrossEncoder, pairs: Sequence[tuple[str, str]]) -> tuple[float, float, int]:
+    """(fixed ms, ms per token) fitted over single runs of ``pairs`` (best of three each; ``model``
+    keeps no scores, so each run is timed), and how many."""
+    tokens, times = [], []
+    for pair in pairs:
+        runs = []
+        for _ in range(3):
+            start = time.perf_counter()
+            model.predict([pair])
+            runs.append((time.perf_counter() - start) * 1000)
+        tokens.append(len(model._load()[1].encode(*pair).ids))
+        times.append(min(runs))
+    slope, intercept = np.polyfit(np.array(tokens, dtype=float), np.array(times), 1)
+    return float(intercept), float(slope), len(pairs)
+
+
+def makespan(costs: Sequence[float], cores: int) -> float:
+    """Longest first onto the least loaded worker (what the stage's thread pool does)."""
+    load = [0.0] * cores
+    for cost in sorted(costs, reverse=True):
+        load[load.index(min(load))] += cost
+    return max(load)
+
+
+def apply(row: dict[str, Any], costs: list[float], head: int, first: int | None, enough: float | None,
+          weight: float, cores: int, step_ms: float) -> tuple[list[str], float, int]:
+    """The ranked dia_ids, the estimated added ms and the pairs read under one policy."""
+    size = min(DEPTH, len(row["dia"]))
+    steps = [size] if first is None else [min(head + first, size), size]
+    read, spent = head, 0.0
+    for n, end in enumerate(steps):
+        if end > read:
+            spent += makespan(costs[read:end], cores) + step_ms
+            read = end
+        if n == 0 and first is not None and enough is not None and any(s >= enough for s in row["model"][head:read]):
+            break
+    mixed = dict(zip(range(head, read), blend(row["first"][head:read], row["model"][head:read], weight)))
+    order = list(range(head)) + reorder(range(head, len(row["dia"])), mixed)
+    return [row["dia"][i] for i in order], spent, read - head
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--reranker", required=True, metavar="onnx:FOLDER")
+    parser.add_argument("--scores", required=True, type=Path, help="locomo_rerank_loo.py's --scores file")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--step-ms", type=float, default=1.0)
+    parser.add_argument("--timed-pairs", type=int, default=120)
+    parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
+    parser.add_argument("--json", dest="json_out", type=Path, default=None)
+    args = parser.parse_args()
+    assert args.reranker.startswith(ONNX), "the cost fit times an onnx:<folder> model"
+    if args.scores.is_file():
+        collected = json.loads(args.scores.read_text(encoding="utf-8"))
+    else:
+        collected = collect(args.data, args.reranker, args.cache)
+        args.scores.write_text(json.dumps(collected), encoding="utf-8")
+    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    text = {(s["sample_id"], it["metadata"]["dia_id"]): it["content"] for s in samples for it in turn_items(s)}
+    asked = [(s["sample_id"], q["question"]) for s in samples for q in questions(s)]
+    assert [u for u, _ in asked] == [r["user"] for r in collected], "the scores file is of other data"
+    model = OnnxCrossEncoder(args.reranker[len(ONNX):], threads=1, cache_size=0)
+    tokenizer = model._load()[1]
+    pairs = [[(q, text[(u, d)]) for d in r["dia"][:DEPTH]] for (u, q), r in zip(asked, collected)]
+    fixed, per_token, timed = pair_costs(model, random.Random(7).sample([p for ps in pairs for p in ps[:8]],
+                                                                         args.timed_pairs))
+    print(f"one pair on one core: {fixed:.2f} ms + {per_token:.3f} ms a token ({timed} pairs timed)")
+    costs = [[fixed + per_token * len(tokenizer.encode(*p).ids) for p in ps] for ps in pairs]
+    users = sorted({r["user"] for r in collected})
+    settings: list[tuple[str, int, int | None, float | None, float]] = [
+        (f"all {DEPTH}, head {h}, weight {w:g}", h, None, None, w) for h in HEADS for w in WEIGHTS]
+    settings += [(f"head {h}, first {f}, enough {e:g}, weight {w:g}", h, f, e, w)
+                 for h in HEADS for f in FIRSTS for e in ENOUGHS for w in WEIGHTS]
+    table: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for name, head, first, enough, weight in settings:
+        table[name] = {u: [] for u in users}
+        for row, cost in zip(collected, costs):
+            ranked, spent, read = apply(row, cost, head, first, enough, weight, args.cores, args.step_ms)
+            table[name][row["user"]].append({"category": row["category"], "score": score(ranked[:20], row["evidence"]),
+                                             "ms": spent, "reads": read})
+    p50 = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+
+    def costs_of(rows: list[dict[str, Any]], by_user: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+        ms = [r["ms"] for r in rows]
+        out: dict[str, Any] = {"p50_ms": round(p50(ms), 1), "p95_ms": round(sorted(ms)[int(0.95 * len(ms))], 1),
+                               "mean_ms": round(statistics.mean(ms), 1),
+                               "reads_mean": round(statistics.mean(r["reads"] for r in rows), 1)}
+        if by_user:
+            out["p50_ms_by_conversation"] = {u: round(p50([r["ms"] for r in v]), 1) for u, v in by_user.items()}
+        return out
+
+    report: dict[str, Any] = {"reranker": args.reranker, "pair_cost": {"fixed_ms": fixed, "per_token_ms": per_token,
+                                                                      "timed_pairs": timed},
+                              "cores": args.cores, "settings": {}, "leave_one_out": {}}
+    for name, by_user in table.items():
+        every = [r for u in users for r in by_user[u]]
+        report["settings"][name] = {**pooled(every), **costs_of(every, by_user)}
+    for budget in BUDGETS:
+        held: dict[str, list[dict[str, Any]]] = {}
+        folds = []
+        for user in users:
+            train = [u for u in users if u != user]
+            fits = [n for n in table if p50([r["ms"] for u in train for r in table[n][u]]) <= budget]
+            if not fits:
+                break
+            chosen = max(fits, key=lambda n: objective([r for u in train for r in table[n][u]]))
+            folds.append({"held_out": user, "chosen": chosen})
+            held[user] = table[chosen][user]
+        else:
+            every = [r for u in users for r in held[u]]
+            report["leave_one_out"][f"{budget:g}"] = {**pooled(every), **costs_of(every, held), "folds": folds}
+    print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4"
+          "   est. p50 / mean ms, p50 by conversation")
+    shown = [f"all {DEPTH}, head 0, weight 0.5", "head 0, first 8, enough 2, weight 0.5",
+             "head 0, first 6, enough 2, weight 0.5", "head 0, first 4, enough 2, weight 0.5",
+             "head 1, first 4, enough 1, weight 0.5", "head 1, first 8, enough 3, weight 0.5"]
+    for name in shown:
+        part = report["settings"][name]
+        print(f"{_line(name, part)}   {part['p50_ms']:.0f} / {part['mean_ms']:.0f}",
+              " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
+    for budget, part in report["leave_one_out"].items():
+        label = "no budget" if float(budget) >= 1e9 else f"p50 within {budget} ms"
+        print(f"{_line(f'leave one out, {label}', part)}   {part['p50_ms']:.0f} / {part['mean_ms']:.0f}",
+              " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
+        for fold in part["folds"]:
+            print(f"      {fold['held_out']}: {fold['chosen']}")
+    if args.json_out:
+        write_report(args.json_out, report)
+
+
+if __name__ == "__main__":
+    main()
