@@ -5,14 +5,15 @@ question by question (their order rotating), so a busy machine slows them alike:
 
 * ``none``: the search without the stage;
 * ``stage``: ``--reranker SPEC`` as this checkout resolves it (its caches, and for ``onnx:`` the
-  best 8 first);
+  best 8 first, the rest of depth 20 when none scores 2);
+* ``stage 30``: the same two steps to depth 30 (the stage before the depth of 20; a model of its own);
 * ``all``: the same model reading all its depth at once (``adaptive=False``; a model of its own,
   so no arm reads scores another arm kept);
 * ``before`` (with ``--before DIR``): the same model through the ``OnnxCrossEncoder`` of another
   checkout (e.g. ``git archive main | tar -x -C DIR``) at a fixed depth: what the stage cost there.
 
-Reports per arm wall time p50 / p95 (query embedding included), the p50 of what it adds to the
-same question's search without the stage, CPU time of the process per search (all threads; less
+Reports per arm wall time p50 / p95 (query embedding included), the p50 and mean of what it adds
+to the same question's search without the stage, CPU time of the process per search (all threads; less
 sensitive to other load than wall time), the model's pairs per search, R@5/R@10 (as the bench).
 
     HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/locomo_rerank_cost.py \\
@@ -37,7 +38,7 @@ from navi_memory.bench import embed_cache, write_report
 from navi_memory.bench.locomo_data import questions, score, store_turns
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
-from navi_memory.reranking import ONNX, Reranker, resolve_reranker
+from navi_memory.reranking import DEFAULT_DEPTH, ONNX, Reranker, resolve_reranker
 
 LIMIT = 20
 
@@ -66,6 +67,8 @@ def main() -> None:
     stage = resolve_reranker(args.reranker)
     assert stage is not None, "give a reranker"
     arms: dict[str, Reranker | None] = {"none": None, "stage": stage}
+    if stage.first is not None and stage.depth != DEFAULT_DEPTH:
+        arms["stage 30"] = resolve_reranker(args.reranker, depth=DEFAULT_DEPTH)
     if stage.first is not None:
         arms["all"] = resolve_reranker(args.reranker, adaptive=False)
     if args.before:
@@ -113,11 +116,13 @@ def main() -> None:
             "cpu_ms_mean": round(float(np.mean(cpu[name])), 1),
             "added_cpu_ms_p50": round(float(np.percentile(np.subtract(cpu[name], cpu["none"]), 50)), 1),
             "added_wall_ms_p50": round(float(np.percentile(np.subtract(wall[name], wall["none"]), 50)), 1),
+            "added_wall_ms_mean": round(float(np.mean(np.subtract(wall[name], wall["none"]))), 1),
             "pairs_per_search": round(pairs[name] / len(asked), 1),
             "recall": {str(k): round(float(np.mean([f[f"recall@{k}"] for f in found[name]])), 4) for k in (5, 10)}}
         arm = report["arms"][name]
         print(f"{name:<8} wall p50 {arm['wall_ms']['p50']:>7} p95 {arm['wall_ms']['p95']:>7} ms"
-              f"  added p50 {arm['added_wall_ms_p50']:>7} ms  cpu mean {arm['cpu_ms_mean']:>7}"
+              f"  added p50 {arm['added_wall_ms_p50']:>7} mean {arm['added_wall_ms_mean']:>7} ms"
+              f"  cpu mean {arm['cpu_ms_mean']:>7}"
               f" added p50 {arm['added_cpu_ms_p50']:>7} ms"
               f"  pairs {arm['pairs_per_search']:>5}  R@5 {arm['recall']['5']}  R@10 {arm['recall']['10']}")
     print(f"load average (1, 5, 15 min) at the end: {report['load_average']}")

@@ -4,8 +4,8 @@ Reads the model scores ``locomo_rerank_loo.py --scores FILE`` keeps (each dev qu
 first-stage keys and the model's 50 scores; collected here if the file is absent). A policy:
 
 * ``head H``: the first stage's best H keep their places, unread;
-* ``first F, enough E``: the model reads the next F, and the rest of depth 30 only when none of
-  those scored E (``retrieval.stage.reads_on``; the shipped ``onnx:`` stage is head 0, first 8, enough 2);
+* ``first F, enough E``: the model reads the next F, and the rest of its depth (16, 20, 30) only
+  when none of those scored E (``retrieval.stage.reads_on``; the shipped ``onnx:`` stage is head 0, first 8, enough 2);
 * ``weight W``: the model's share of the blend (``retrieval.stage.blend``).
 
 A search's added time is estimated, not timed, so the grid costs no model runs: each pair costs
@@ -41,7 +41,7 @@ from navi_memory.retrieval.stage import blend, reorder
 
 from locomo_rerank_loo import collect
 
-DEPTH = 30
+DEPTHS = (16, 20, 30)
 HEADS = (0, 1)
 FIRSTS = (4, 5, 6, 8)
 ENOUGHS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
@@ -73,10 +73,10 @@ def makespan(costs: Sequence[float], cores: int) -> float:
     return max(load)
 
 
-def apply(row: dict[str, Any], costs: list[float], head: int, first: int | None, enough: float | None,
+def apply(row: dict[str, Any], costs: list[float], depth: int, head: int, first: int | None, enough: float | None,
           weight: float, cores: int, step_ms: float) -> tuple[list[str], float, int]:
     """The ranked dia_ids, the estimated added ms and the pairs read under one policy."""
-    size = min(DEPTH, len(row["dia"]))
+    size = min(depth, len(row["dia"]))
     steps = [size] if first is None else [min(head + first, size), size]
     read, spent = head, 0.0
     for n, end in enumerate(steps):
@@ -113,21 +113,21 @@ def main() -> None:
     assert [u for u, _ in asked] == [r["user"] for r in collected], "the scores file is of other data"
     model = OnnxCrossEncoder(args.reranker[len(ONNX):], threads=1, cache_size=0)
     tokenizer = model._load()[1]
-    pairs = [[(q, text[(u, d)]) for d in r["dia"][:DEPTH]] for (u, q), r in zip(asked, collected)]
+    pairs = [[(q, text[(u, d)]) for d in r["dia"][:max(DEPTHS)]] for (u, q), r in zip(asked, collected)]
     fixed, per_token, timed = pair_costs(model, random.Random(7).sample([p for ps in pairs for p in ps[:8]],
                                                                          args.timed_pairs))
     print(f"one pair on one core: {fixed:.2f} ms + {per_token:.3f} ms a token ({timed} pairs timed)")
     costs = [[fixed + per_token * len(tokenizer.encode(*p).ids) for p in ps] for ps in pairs]
     users = sorted({r["user"] for r in collected})
-    settings: list[tuple[str, int, int | None, float | None, float]] = [
-        (f"all {DEPTH}, head {h}, weight {w:g}", h, None, None, w) for h in HEADS for w in WEIGHTS]
-    settings += [(f"head {h}, first {f}, enough {e:g}, weight {w:g}", h, f, e, w)
-                 for h in HEADS for f in FIRSTS for e in ENOUGHS for w in WEIGHTS]
+    settings: list[tuple[str, int, int, int | None, float | None, float]] = [
+        (f"all {d}, head {h}, weight {w:g}", d, h, None, None, w) for d in DEPTHS for h in HEADS for w in WEIGHTS]
+    settings += [(f"head {h}, first {f}, enough {e:g}, weight {w:g}" + ("" if d == max(DEPTHS) else f", depth {d}"),
+                  d, h, f, e, w) for d in DEPTHS for h in HEADS for f in FIRSTS for e in ENOUGHS for w in WEIGHTS]
     table: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name, head, first, enough, weight in settings:
+    for name, depth, head, first, enough, weight in settings:
         table[name] = {u: [] for u in users}
         for row, cost in zip(collected, costs):
-            ranked, spent, read = apply(row, cost, head, first, enough, weight, args.cores, args.step_ms)
+            ranked, spent, read = apply(row, cost, depth, head, first, enough, weight, args.cores, args.step_ms)
             table[name][row["user"]].append({"category": row["category"], "score": score(ranked[:20], row["evidence"]),
                                              "ms": spent, "reads": read})
     p50 = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
@@ -161,21 +161,39 @@ def main() -> None:
         else:
             every = [r for u in users for r in held[u]]
             report["leave_one_out"][f"{budget:g}"] = {**pooled(every), **costs_of(every, held), "folds": folds}
+    families = {f"first 8, depth {d}": [n for n in table if n.startswith("head 0, first 8,")
+                                        and n.endswith("" if d == max(DEPTHS) else f", depth {d}")
+                                        and (d != max(DEPTHS) or ", depth" not in n)] for d in DEPTHS}
+    families["first 8, any depth"] = [n for names in list(families.values()) for n in names]
+    report["leave_one_out_first_8"] = {}
+    for family, names in families.items():
+        held, folds = {}, []
+        for user in users:
+            train = [u for u in users if u != user]
+            chosen = max(names, key=lambda n: objective([r for u in train for r in table[n][u]]))
+            folds.append({"held_out": user, "chosen": chosen})
+            held[user] = table[chosen][user]
+        every = [r for u in users for r in held[u]]
+        report["leave_one_out_first_8"][family] = {**pooled(every), **costs_of(every, held), "folds": folds}
     print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4"
-          "   est. p50 / mean ms, p50 by conversation")
-    shown = [f"all {DEPTH}, head 0, weight 0.5", "head 0, first 8, enough 2, weight 0.5",
+          "   est. p50 / p95 / mean ms, p50 by conversation")
+    shown = ["all 30, head 0, weight 0.5", "head 0, first 8, enough 2, weight 0.5",
+             "head 0, first 8, enough 2, weight 0.5, depth 20", "head 0, first 8, enough 2, weight 0.5, depth 16",
              "head 0, first 6, enough 2, weight 0.5", "head 0, first 4, enough 2, weight 0.5",
              "head 1, first 4, enough 1, weight 0.5", "head 1, first 8, enough 3, weight 0.5"]
     for name in shown:
         part = report["settings"][name]
-        print(f"{_line(name, part)}   {part['p50_ms']:.0f} / {part['mean_ms']:.0f}",
+        print(f"{_line(name, part)}   {part['p50_ms']:.0f} / {part['p95_ms']:.0f} / {part['mean_ms']:.0f}",
               " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
     for budget, part in report["leave_one_out"].items():
         label = "no budget" if float(budget) >= 1e9 else f"p50 within {budget} ms"
-        print(f"{_line(f'leave one out, {label}', part)}   {part['p50_ms']:.0f} / {part['mean_ms']:.0f}",
+        print(f"{_line(f'leave one out, {label}', part)}   {part['p50_ms']:.0f} / {part['p95_ms']:.0f} / {part['mean_ms']:.0f}",
               " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
         for fold in part["folds"]:
             print(f"      {fold['held_out']}: {fold['chosen']}")
+    for family, part in report["leave_one_out_first_8"].items():
+        print(f"{_line(f'leave one out over {family} (enough x weight)', part)}   {part['p50_ms']:.0f} /"
+              f" {part['p95_ms']:.0f} / {part['mean_ms']:.0f}")
     if args.json_out:
         write_report(args.json_out, report)
 

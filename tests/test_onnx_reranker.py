@@ -102,7 +102,8 @@ def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
              "I play the cello in a string quartet", "Quartet rehearsals are on Tuesdays"]
     with MemoryStore.open(db_url, fake_embeddings, reranker=f"onnx:{MODEL}") as store:
         assert store.reranker is not None and store.reranker.name == f"onnx:{MODEL}"
-        assert (store.reranker.first, store.reranker.enough) == (8, 2.0)  # the best 8 first
+        # the best 8 first, the rest of 20 when none scores 2
+        assert (store.reranker.first, store.reranker.enough, store.reranker.depth) == (8, 2.0, 20)
         for note in notes:
             store.add(user_id="sam", content=note)
         found = store.search("what instrument does Sam play?", user_id="sam", limit=4, min_score=0)
@@ -112,6 +113,9 @@ def test_a_store_reranks_with_the_onnx_name(db_url, fake_embeddings):
     assert "play the cello" in found[0].content
     all_at_once = resolve_reranker(f"onnx:{MODEL}", adaptive=False)
     assert all_at_once is not None and all_at_once.first is None and all_at_once.enough is None
+    assert all_at_once.depth == 30
+    deeper = resolve_reranker(f"onnx:{MODEL}", depth=30)  # a depth asked for is the depth read
+    assert deeper is not None and (deeper.first, deeper.depth) == (8, 30)
 
 
 def test_a_folder_without_the_model_files_is_refused_at_once(tmp_path):

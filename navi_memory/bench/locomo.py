@@ -29,7 +29,7 @@ from typing import Any, Literal
 from ..config import Settings
 from ..errors import ConfigurationError
 from ..progress import Progress
-from ..reranking import DEFAULT_DEPTH, DEFAULT_WEIGHT, Reranker, resolve_reranker
+from ..reranking import DEFAULT_WEIGHT, Reranker, resolve_reranker
 from ..embeddings import resolve_embedder
 from ..store import MemoryStore
 from . import embed_cache, locomo_answer, write_report
@@ -48,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reranker", default=None, metavar="SPEC",
                         help="a second-stage reranker: cross-encoder:<model> (sentence-transformers) or onnx:<folder>"
                              " (default none)")
-    parser.add_argument("--rerank-depth", type=int, default=DEFAULT_DEPTH, metavar="N",
-                        help="candidates the reranker reads (default %(default)s)")
+    parser.add_argument("--rerank-depth", type=int, default=None, metavar="N",
+                        help="candidates the reranker reads (default 20 for an onnx: reranker reading in two steps,"
+                             " else 30)")
     parser.add_argument("--rerank-weight", type=float, default=DEFAULT_WEIGHT, metavar="W",
                         help="the reranker's share of the final order, above 0 to 1 (default %(default)s)")
     parser.add_argument("--budget", type=_positive, default=BUDGET, metavar="TOKENS",
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              " this many tokens (default %(default)s)")
     parser.add_argument("--rerank-all", action="store_true",
                         help="an onnx: reranker reads all --rerank-depth candidates at once (by default it reads the"
-                             " best 8 and the rest only when none of them scores a logit of 2)")
+                             " best 8 and the rest of 20 only when none of them scores a logit of 2)")
     parser.add_argument("--json", dest="json_out", metavar="OUT", default=None, help="write the report here")
     parser.add_argument("--floor", action="store_true",
                         help="also measure the relevance floor (search min_similarity): top-10 evidence it cuts,"
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             embedder = embed_cache.cached(embedder, Path(args.cache))
         # False, never None, for none: None would take the environment's NAVI_MEMORY_RERANKER
         reranker: Reranker | Literal[False] = resolve_reranker(
-            getattr(args, "reranker", None) or False, depth=getattr(args, "rerank_depth", DEFAULT_DEPTH),
+            getattr(args, "reranker", None) or False, depth=getattr(args, "rerank_depth", None),
             weight=getattr(args, "rerank_weight", DEFAULT_WEIGHT),
             adaptive=not getattr(args, "rerank_all", False)) or False
         with MemoryStore.open(url, embedder or False, settings=settings, fusion=args.fusion,
