@@ -90,7 +90,7 @@ def test_doctor_prints_a_readable_report(db):
 def test_doctor_shows_the_reranker_of_the_environment(db):
     folder = cross_encoder_folder()
     out = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": f"onnx:{folder}"}).stdout
-    assert f"onnx:{folder} (reads the best 30, weight 0.5)" in out
+    assert f"onnx:{folder} (reads the best 8, the rest of 20 when none scores 2; weight 0.5)" in out
     bad = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": "onnx:/nowhere"}, check=False)
     assert bad.returncode != 0 and "has no model.onnx or tokenizer.json" in bad.stderr
 

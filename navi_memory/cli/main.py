@@ -305,9 +305,7 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
         rows.append(("embedder", "reachable" if report["embedder_reachable"]
                      else f"NOT reachable: {report.get('embedder_error')}"))
     if "reranker" in report:
-        rows.append(("reranker", "off" if report["reranker"] is None else
-                     f"{report['reranker']['name']} (reads the best {report['reranker']['depth']},"
-                     f" weight {report['reranker']['weight']:g})"))
+        rows.append(("reranker", "off" if report["reranker"] is None else _reranker_line(report["reranker"])))
     rows.append(("ollama host", report["ollama_host"] or "not set"))
     rows.append(("chat model", report.get("chat_model") or "none (rules only: explicit statements)"))
     for key, name in (("embedding_url", "embeddings url"), ("chat_url", "chat url")):
@@ -317,6 +315,13 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     width = max(len(key) for key, _ in rows) + 2
     return [f"{key:<{width}}{value}" for key, value in rows]
 
+
+
+def _reranker_line(reranker: dict[str, Any]) -> str:
+    """``onnx:F (reads the best 8, the rest of 20 when none scores 2; weight 0.5)``."""
+    reach = (f"the best {reranker['first']}, the rest of {reranker['depth']} when none scores {reranker['enough']:g}"
+             if reranker.get("first") is not None else f"the best {reranker['depth']}")
+    return f"{reranker['name']} (reads {reach}; weight {reranker['weight']:g})"
 
 def cmd_doctor(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
