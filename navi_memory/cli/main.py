@@ -316,12 +316,12 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     return [f"{key:<{width}}{value}" for key, value in rows]
 
 
-
 def _reranker_line(reranker: dict[str, Any]) -> str:
     """``onnx:F (reads the best 8, the rest of 20 when none scores 2; weight 0.5)``."""
     reach = (f"the best {reranker['first']}, the rest of {reranker['depth']} when none scores {reranker['enough']:g}"
              if reranker.get("first") is not None else f"the best {reranker['depth']}")
     return f"{reranker['name']} (reads {reach}; weight {reranker['weight']:g})"
+
 
 def cmd_doctor(args: argparse.Namespace) -> None:
     settings = Settings.from_env()
