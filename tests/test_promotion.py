@@ -126,6 +126,42 @@ def test_without_embeddings_reworded_repeats_cluster_by_shared_words(lexical_sto
     assert len(lexical_store.get_all_facts(user_id=U)) == 1
 
 
+def test_without_embeddings_a_deleted_promoted_fact_is_not_promoted_again(lexical_store: MemoryStore,
+                                                                         dump: Callable[[], dict]) -> None:
+    """The lexical path reads the promotions as the export does: once their fact is deleted they name
+    none, on both backends (SQLite's foreign key, PostgreSQL's delete), so the cluster only marks."""
+    for text in ("I go climbing on Tuesday", "climbing again this Tuesday", "Tuesday climbing session"):
+        lexical_store.add(user_id=U, content=text)
+    assert lexical_store.promote(user_id=U).facts_added == 1
+    assert lexical_store.delete_fact("go_climbing_tuesday", user_id=U)
+    lexical_store.add(user_id=U, content="Tuesday climbing with Sam")
+    report = lexical_store.promote(user_id=U)
+    assert (report.facts_added, report.items_promoted) == (0, 1)
+    assert lexical_store.get_all_facts(user_id=U) == []
+    promotions = dump()["promotions"]
+    assert len(promotions) == 4 and all(row[2] is None for row in promotions)  # fact_id, third on both
+
+
+def test_a_promotion_naming_a_fact_gone_reads_as_naming_none(lexical_store: MemoryStore, backend_name: str,
+                                                             db_url: str) -> None:
+    """Promotions left by a fact deleted before PostgreSQL cleared them (no foreign key there) name no
+    fact when read: the lexical job marks a new item of their cluster without a fact."""
+    if backend_name == "sqlite":
+        pytest.skip("SQLite's foreign key clears them")
+    import psycopg
+
+    for text in ("I go climbing on Tuesday", "climbing again this Tuesday", "Tuesday climbing session"):
+        lexical_store.add(user_id=U, content=text)
+    assert lexical_store.promote(user_id=U).facts_added == 1
+    with psycopg.connect(db_url) as conn:  # as an older release left them: the fact gone, its id kept
+        fact_id = conn.execute("SELECT fact_id FROM promotions LIMIT 1").fetchone()[0]
+        conn.execute("DELETE FROM facts WHERE id = %s", [fact_id])
+    lexical_store.add(user_id=U, content="Tuesday climbing with Sam")
+    assert (lexical_store.promote(user_id=U).items_promoted, lexical_store.get_all_facts(user_id=U)) == (1, [])
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM promotions WHERE fact_id IS NULL").fetchone()[0] == 1
+
+
 def test_without_embeddings_three_rewordings_are_enough(lexical_store: MemoryStore) -> None:
     for text in ("I go climbing on Tuesday", "climbing again this Tuesday", "Tuesday climbing session",
                  "I take the 8:15 train", "Chess club on Sunday"):

@@ -125,7 +125,7 @@ def _plain(kind: str, row: dict, drop: tuple[str, ...] = ()) -> dict[str, Any]:
 
 def _promotion_record(row: dict, fact_keys: dict[int, dict[str, str]]) -> dict[str, Any]:
     """A promotion names its item by its exported id and its fact by its natural key (null: the
-    fact was deleted since; PostgreSQL may leave its id dangling, which reads the same)."""
+    fact was deleted since)."""
     return {"type": "promotion", "user_id": row["user_id"], "item": row["item_id"],
             "fact": None if row["fact_id"] is None else fact_keys.get(row["fact_id"]),
             "promoted_at": _iso(row["promoted_at"])}

@@ -134,7 +134,11 @@ class FactQueries:
             if value is not None:
                 text += f" AND {column} = %s"  # one of four known column names
                 params.append(value)
-        rows: list[Row] = yield Q(text + " RETURNING item_id", params)
+        rows: list[Row] = yield Q(text + " RETURNING id, item_id", params)
+        if rows:  # their promotions stay (a deleted fact is not promoted again) naming no fact, as
+            # SQLite's foreign key leaves them; PostgreSQL has no key to facts (Citus)
+            yield Q(f"UPDATE promotions SET fact_id = NULL WHERE user_id = %s AND {d.in_ids.format(column='fact_id')}",
+                    [user_id, d.ids([r["id"] for r in rows])])
         item_ids = [r["item_id"] for r in rows if r["item_id"] is not None]
         if item_ids:
             yield Q(f"DELETE FROM items WHERE user_id = %s AND {d.in_ids.format(column='id')}", [user_id, d.ids(item_ids)])

@@ -45,6 +45,7 @@ _ITEM_COLUMNS = ("user_id", "id", "theme", "type", "title", "content", "tags", "
 _EMBEDDING = "e.model AS emb_model, e.state AS emb_state, e.dimensions AS emb_dims, e.error AS emb_error"
 _USER_COLUMNS = ("id, created_at, household_mode, timezone, memory_off_since, household_name,"
                  " locale")  # not SQLite's pk and vec_gen
+_PROMOTIONS = "promotions p LEFT JOIN facts f ON f.user_id = p.user_id AND f.id = p.fact_id"
 _NEW_USER = "INSERT INTO users (id, created_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
 _SESSION_COLUMNS = ("extracted_at", "updated_at", "created_at", "last_active", "state", "error", "attempts",
                     "claimed_at", "message_count", "user_messages", "extracted_seq", "extracted_user_messages",
@@ -79,16 +80,20 @@ class TransferQueries:
         """Rows of one table (``transfer_format.EXPORT_TABLES``) of a user (users: all when None),
         in key order after the key ``after``."""
         table, keys = EXPORT_TABLES[kind]  # known table and column names only
+        source, selected, of = table, _USER_COLUMNS if kind == "users" else "*", ""
+        if kind == "promotions":  # the id of a fact deleted since reads as null (rows older than the delete
+            # that clears it on PostgreSQL, which keeps no foreign key to facts)
+            source, selected, of = _PROMOTIONS, "p.user_id, p.item_id, f.id AS fact_id, p.promoted_at", "p."
         parts: list[str] = ["TRUE"]
         params: list[Any] = []
         if user_id is not None:
-            parts.append(f"{'id' if kind == 'users' else 'user_id'} = %s")
+            parts.append(f"{of}{'id' if kind == 'users' else 'user_id'} = %s")
             params.append(user_id)
-        columns = ", ".join(keys)
+        columns = ", ".join(of + key for key in keys)
         if after is not None:
             parts.append(f"({columns}) > ({_values(len(keys))})")
             params.extend(after)
-        rows: list[Row] = yield Q(f"SELECT {_USER_COLUMNS if kind == 'users' else '*'} FROM {table}"
+        rows: list[Row] = yield Q(f"SELECT {selected} FROM {source}"
                                   f" WHERE {' AND '.join(parts)} ORDER BY {columns} LIMIT %s", [*params, limit])
         out = [row_times(r) for r in rows]
         if kind == "messages":
