@@ -73,7 +73,7 @@ def reads(row: dict[str, Any], depth: int, first: int | None, enough: float | No
 def ranked(row: dict[str, Any], depth: int, weight: float | None, first: int | None = None,
            enough: float | None = None) -> list[str]:
     if weight is None:
-        return row["dia"]
+        return list(row["dia"])
     n = reads(row, depth, first, enough)
     mixed = dict(enumerate(blend(row["first"][:n], row["model"][:n], weight)))
     return [row["dia"][i] for i in reorder(range(len(row["dia"])), mixed)]
