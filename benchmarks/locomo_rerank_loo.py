@@ -9,7 +9,7 @@ of those scored E (``retrieval.stage.reads_on``; what an ``onnx:`` reranker does
 ``--rerank-all``, F 8 and E 2); a second leave-one-out chooses among them alone.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/locomo_rerank_loo.py \\
-        --data ../shared/data/locomo/locomo_dev.json --reranker onnx:<folder> [--json OUT]
+        --data ../shared/data/locomo/locomo_dev.json --reranker onnx:<folder> [--max-length 48] [--json OUT]
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from navi_memory.bench.locomo_data import questions, score, store_turns
 from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
+from navi_memory.onnx_reranker import OnnxCrossEncoder
 from navi_memory.progress import Progress
-from navi_memory.reranking import resolve_reranker
+from navi_memory.reranking import ONNX, resolve_reranker
 from navi_memory.retrieval.search import model_text
 from navi_memory.retrieval.stage import blend, reads_on, reorder
 
@@ -39,10 +40,15 @@ ENOUGHS = (0.0, 1.0, 2.0, 3.0, 4.0)
 TWO_STEPS = "first "
 
 
-def collect(data: Path, spec: str, cache: Path) -> list[dict[str, Any]]:
-    """Per question: its conversation, category, evidence, the top 50 (dia_id, first-stage score) and the model's scores."""
+def collect(data: Path, spec: str, cache: Path, max_length: int | None = None) -> list[dict[str, Any]]:
+    """Per question: its conversation, category, evidence, the top 50 (dia_id, first-stage score) and the model's
+    scores (``max_length``: an ``onnx:`` model's pairs cut to that many tokens, as a cheaper read would)."""
     samples = json.loads(data.read_text(encoding="utf-8"))
-    model = resolve_reranker(spec)
+    if max_length is not None:
+        assert spec.startswith(ONNX), "--max-length cuts the pairs of an onnx:<folder> model"
+        model = resolve_reranker(OnnxCrossEncoder(spec[len(ONNX):], max_length=max_length))
+    else:
+        model = resolve_reranker(spec)
     assert model is not None, "give a reranker"
     with tempfile.TemporaryDirectory(prefix="navi-rerank-loo-") as tmp:
         url = f"sqlite:///{tmp}/locomo.db"
@@ -110,16 +116,18 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
     parser.add_argument("--scores", type=Path, default=None,
                         help="keep the model's scores here; a later run with the same file reads them instead")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="an onnx: model's pairs cut to this many tokens (default: the model's 512)")
     args = parser.parse_args()
     if args.scores and args.scores.is_file():
         collected = json.loads(args.scores.read_text(encoding="utf-8"))
     else:
-        collected = collect(args.data, args.reranker, args.cache)
+        collected = collect(args.data, args.reranker, args.cache, args.max_length)
         if args.scores:
             args.scores.write_text(json.dumps(collected), encoding="utf-8")
     rows = grid_rows(collected)
     users = sorted(next(iter(rows.values())))
-    report: dict[str, Any] = {"reranker": args.reranker, "top": TOP,
+    report: dict[str, Any] = {"reranker": args.reranker, "top": TOP, "max_length": args.max_length,
                               "settings": {name: {**pooled([r for u in users for r in by_user[u]]),
                                                   "reads": _reads([r for u in users for r in by_user[u]])}
                                            for name, by_user in rows.items()}}

@@ -42,7 +42,7 @@ from navi_memory.retrieval.stage import blend, reorder
 from locomo_rerank_loo import collect
 
 DEPTHS = (16, 20, 30)
-HEADS = (0, 1)
+HEADS = (0, 1, 2)
 FIRSTS = (4, 5, 6, 8)
 ENOUGHS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 WEIGHTS = (0.4, 0.5, 0.6)

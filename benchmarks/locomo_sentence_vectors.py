@@ -8,6 +8,8 @@ its vectors), for the candidates it proposes and the scores it gives (SQLite bac
 this process); lexical channel, fusion and re-ranking as shipped. One store, the turns and
 sentences embedded once (the bench's embedding cache); each setting searches every dev question
 (top 50 as the bench, ``min_score=0``; scored on the first 20); settings chosen leave one conversation out with the bench's objective.
+Each setting also ", not when": the questions that ask when (``dates.read_query``) keep the shipped
+order; and per category, how many questions rose and fell against the shipped search.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=. python benchmarks/locomo_sentence_vectors.py \\
         --data ../shared/data/locomo/locomo_dev.json [--json OUT]
@@ -32,6 +34,7 @@ from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
 from navi_memory.progress import Progress
+from navi_memory.retrieval.dates import read_query
 
 ALPHAS = (0.0, 0.2, 0.3, 0.5, 0.7, 1.0)
 MIN_SENTENCES = (2, 3)
@@ -84,8 +87,22 @@ class SentenceChannel:
             best = channel.best(filters.user_id, query)
             return {i: channel.combine(s, best.get(i)) for i, s in found.items()}
 
-        SQLiteSearch._semantic = semantic  # type: ignore[method-assign]
-        SQLiteSearch.semantic_scores = scores  # type: ignore[method-assign]
+        SQLiteSearch._semantic = semantic  # type: ignore[method-assign, assignment]
+        SQLiteSearch.semantic_scores = scores  # type: ignore[method-assign, assignment]
+
+
+def wins_losses(shipped: dict[str, list[dict[str, Any]]], rows: dict[str, list[dict[str, Any]]]
+                ) -> dict[str, list[tuple[int, int]]]:
+    """Per category: how many questions' R@5 and R@10 rose and fell against the shipped search."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    pairs = [(b, r) for u in shipped for b, r in zip(shipped[u], rows[u])]
+    for category in sorted({b["category"] for b, _ in pairs}):
+        moves = []
+        for k in ("recall@5", "recall@10"):
+            deltas = [r["score"][k] - b["score"][k] for b, r in pairs if b["category"] == category]
+            moves.append((sum(d > 1e-9 for d in deltas), sum(d < -1e-9 for d in deltas)))
+        out[str(category)] = moves
+    return out
 
 
 def main() -> None:
@@ -130,17 +147,24 @@ def main() -> None:
                     progress = Progress(name, len(asked))
                     for index, (user, q) in enumerate(asked):
                         found = store.search(q["question"], user_id=user, limit=50, min_score=0)[:20]
-                        rows[name][user].append({"category": q["category"], "score": score(
-                            [r.metadata["dia_id"] for r in found], q["evidence"])})
+                        rows[name][user].append({"category": q["category"], "when": read_query(q["question"]).asks_when,
+                                                 "score": score([r.metadata["dia_id"] for r in found], q["evidence"])})
                         progress(index + 1)
                     progress.close()
     users = sorted({s["sample_id"] for s in samples})
-    report: dict[str, Any] = {"settings": {name: pooled([r for u in users for r in by_user[u]])
+    shipped = rows["as shipped (alpha 0)"]
+    for name in [n for n in rows if n != "as shipped (alpha 0)"]:  # questions asking when keep the shipped order
+        rows[f"{name}, not when"] = {u: [b if b["when"] else r for b, r in zip(shipped[u], rows[name][u])]
+                                     for u in users}
+    report: dict[str, Any] = {"settings": {name: {**pooled([r for u in users for r in by_user[u]]),
+                                                  "against_shipped": wins_losses(shipped, by_user)}
                                            for name, by_user in rows.items()},
                               "leave_one_out": leave_one_out(rows, users)}
     print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4")
     for name, part in report["settings"].items():
         print(_line(name, part))
+        print(" " * 4 + "questions up / down against as shipped, R@5 and R@10 by category: " + "  ".join(
+            f"{c} {w5}/{l5} {w10}/{l10}" for c, ((w5, l5), (w10, l10)) in part["against_shipped"].items()))
     print(_line("leave one out (held-out pooled)", report["leave_one_out"]))
     for fold in report["leave_one_out"]["folds"]:
         print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))

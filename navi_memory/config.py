@@ -2,35 +2,37 @@
 
 Environment variables (all optional):
 
-==============================  ==========================================================
-NAVI_MEMORY_URL                 database URL; default a SQLite file in the user's data dir
-NAVI_MEMORY_EMBEDDINGS          ``auto`` (default), ``ollama``, ``local``, ``hashing``, ``none``
-NAVI_MEMORY_EMBEDDING_MODEL     model name for the chosen provider
-NAVI_MEMORY_EMBEDDING_DIM       fixed vector size: smaller vectors are zero-padded
-NAVI_MEMORY_PREVIOUS_EMBEDDINGS the model the vectors were made with, while ``reembed`` moves them to the
-                                new one (``provider:model``, e.g. ``ollama:nomic-embed-text``, or a provider)
-NAVI_MEMORY_EMBEDDING_TIMEOUT   seconds before an embedding call is abandoned (default 30)
-NAVI_MEMORY_MAX_CONTENT_BYTES   largest accepted content, UTF-8 bytes (default 32768)
-NAVI_MEMORY_FUSION              ``weighted`` (default) or ``rrf``
-NAVI_MEMORY_SEMANTIC_WEIGHT     share of the semantic signal in weighted fusion (default 0.6)
-NAVI_MEMORY_MIN_SCORE           relevance floor of search results on every surface (default 0.25; 0 = off);
-                                NAVI_MEMORY_MIN_SIMILARITY is read when it is not set
-NAVI_MEMORY_INJECTION_TOKENS    token budget of the relevant memories put into a prompt (default 400)
-EMBEDDING_OLLAMA_HOST           Ollama server for embeddings; falls back to OLLAMA_HOST
-EMBEDDING_OLLAMA_API_KEY        bearer token for that server (never logged)
-NAVI_MEMORY_CHAT_MODEL          Ollama chat model for extraction and summaries (unset: no-LLM mode)
-OLLAMA_HOST                     Ollama server for the chat model (and embeddings, unless overridden)
-OLLAMA_API_KEY                  bearer token for the chat server (never logged)
-NAVI_MEMORY_CHAT_TIMEOUT        seconds before a chat call is abandoned (default 120)
-NAVI_MEMORY_CHAT_ATTEMPTS       tries of a chat call on rate limits and transient errors (default 3)
-NAVI_MEMORY_CHAT_RETRY_WAIT     first wait before a retry, seconds; doubles with jitter (default 1)
-NAVI_MEMORY_CHAT_RATE_LIMIT     most chat calls per second, per process (default: no limit)
-NAVI_MEMORY_EXTRACT_EVERY       extract after this many new user messages (default 5; 0 = never)
-NAVI_MEMORY_STALE_MINUTES       a session idle this long is processed (default 30)
-NAVI_MEMORY_DEDUP_THRESHOLD     cosine similarity above which facts are compared for duplicates (0.8)
-NAVI_MEMORY_TIMEZONE            IANA time zone of "yesterday", "last week" in queries (default UTC)
-NAVI_MEMORY_REPLICA_URLS        PostgreSQL streaming replicas of NAVI_MEMORY_URL for reads, comma-separated
-==============================  ==========================================================
+====================================  ==========================================================
+NAVI_MEMORY_URL                       database URL; default a SQLite file in the user's data dir
+NAVI_MEMORY_EMBEDDINGS                ``auto`` (default), ``ollama``, ``local``, ``hashing``, ``none``
+NAVI_MEMORY_EMBEDDING_MODEL           model name for the chosen provider
+NAVI_MEMORY_EMBEDDING_DIM             fixed vector size: smaller vectors are zero-padded
+NAVI_MEMORY_PREVIOUS_EMBEDDINGS       the model the vectors were made with, while ``reembed`` moves them to the
+                                      new one (``provider:model``, e.g. ``ollama:nomic-embed-text``, or a provider)
+NAVI_MEMORY_EMBEDDING_TIMEOUT         seconds before an embedding call is abandoned (default 30)
+NAVI_MEMORY_EMBEDDING_PASSAGE_CHARS   a longer text is embedded as the mean of its passages of at most
+                                      this many characters (default 1000, about MiniLM's window; 0 = whole)
+NAVI_MEMORY_MAX_CONTENT_BYTES         largest accepted content, UTF-8 bytes (default 32768)
+NAVI_MEMORY_FUSION                    ``weighted`` (default) or ``rrf``
+NAVI_MEMORY_SEMANTIC_WEIGHT           share of the semantic signal in weighted fusion (default 0.6)
+NAVI_MEMORY_MIN_SCORE                 relevance floor of search results on every surface (default 0.25; 0 = off);
+                                      NAVI_MEMORY_MIN_SIMILARITY is read when it is not set
+NAVI_MEMORY_INJECTION_TOKENS          token budget of the relevant memories put into a prompt (default 400)
+EMBEDDING_OLLAMA_HOST                 Ollama server for embeddings; falls back to OLLAMA_HOST
+EMBEDDING_OLLAMA_API_KEY              bearer token for that server (never logged)
+NAVI_MEMORY_CHAT_MODEL                Ollama chat model for extraction and summaries (unset: no-LLM mode)
+OLLAMA_HOST                           Ollama server for the chat model (and embeddings, unless overridden)
+OLLAMA_API_KEY                        bearer token for the chat server (never logged)
+NAVI_MEMORY_CHAT_TIMEOUT              seconds before a chat call is abandoned (default 120)
+NAVI_MEMORY_CHAT_ATTEMPTS             tries of a chat call on rate limits and transient errors (default 3)
+NAVI_MEMORY_CHAT_RETRY_WAIT           first wait before a retry, seconds; doubles with jitter (default 1)
+NAVI_MEMORY_CHAT_RATE_LIMIT           most chat calls per second, per process (default: no limit)
+NAVI_MEMORY_EXTRACT_EVERY             extract after this many new user messages (default 5; 0 = never)
+NAVI_MEMORY_STALE_MINUTES             a session idle this long is processed (default 30)
+NAVI_MEMORY_DEDUP_THRESHOLD           cosine similarity above which facts are compared for duplicates (0.8)
+NAVI_MEMORY_TIMEZONE                  IANA time zone of "yesterday", "last week" in queries (default UTC)
+NAVI_MEMORY_REPLICA_URLS              PostgreSQL streaming replicas of NAVI_MEMORY_URL for reads, comma-separated
+====================================  ==========================================================
 """
 
 from __future__ import annotations
@@ -47,8 +49,10 @@ from .errors import ConfigurationError
 from .models import FUSIONS
 from .prompt import INJECTION_TOKENS
 from .core.timeutil import zone
+from .passages import PASSAGE_CHARS
 
 DEFAULT_MAX_CONTENT_BYTES = 32 * 1024
+MIN_PASSAGE_CHARS = 100  # a passage of a few words says too little to stand for its part of a text
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:latest"
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 # The relevance floor of search on every surface (a result's score: cosine + lexical credit;
@@ -130,6 +134,8 @@ class Settings:
     embedding_model: str | None = None
     embedding_dimensions: int | None = None
     embedding_timeout: float = 30.0
+    # a longer text is embedded as the mean of its passages (``passages``): models read a window only
+    embedding_passage_chars: int = PASSAGE_CHARS
     previous_embeddings: str | None = None  # a move to a new model in progress: the old one (``reembed``)
     max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
     fusion: str = "weighted"
@@ -158,6 +164,10 @@ class Settings:
     replica_urls: tuple[str, ...] = ()  # read replicas of ``url`` (docs/scaling.md "Read replicas")
 
     def __post_init__(self) -> None:
+        chars = self.embedding_passage_chars
+        if isinstance(chars, bool) or not isinstance(chars, int) or not (chars == 0 or chars >= MIN_PASSAGE_CHARS):
+            raise ConfigurationError(f"embedding_passage_chars (NAVI_MEMORY_EMBEDDING_PASSAGE_CHARS) is 0 (texts"
+                                     f" embedded whole) or a whole number of at least {MIN_PASSAGE_CHARS}")
         try:
             zone(self.timezone)
         except ValueError as exc:
@@ -192,6 +202,8 @@ class Settings:
             embedding_model=env.get("NAVI_MEMORY_EMBEDDING_MODEL", "").strip() or None,
             embedding_dimensions=_int_env(env, "NAVI_MEMORY_EMBEDDING_DIM", None),
             embedding_timeout=timeout,
+            embedding_passage_chars=_int_env(env, "NAVI_MEMORY_EMBEDDING_PASSAGE_CHARS", PASSAGE_CHARS)
+            or 0,
             previous_embeddings=env.get("NAVI_MEMORY_PREVIOUS_EMBEDDINGS", "").strip() or None,
             max_content_bytes=_int_env(env, "NAVI_MEMORY_MAX_CONTENT_BYTES", DEFAULT_MAX_CONTENT_BYTES)
             or DEFAULT_MAX_CONTENT_BYTES,

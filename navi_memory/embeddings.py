@@ -21,6 +21,7 @@ import numpy as np
 
 from .config import DEFAULT_LOCAL_MODEL, DEFAULT_OLLAMA_MODEL, Settings
 from .errors import ConfigurationError, EmbeddingError
+from .passages import PASSAGE_CHARS, passages, pooled
 from .providers import EMBEDDING_PROVIDERS, langchain_embeddings, split_model
 from .retrieval.query import tokenize
 from .vectors import check_vector
@@ -140,7 +141,9 @@ def provider_model_name(provider: Any) -> str:
 
 
 class Embedder:
-    """A provider plus the rules around it: validation, fixed dimension, back-off after failure."""
+    """A provider plus the rules around it: validation, fixed dimension, back-off after failure,
+    and a document longer than ``passage_chars`` embedded as the mean of its passages (``passages``;
+    0: as the provider takes it)."""
 
     def __init__(
         self,
@@ -148,11 +151,13 @@ class Embedder:
         model_name: str,
         dimensions: int | None = None,
         retry_after: float = 30.0,
+        passage_chars: int = PASSAGE_CHARS,
     ) -> None:
         self._factory = factory
         self._provider: Any = None
         self.model_name = model_name
         self.dimensions = dimensions
+        self.passage_chars = passage_chars
         self.retry_after = retry_after
         self._down_until = 0.0
         self._lock = threading.Lock()
@@ -161,12 +166,14 @@ class Embedder:
         return f"Embedder(model={self.model_name!r}, dimensions={self.dimensions})"
 
     @classmethod
-    def wrap(cls, provider: Any, model_name: str | None = None, dimensions: int | None = None) -> "Embedder":
+    def wrap(cls, provider: Any, model_name: str | None = None, dimensions: int | None = None,
+             passage_chars: int = PASSAGE_CHARS) -> "Embedder":
         if not callable(getattr(provider, "embed_documents", None)) or not callable(
             getattr(provider, "embed_query", None)
         ):
             raise ConfigurationError("embeddings must have embed_documents() and embed_query() (a LangChain Embeddings)")
-        return cls(lambda: provider, model_name or provider_model_name(provider), dimensions)
+        return cls(lambda: provider, model_name or provider_model_name(provider), dimensions,
+                   passage_chars=passage_chars)
 
     @property
     def provider(self) -> Any:
@@ -204,10 +211,24 @@ class Embedder:
         if not self.available:
             raise EmbeddingError(f"embedding provider {self.model_name} is backing off after a failure")
 
+    def _passages(self, texts: Sequence[str]) -> list[list[str]]:
+        return [passages(text, self.passage_chars) if self.passage_chars else [text] for text in texts]
+
+    @staticmethod
+    def _pooled(parts: list[list[str]], vectors: list[np.ndarray]) -> list[np.ndarray]:
+        """Each text's vector from its passages' (``parts``, in order; one passage: its own)."""
+        out, at = [], 0
+        for pieces in parts:
+            mine, at = vectors[at:at + len(pieces)], at + len(pieces)
+            out.append(mine[0] if len(pieces) == 1 else pooled(mine, [len(piece) for piece in pieces]))
+        return out
+
     def embed_documents(self, texts: list[str]) -> list[np.ndarray]:
         self._guard()
+        parts = self._passages(texts)
+        flat = [piece for pieces in parts for piece in pieces]
         try:
-            return self._check(self.provider.embed_documents(list(texts)), len(texts))
+            return self._pooled(parts, self._check(self.provider.embed_documents(flat), len(flat)))
         except ConfigurationError:
             raise
         except Exception as exc:  # any provider failure: recorded, rows stay pending
@@ -225,12 +246,14 @@ class Embedder:
     async def aembed_documents(self, texts: list[str]) -> list[np.ndarray]:
         self._guard()
         provider = await asyncio.to_thread(lambda: self.provider)
+        parts = self._passages(texts)
+        flat = [piece for pieces in parts for piece in pieces]
         try:
             if hasattr(provider, "aembed_documents"):
-                raw = await provider.aembed_documents(list(texts))
+                raw = await provider.aembed_documents(flat)
             else:
-                raw = await asyncio.to_thread(provider.embed_documents, list(texts))
-            return self._check(raw, len(texts))
+                raw = await asyncio.to_thread(provider.embed_documents, flat)
+            return self._pooled(parts, self._check(raw, len(flat)))
         except ConfigurationError:
             raise
         except Exception as exc:
@@ -257,8 +280,9 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
         return choice
     if choice is False:
         return None
+    chars = settings.embedding_passage_chars
     if choice is not None and not isinstance(choice, str):
-        return Embedder.wrap(choice, None, settings.embedding_dimensions)
+        return Embedder.wrap(choice, None, settings.embedding_dimensions, passage_chars=chars)
     name = (choice or settings.embeddings or "auto").strip()
     other = split_model(name, EMBEDDING_PROVIDERS) or split_model(f"{name}:{settings.embedding_model or ''}",
                                                                    EMBEDDING_PROVIDERS)
@@ -268,7 +292,7 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
             raise ConfigurationError(f"give the {provider} model: NAVI_MEMORY_EMBEDDINGS={provider}:<model> "
                                      "(or NAVI_MEMORY_EMBEDDING_MODEL)")
         return Embedder(lambda: langchain_embeddings(settings, provider, model), f"{provider}:{model}",
-                        settings.embedding_dimensions)
+                        settings.embedding_dimensions, passage_chars=chars)
     name = name.lower()
     if name not in PROVIDERS:
         raise ConfigurationError(f"unknown embeddings provider {name!r}; choose one of {PROVIDERS}, or a LangChain"
@@ -280,17 +304,19 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
         return None
     if name == "hashing":
         size = dims or 256
-        return Embedder(lambda: HashingEmbeddings(size), f"hashing-{size}", dims)
+        # words hashed have no window to outgrow: a text is embedded whole
+        return Embedder(lambda: HashingEmbeddings(size), f"hashing-{size}", dims, passage_chars=0)
     if name in ("local", "minilm"):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ConfigurationError("local embeddings need the 'local' extra: pip install 'navi-memory[local]'")
         model = settings.embedding_model or DEFAULT_LOCAL_MODEL
-        return Embedder(lambda: SentenceTransformerEmbeddings(model), f"sentence-transformers:{model}", dims)
+        return Embedder(lambda: SentenceTransformerEmbeddings(model), f"sentence-transformers:{model}", dims,
+                        passage_chars=chars)
     # ollama
     if importlib.util.find_spec("langchain_ollama") is None:
         raise ConfigurationError("Ollama embeddings need the 'ollama' extra: pip install 'navi-memory[ollama]'")
     model = settings.embedding_model or DEFAULT_OLLAMA_MODEL
-    return Embedder(lambda: _ollama_embeddings(settings, model), f"ollama:{model}", dims)
+    return Embedder(lambda: _ollama_embeddings(settings, model), f"ollama:{model}", dims, passage_chars=chars)
 
 
 _NO_PROVIDER_WARNED = False

@@ -85,3 +85,36 @@ def test_the_demo_tells_its_story_with_the_right_answers_first(tmp_path):
     block = text.split("5. What the assistant's prompt gets")[1]
     assert "## What I remember about the user" in block and "oat milk latte" in block.split("## Relevant Memory")[1]
     assert "navi-memory --db sqlite:///demo.db search --user demo-user" in text
+
+
+def test_a_long_note_is_found_by_its_last_part(minilm_store):
+    """The model reads about 1,000 characters: a note of three topics embedded whole has a vector of
+    its opening only; embedded as the mean of its passages, its last topic is found by a paraphrase."""
+    import numpy as np
+
+    from navi_memory import Settings
+    from navi_memory.embeddings import resolve_embedder
+
+    store, user = minilm_store, "u-long"
+    note = "\n\n".join(text.strip() * 5 for text in (
+        "The quarterly planning meeting ran long again. We went through the budget line by line, argued about "
+        "the vendor contracts, and agreed to revisit the hiring plan next month. ",
+        "Last weekend we drove up the coast, stopped at every lighthouse we could find and slept in a small "
+        "guesthouse run by a retired fisherman who told stories until midnight. ",
+        "I have finally worked out my sourdough routine: feed the starter in the morning, mix the dough at noon, "
+        "fold it four times, shape it in the evening and bake it cold the next day. "))
+    target = store.add(user_id=user, content=note)
+    tea = store.add(user_id=user, content="My favourite tea is jasmine green tea.")
+    for text in ("The car insurance renews in March.", "I prefer window seats on long flights."):
+        store.add(user_id=user, content=text)
+    query = "any tips on homemade loaves?"  # no word of the note
+
+    results = store.search(query, user_id=user, limit=2, min_score=0)
+
+    assert [r.id for r in results] == [target, tea] and results[0].signals["fts"] is False
+    whole = resolve_embedder("local", Settings(url="sqlite:///unused.db", embeddings="local",
+                                               embedding_passage_chars=0))
+    asked = whole.embed_query(query)
+    note_whole, tea_vector = whole.embed_documents([note, "My favourite tea is jasmine green tea."])
+    cosine = lambda v: float(v @ asked / np.linalg.norm(v) / np.linalg.norm(asked))  # noqa: E731
+    assert cosine(note_whole) < cosine(tea_vector)  # embedded whole, the tea note would come first

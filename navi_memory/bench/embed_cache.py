@@ -68,4 +68,4 @@ def cached(embedder: Embedder | None, directory: Path = DEFAULT_DIR) -> Embedder
     if embedder is None:
         return None
     return Embedder(lambda: CachedEmbeddings(embedder.provider, embedder.model_name, directory),
-                    embedder.model_name, embedder.dimensions)
+                    embedder.model_name, embedder.dimensions, passage_chars=embedder.passage_chars)
