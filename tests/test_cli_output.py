@@ -82,6 +82,7 @@ def test_doctor_prints_a_readable_report(db):
     assert rows["embeddings"] == "hashing-256 (setting: hashing)"
     assert rows["vectors"] == "2 items: 2 ready, 0 pending, 0 failed, 0 of another model, 0 missing"
     assert rows["embedder"] == "reachable"
+    assert rows["long texts"] == "embedded whole (the model reads what fits its window)"  # hashed words
     assert "local installed" in rows["extras"] and "rerank installed" in rows["extras"]
     assert rows["reranker"] == "off"
     assert json.loads(run("doctor", "--json", db=db).stdout)["embeddings"]["ready"] == 2
@@ -91,6 +92,9 @@ def test_doctor_shows_the_reranker_of_the_environment(db):
     folder = cross_encoder_folder()
     out = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": f"onnx:{folder}"}).stdout
     assert f"onnx:{folder} (reads the best 8, the rest of 20 when none scores 2; weight 0.5)" in out
+    wide = run("doctor", db=db, env={"NAVI_MEMORY_EMBEDDINGS": "local", "NAVI_MEMORY_EMBEDDING_PASSAGE_CHARS": "500",
+                                     "HF_HUB_OFFLINE": "1"}).stdout
+    assert re.search(r"\nlong texts +over 500 characters: the mean of their passages\n", wide)
     bad = run("doctor", db=db, env={"NAVI_MEMORY_RERANKER": "onnx:/nowhere"}, check=False)
     assert bad.returncode != 0 and "has no model.onnx or tokenizer.json" in bad.stderr
 

@@ -304,6 +304,9 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     if "embedder_reachable" in report:
         rows.append(("embedder", "reachable" if report["embedder_reachable"]
                      else f"NOT reachable: {report.get('embedder_error')}"))
+    if report.get("passage_chars") is not None:
+        rows.append(("long texts", f"over {report['passage_chars']} characters: the mean of their passages"
+                     if report["passage_chars"] else "embedded whole (the model reads what fits its window)"))
     if "reranker" in report:
         rows.append(("reranker", "off" if report["reranker"] is None else _reranker_line(report["reranker"])))
     rows.append(("ollama host", report["ollama_host"] or "not set"))
@@ -360,6 +363,7 @@ def cmd_doctor(args: argparse.Namespace) -> None:
         # NAVI_MEMORY_RERANKER: a bad one already failed the open, saying why
         report["reranker"] = None if store.reranker is None else store.reranker.to_dict()
         if store.embedder is not None:
+            report["passage_chars"] = store.embedder.passage_chars
             try:
                 store.embedder.embed_query("navi-memory doctor")
                 report["embedder_reachable"] = True
