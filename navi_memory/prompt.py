@@ -34,6 +34,7 @@ import math
 import os
 import re
 import unicodedata
+from dataclasses import replace
 from datetime import tzinfo
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
@@ -128,9 +129,10 @@ def escape(text: str, single_line: bool = False) -> str:
 
 
 Record = TypeVar("Record")
+Rendered = TypeVar("Rendered")
 
 
-def renderable(records: Iterable[Record], render: Callable[[Record], str], what: str) -> Iterator[str]:
+def renderable(records: Iterable[Record], render: Callable[[Record], Rendered], what: str) -> Iterator[Rendered]:
     """``render(record)`` for each record; one that cannot be rendered (a value no code path expected)
     is left out and logged, so one bad row never costs the whole block."""
     for record in records:
@@ -214,6 +216,15 @@ def _memory_line(result: SearchResult, tz: tzinfo | None = None) -> str:
     return f"- [{label}] {escape(result.content, single_line=True)}"
 
 
+def _memory_lines(result: SearchResult, tz: tzinfo | None = None) -> tuple[str, str | None]:
+    """A result's line, and for a long one (its snippet is not its whole content) the line of its
+    snippet: the part of it that holds the question's words (``lexical.excerpt``), else its opening."""
+    line = _memory_line(result, tz)
+    if not result.snippet or result.snippet == result.content:
+        return line, None
+    return line, _memory_line(replace(result, content=result.snippet), tz)
+
+
 def _shorten(line: str, budget: int, count: TokenCounter) -> str | None:
     """``line`` cut (at a word, with an ellipsis) to fit ``budget`` tokens; None if even a stub does not."""
     keep = len(line)
@@ -229,15 +240,18 @@ def relevant_memory_block(results: Iterable[SearchResult], max_tokens: int = INJ
                           count_tokens: TokenCounter | None = None, tz: tzinfo | None = None) -> str | None:
     """``## Relevant Memory`` with one escaped line per result (the part that changes each turn), best
     first, as many as fit in ``max_tokens`` (counted by ``count_tokens``, default
-    ``approximate_tokens``): a line that does not fit is skipped for the shorter ones after it,
+    ``approximate_tokens``): a long memory that does not fit gives its snippet instead (the part
+    the search matched), a line that still does not fit is skipped for the shorter ones after it,
     and the best result alone is shortened rather than left out. Each line is dated in ``tz``
     (the user's days; None: as stored, UTC)."""
     count = count_tokens or approximate_tokens
     head, tail = f'{RELEVANT_HEADING}\n\n<memory kind="retrieved">\n', "\n</memory>"
     budget = max_tokens - count(head + tail)
     lines: list[str] = []
-    for line in renderable(results, lambda result: _memory_line(result, tz), "memory"):
+    for line, part in renderable(results, lambda result: _memory_lines(result, tz), "memory"):
         cost = count(line + "\n")
+        if cost > budget and part is not None:
+            line, cost = part, count(part + "\n")
         if cost > budget and not lines:
             shortened = _shorten(line, budget - 1, count)
             line, cost = (shortened, count(shortened + "\n")) if shortened else (line, cost)

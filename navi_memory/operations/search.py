@@ -205,7 +205,7 @@ class SearchOperations:
         if rows and f.user_id is None:
             past = yield db.past_statements(user_ids=sorted({r["user_id"] for r in rows}))
         replaced = superseded.replaced_turns(rows, past or [])
-        results = ranking.results(fused, ranked, rows)
+        results = ranking.results(fused, ranked, rows, plan.terms)
         if second is None:
             return SearchResults(superseded.demote(results, replaced), hidden=hidden)
         for_model = [ranking.model_text(r) for r in results[:second.depth]]

@@ -7,6 +7,7 @@ user only, so other users' rows change neither a user's lexical candidates nor t
 
 ``query_share``: the share of a query's content words found in a text (light stemming,
 ``words.stem``), the lexical match strength a result's relevance reads when there is no vector.
+``excerpt``: the part of a long text that holds most of them, a result's snippet.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..passages import passages
 from .query import STOP_WORDS, tokenize
 from .words import stem
 
@@ -122,3 +124,18 @@ def query_share(terms: Sequence[str], text: str, substrings: bool = False) -> fl
     # with (the indexes' porter stemmer cuts deeper: "lattes" is "latt", "preference" "prefer")
     return sum(w in held or any(h.startswith(w) or (len(h) >= 5 and w.startswith(h)) for h in held)
                for w in wanted) / len(wanted)
+
+
+def excerpt(text: str, terms: Sequence[str], size: int) -> str | None:
+    """The passage of ``text`` (``passages.passages`` of ``size`` - 2 characters) holding the largest
+    share of the query's content words, with an ellipsis on each side the text goes on: a long
+    note found by its end shows its end, not its opening. None when ``text`` fits in ``size`` or
+    no passage after the first holds more of the words than the first (the opening serves)."""
+    if len(text) <= size or not content_stems(terms):
+        return None
+    pieces = passages(text, max(1, size - 2))
+    shares = [query_share(terms, piece) for piece in pieces]
+    best = max(range(len(pieces)), key=lambda i: (shares[i], -i))
+    if best == 0 or shares[best] <= shares[0]:
+        return None
+    return "…" + pieces[best] + ("…" if best < len(pieces) - 1 else "")

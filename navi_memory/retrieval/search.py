@@ -146,8 +146,10 @@ def order(fused: dict[int, Fused], rank_rows: list[dict[str, Any]], limit: int, 
     return rerank(inputs, now, person_hints, recency_decay, when)[:limit]
 
 
-def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, Any]]) -> list[SearchResult]:
-    """The results of ``order`` from the full rows (one deleted meanwhile is left out)."""
+def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, Any]],
+            terms: Sequence[str] = ()) -> list[SearchResult]:
+    """The results of ``order`` from the full rows (one deleted meanwhile is left out); a long
+    result's snippet is its part holding most of the query ``terms`` (``lexical.excerpt``)."""
     by_id = {row["id"]: row for row in rows}
     out = []
     for r in ranked:
@@ -156,7 +158,9 @@ def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, 
         f = fused[r.id]  # type: ignore[index]
         scores = {**f.raw, **{f"{name}_part": value for name, value in f.parts.items()},
                   "fused": f.score, **r.adjustments, "rank": r.score}
-        out.append(convert.search_result(by_id[r.id], f.relevance, f.signals, scores))
+        result = convert.search_result(by_id[r.id], f.relevance, f.signals, scores)
+        part = lexical.excerpt(result.content, terms, convert.SNIPPET_CHARS)
+        out.append(result if part is None else replace(result, snippet=part))
     return out
 
 
