@@ -1,6 +1,10 @@
 """Long items: each LoCoMo dev session stored as one item (its turns, one a line; median 2,763
 characters, where all-MiniLM-L6-v2 reads about 1,000), searched with every dev question; a
-question is a hit at k when one of the top k items is a session holding its evidence. Run once
+question is a hit at k when one of the top k items is a session holding its evidence; and "in the
+block" when the memory block a prompt gets (``prompt.relevant_memory_block`` of the top 5, its
+default 400 tokens) holds the opening of an evidence turn: as the block is made now (a long
+result that does not fit is given as its snippet, the part holding most of the question's words)
+and as it was before (such a result left out, the best one cut to its opening). Run once
 per ``embedding_passage_chars`` (0: a text embedded whole, as the model reads it; else the mean
 of its passages, ``navi_memory.passages``), each in a store of its own (SQLite, MiniLM, the
 bench's embedding cache).
@@ -15,16 +19,19 @@ import argparse
 import json
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from navi_memory import MemoryStore
 from navi_memory.bench import embed_cache, write_report
 from navi_memory.bench.locomo_data import CATEGORIES, questions, sessions_of, turn_items
+from navi_memory.prompt import escape, relevant_memory_block
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
 
 KS = (1, 3, 5)
+OPENING = 60  # characters of an evidence turn that must be in the block
 
 
 def session_items(sample: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,6 +49,17 @@ def hits(ranked: list[int], evidence: list[str]) -> dict[str, float]:
     return {f"hit@{k}": 1.0 if gold & set(ranked[:k]) else 0.0 for k in KS}
 
 
+def in_block(found: list[Any], evidence: list[str], turns: dict[str, str]) -> dict[str, float]:
+    """Whether the memory block of ``found`` holds an evidence turn's opening: as made now, and as
+    before (a result whose snippet is its content is never given as a snippet: the old rule)."""
+    openings = [escape(turns[e], single_line=True)[:OPENING] for e in evidence if e in turns]
+    out = {}
+    for name, shown in (("block", found), ("block_before", [replace(r, snippet=r.content) for r in found])):
+        block = relevant_memory_block(shown[:max(KS)]) or ""
+        out[name] = 1.0 if any(o in block for o in openings) else 0.0
+    return out
+
+
 def mean(rows: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.mean(r[key] for r in rows), 4) for key in rows[0]}
 
@@ -55,9 +73,11 @@ def run(samples: list[dict[str, Any]], chars: int, cache: Path, tmp: str) -> dic
         for sample in samples:
             store.add_many(session_items(sample))
         for sample in samples:
+            turns = {t["metadata"]["dia_id"]: t["content"] for t in turn_items(sample)}
             for q in questions(sample):
                 found = store.search(q["question"], user_id=sample["sample_id"], limit=max(KS), min_score=0)
-                rows.append((q["category"], hits([r.metadata["session"] for r in found], q["evidence"])))
+                rows.append((q["category"], {**hits([r.metadata["session"] for r in found], q["evidence"]),
+                                             **in_block(list(found), q["evidence"], turns)}))
     return {"questions": len(rows), **mean([r for _, r in rows]),
             "per_category": {str(c): mean([r for cat, r in rows if cat == c]) for c in CATEGORIES}}
 
@@ -73,14 +93,16 @@ def main() -> None:
     lengths = [len(item["content"]) for sample in samples for item in session_items(sample)]
     report: dict[str, Any] = {"sessions": len(lengths), "median_chars": statistics.median(lengths), "runs": {}}
     print(f"{len(lengths)} sessions, median {statistics.median(lengths):.0f} characters")
-    print(f"  {'passage chars':<14} {'hit@1':>6} {'hit@3':>6} {'hit@5':>6}   hit@1/hit@5 for categories 1 2 3 4")
+    print(f"  {'passage chars':<14} {'hit@1':>6} {'hit@3':>6} {'hit@5':>6} {'block':>6} {'before':>8}"
+          "   hit@1/hit@5 for categories 1 2 3 4")
     with tempfile.TemporaryDirectory(prefix="navi-long-items-") as tmp:
         for chars in (int(c) for c in args.chars.split(",")):
             part = report["runs"][str(chars)] = run(samples, chars, args.cache, tmp)
             cats = " ".join(f"{part['per_category'][str(c)]['hit@1']:.3f}/{part['per_category'][str(c)]['hit@5']:.3f}"
                             for c in CATEGORIES)
             label = "0 (whole)" if chars == 0 else str(chars)
-            print(f"  {label:<14} {part['hit@1']:>6.3f} {part['hit@3']:>6.3f} {part['hit@5']:>6.3f}   {cats}", flush=True)
+            print(f"  {label:<14} {part['hit@1']:>6.3f} {part['hit@3']:>6.3f} {part['hit@5']:>6.3f}"
+                  f" {part['block']:>6.3f} {part['block_before']:>8.3f}   {cats}", flush=True)
     if args.json_out:
         write_report(args.json_out, report)
 
