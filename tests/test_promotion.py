@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any, Callable
 
 import numpy as np
@@ -143,23 +145,28 @@ def test_without_embeddings_a_deleted_promoted_fact_is_not_promoted_again(lexica
 
 
 def test_a_promotion_naming_a_fact_gone_reads_as_naming_none(lexical_store: MemoryStore, backend_name: str,
-                                                             db_url: str) -> None:
-    """Promotions left by a fact deleted before PostgreSQL cleared them (no foreign key there) name no
-    fact when read: the lexical job marks a new item of their cluster without a fact."""
-    if backend_name == "sqlite":
-        pytest.skip("SQLite's foreign key clears them")
-    import psycopg
-
+                                                             db_url: str, tmp_path) -> None:
+    """Promotions left naming a deleted fact (an older release on PostgreSQL, which keeps no foreign
+    key to facts; a connection without foreign keys on SQLite) name no fact when read: the lexical
+    job marks a new item of their cluster without a fact."""
     for text in ("I go climbing on Tuesday", "climbing again this Tuesday", "Tuesday climbing session"):
         lexical_store.add(user_id=U, content=text)
     assert lexical_store.promote(user_id=U).facts_added == 1
-    with psycopg.connect(db_url) as conn:  # as an older release left them: the fact gone, its id kept
-        fact_id = conn.execute("SELECT fact_id FROM promotions LIMIT 1").fetchone()[0]
-        conn.execute("DELETE FROM facts WHERE id = %s", [fact_id])
+
+    def sql(statement: str, *params: object) -> list[tuple]:
+        if backend_name == "sqlite":  # sqlite3's own connection: foreign keys off, as a tool would leave them
+            with closing(sqlite3.connect(tmp_path / "memory.db")) as conn, conn:
+                return conn.execute(statement.replace("%s", "?"), params).fetchall()
+        import psycopg
+
+        with psycopg.connect(db_url) as pg:
+            return pg.execute(statement, params).fetchall()
+
+    [(fact_id,)] = sql("SELECT DISTINCT fact_id FROM promotions")
+    sql("DELETE FROM facts WHERE id = %s RETURNING id", fact_id)
     lexical_store.add(user_id=U, content="Tuesday climbing with Sam")
     assert (lexical_store.promote(user_id=U).items_promoted, lexical_store.get_all_facts(user_id=U)) == (1, [])
-    with psycopg.connect(db_url) as conn:
-        assert conn.execute("SELECT count(*) FROM promotions WHERE fact_id IS NULL").fetchone()[0] == 1
+    assert sql("SELECT count(*) FROM promotions WHERE fact_id IS NULL") == [(1,)]  # the new one
 
 
 def test_without_embeddings_three_rewordings_are_enough(lexical_store: MemoryStore) -> None:
