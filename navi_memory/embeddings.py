@@ -21,7 +21,7 @@ import numpy as np
 
 from .config import DEFAULT_LOCAL_MODEL, DEFAULT_OLLAMA_MODEL, Settings
 from .errors import ConfigurationError, EmbeddingError
-from .passages import PASSAGE_CHARS, passages, pooled
+from .passages import PASSAGE_CHARS, PASSAGES_PER_REQUEST, passages, pooled
 from .providers import EMBEDDING_PROVIDERS, langchain_embeddings, split_model
 from .retrieval.query import tokenize
 from .vectors import check_vector
@@ -211,8 +211,14 @@ class Embedder:
         if not self.available:
             raise EmbeddingError(f"embedding provider {self.model_name} is backing off after a failure")
 
-    def _passages(self, texts: Sequence[str]) -> list[list[str]]:
-        return [passages(text, self.passage_chars) if self.passage_chars else [text] for text in texts]
+    def _passages(self, texts: Sequence[str]) -> tuple[list[list[str]], list[list[str]]]:
+        """Each text's passages, and the provider requests that carry them: one, unless long texts
+        add passages beyond ``PASSAGES_PER_REQUEST`` (a request's size stays bounded, so a provider
+        with a timeout per request, as Ollama's, is not asked for hours of work at once)."""
+        parts = [passages(text, self.passage_chars) if self.passage_chars else [text] for text in texts]
+        flat = [piece for pieces in parts for piece in pieces]
+        size = max(len(texts), PASSAGES_PER_REQUEST)
+        return parts, [flat[start:start + size] for start in range(0, len(flat), size)] or [[]]
 
     @staticmethod
     def _pooled(parts: list[list[str]], vectors: list[np.ndarray]) -> list[np.ndarray]:
@@ -225,10 +231,10 @@ class Embedder:
 
     def embed_documents(self, texts: list[str]) -> list[np.ndarray]:
         self._guard()
-        parts = self._passages(texts)
-        flat = [piece for pieces in parts for piece in pieces]
+        parts, requests = self._passages(texts)
         try:
-            return self._pooled(parts, self._check(self.provider.embed_documents(flat), len(flat)))
+            raw = [vector for request in requests for vector in self.provider.embed_documents(request)]
+            return self._pooled(parts, self._check(raw, sum(map(len, requests))))
         except ConfigurationError:
             raise
         except Exception as exc:  # any provider failure: recorded, rows stay pending
@@ -246,14 +252,15 @@ class Embedder:
     async def aembed_documents(self, texts: list[str]) -> list[np.ndarray]:
         self._guard()
         provider = await asyncio.to_thread(lambda: self.provider)
-        parts = self._passages(texts)
-        flat = [piece for pieces in parts for piece in pieces]
+        parts, requests = self._passages(texts)
         try:
-            if hasattr(provider, "aembed_documents"):
-                raw = await provider.aembed_documents(flat)
-            else:
-                raw = await asyncio.to_thread(provider.embed_documents, flat)
-            return self._pooled(parts, self._check(raw, len(flat)))
+            raw = []
+            for request in requests:
+                if hasattr(provider, "aembed_documents"):
+                    raw += await provider.aembed_documents(request)
+                else:
+                    raw += await asyncio.to_thread(provider.embed_documents, request)
+            return self._pooled(parts, self._check(raw, sum(map(len, requests))))
         except ConfigurationError:
             raise
         except Exception as exc:

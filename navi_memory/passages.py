@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 PASSAGE_CHARS = 1000  # about what all-MiniLM-L6-v2 reads; LoCoMo's longest turn with its context is 843
+PASSAGES_PER_REQUEST = 64  # a provider request's passages when long texts split (at least the texts given)
 # zero-width, so that the units of a split join back into the text: paragraphs, lines, sentences, words
 _BREAKS = tuple(re.compile(p) for p in (r"(?<=\n\n)", r"(?<=\n)", r"(?<=[.!?])(?=\s)", r"(?=\s)"))
 

@@ -75,6 +75,21 @@ def test_a_long_document_is_embedded_as_its_passages_in_one_call() -> None:
     assert np.allclose(whole, provider.embed_documents([LONG])[0]) and not np.allclose(whole, expected)
 
 
+def test_long_texts_go_to_the_provider_in_bounded_requests() -> None:
+    provider = FakeEmbeddings()
+    embedder = Embedder.wrap(provider, "fake", passage_chars=100)
+    texts = [LONG, LONG.upper(), "short"]  # 40 passages each, and one
+    vectors = embedder.embed_documents(texts)
+    every = [passages(text, 100) for text in texts]
+    assert sum(map(len, every)) == 81 and provider.document_calls == 2  # 64 + 17, not one request of 81
+    for text_vector, pieces in zip(vectors, every):
+        assert np.allclose(text_vector, pooled(provider.embed_documents(pieces), [len(p) for p in pieces]))
+    asyncio.run(embedder.aembed_documents(texts))
+    assert provider.document_calls == 2 + 3 + 2  # the checks above: 3 calls; async: 2 again
+    many = Embedder.wrap(FakeEmbeddings(), "fake").embed_documents(["short"] * 300)  # short texts: one request
+    assert len(many) == 300
+
+
 def test_the_passage_size_is_a_setting(tmp_path, monkeypatch) -> None:
     url = f"sqlite:///{tmp_path / 'm.db'}"
     assert Settings(url=url).embedding_passage_chars == PASSAGE_CHARS
