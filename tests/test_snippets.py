@@ -58,3 +58,31 @@ def test_the_prompt_gives_a_long_memory_as_its_snippet_when_it_does_not_fit() ->
     assert f"] …{TAIL}" in block and "vendor contracts" not in block
     roomy = relevant_memory_block([short, long], max_tokens=2000)
     assert roomy is not None and "vendor contracts" in roomy and TAIL in roomy  # fits: the whole note
+
+
+def test_a_reranking_model_reads_a_long_result_around_its_snippet() -> None:
+    from navi_memory.retrieval.search import MODEL_CHARS, model_text
+
+    long = "Opening words. " * 150 + TAIL + " Closing words." * 50
+    found = _result(long, "…" + TAIL + "…", 1)
+    read = model_text(found)
+    assert TAIL in read and len(read) == MODEL_CHARS and read != long[:MODEL_CHARS]
+    assert model_text(_result(long, long[:SNIPPET_CHARS - 1] + "…", 1)) == long[:MODEL_CHARS]  # no part matched
+    assert model_text(_result(TAIL, TAIL, 1)) == TAIL
+    titled = _result(long, "…" + TAIL + "…", 1)
+    titled.title = "Diary"
+    assert model_text(titled) == "Diary\n" + read
+
+
+def test_the_store_gives_the_reranker_the_part_a_long_note_was_found_by(db_url, fake_embeddings, clock) -> None:
+    read: list[str] = []
+
+    def scorer(query: str, texts: list[str]) -> list[float]:
+        read.extend(texts)
+        return [float(len(t)) for t in texts]
+
+    long = "Opening words. " * 150 + TAIL + " Closing words." * 50
+    with MemoryStore.open(db_url, fake_embeddings, clock=clock, reranker=scorer) as store:
+        store.add(user_id="u1", content=long)
+        store.search("where does my sister live?", user_id="u1", min_score=0)
+    assert len(read) == 1 and TAIL in read[0] and "Closing" in read[0] and read[0] != long[:len(read[0])]

@@ -7,7 +7,8 @@ user only, so other users' rows change neither a user's lexical candidates nor t
 
 ``query_share``: the share of a query's content words found in a text (light stemming,
 ``words.stem``), the lexical match strength a result's relevance reads when there is no vector.
-``excerpt``: the part of a long text that holds most of them, a result's snippet.
+``excerpt``: the part of a long text that holds most of them, a result's snippet; ``around``: a
+window of a long text centred on it, what a reranking model reads.
 """
 
 from __future__ import annotations
@@ -139,3 +140,16 @@ def excerpt(text: str, terms: Sequence[str], size: int) -> str | None:
     if best == 0 or shares[best] <= shares[0]:
         return None
     return "…" + pieces[best] + ("…" if best < len(pieces) - 1 else "")
+
+
+def around(text: str, part: str, size: int) -> str:
+    """``size`` characters of ``text`` centred on ``part`` (an ``excerpt``, its ellipses ignored),
+    or its opening when ``part`` is not a later part of it; ``text`` itself when it fits."""
+    if len(text) <= size:
+        return text
+    core = part.strip("…")
+    at = text.find(core) if part.startswith("…") and core else -1
+    if at <= 0:
+        return text[:size]
+    start = max(0, min(at - (size - len(core)) // 2, len(text) - size))
+    return text[start:start + size]

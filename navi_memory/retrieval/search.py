@@ -111,6 +111,9 @@ class SearchPlan:
         return out
 
 
+MODEL_CHARS = 1500  # of a long result, what a reranking model reads: ~350 tokens, room for the query in 512
+
+
 def _unit(value: float) -> float:
     """Clipped to [0, 1], and never -0.0."""
     return min(1.0, max(0.0, value)) + 0.0
@@ -165,8 +168,11 @@ def results(fused: dict[int, Fused], ranked: list[Ranked], rows: list[dict[str, 
 
 
 def model_text(result: SearchResult) -> str:
-    """What a reranking model reads of a result: its title and content."""
-    return f"{result.title}\n{result.content}" if result.title else result.content
+    """What a reranking model reads of a result: its title and content; of a long content, the
+    ``MODEL_CHARS`` around its snippet when that is the part the query matched (``lexical.around``),
+    else its opening: a cross-encoder reads 512 tokens, so it judged a long note by its opening."""
+    text = lexical.around(result.content, result.snippet, MODEL_CHARS)
+    return f"{result.title}\n{text}" if result.title else text
 
 
 def apply_model_scores(results: list[SearchResult], scores: Sequence[float], weight: float = 1.0) -> list[SearchResult]:
