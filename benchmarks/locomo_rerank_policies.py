@@ -6,7 +6,10 @@ first-stage keys and the model's 50 scores; collected here if the file is absent
 * ``head H``: the first stage's best H keep their places, unread;
 * ``first F, enough E``: the model reads the next F, and the rest of its depth (16, 20, 30) only
   when none of those scored E (``retrieval.stage.reads_on``; the shipped ``onnx:`` stage is head 0, first 8, enough 2);
-* ``weight W``: the model's share of the blend (``retrieval.stage.blend``).
+* ``weight W``: the model's share of the blend (``retrieval.stage.blend``);
+* ``gate lead K >= G``: the model reads nothing when the first stage's best key leads its
+  (K+1)th by G or more (the first stage is sure); otherwise the shipped two steps (head 0,
+  first 8, enough 2, depth 20).
 
 A search's added time is estimated, not timed, so the grid costs no model runs: each pair costs
 ``fixed + per_token x tokens`` on one core (the two constants fitted here by timing single pairs of
@@ -47,6 +50,8 @@ FIRSTS = (4, 5, 6, 8)
 ENOUGHS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 WEIGHTS = (0.4, 0.5, 0.6)
 BUDGETS = (1e9, 60.0, 40.0, 35.0)
+GATE_LEADS = (1, 4)  # the best key's lead over the 2nd / the 5th
+GATES = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6)
 
 
 def pair_costs(model: OnnxCrossEncoder, pairs: Sequence[tuple[str, str]]) -> tuple[float, float, int]:
@@ -73,9 +78,18 @@ def makespan(costs: Sequence[float], cores: int) -> float:
     return max(load)
 
 
+def lead(row: dict[str, Any], k: int) -> float:
+    """How far the first stage's best key is ahead of its (k+1)th: how sure that stage is."""
+    keys = row["first"]
+    return keys[0] - keys[min(k, len(keys) - 1)] if keys else 0.0
+
+
 def apply(row: dict[str, Any], costs: list[float], depth: int, head: int, first: int | None, enough: float | None,
-          weight: float, cores: int, step_ms: float) -> tuple[list[str], float, int]:
+          weight: float, cores: int, step_ms: float,
+          gate: tuple[int, float] | None = None) -> tuple[list[str], float, int]:
     """The ranked dia_ids, the estimated added ms and the pairs read under one policy."""
+    if gate is not None and lead(row, gate[0]) >= gate[1]:
+        return list(row["dia"]), 0.0, 0
     size = min(depth, len(row["dia"]))
     steps = [size] if first is None else [min(head + first, size), size]
     read, spent = head, 0.0
@@ -90,6 +104,14 @@ def apply(row: dict[str, Any], costs: list[float], depth: int, head: int, first:
     return [row["dia"][i] for i in order], spent, read - head
 
 
+def p50(values: Sequence[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def _budget(budget: str) -> str:
+    return "no budget" if float(budget) >= 1e9 else f"p50 within {budget} ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, type=Path)
@@ -98,6 +120,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--step-ms", type=float, default=1.0)
     parser.add_argument("--timed-pairs", type=int, default=120)
+    parser.add_argument("--pair-cost", default=None, metavar="FIXED,PER_TOKEN",
+                        help="ms a pair and ms a token instead of timing pairs (a busy machine's fit is too high)")
     parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
     args = parser.parse_args()
@@ -114,23 +138,30 @@ def main() -> None:
     model = OnnxCrossEncoder(args.reranker[len(ONNX):], threads=1, cache_size=0)
     tokenizer = model._load()[1]
     pairs = [[(q, text[(u, d)]) for d in r["dia"][:max(DEPTHS)]] for (u, q), r in zip(asked, collected)]
-    fixed, per_token, timed = pair_costs(model, random.Random(7).sample([p for ps in pairs for p in ps[:8]],
-                                                                         args.timed_pairs))
+    if args.pair_cost:
+        fixed, per_token = (float(x) for x in args.pair_cost.split(","))
+        timed = 0
+    else:
+        sample = random.Random(7).sample([p for ps in pairs for p in ps[:8]], args.timed_pairs)
+        fixed, per_token, timed = pair_costs(model, sample)
     print(f"one pair on one core: {fixed:.2f} ms + {per_token:.3f} ms a token ({timed} pairs timed)")
     costs = [[fixed + per_token * len(tokenizer.encode(*p).ids) for p in ps] for ps in pairs]
     users = sorted({r["user"] for r in collected})
-    settings: list[tuple[str, int, int, int | None, float | None, float]] = [
-        (f"all {d}, head {h}, weight {w:g}", d, h, None, None, w) for d in DEPTHS for h in HEADS for w in WEIGHTS]
+    Setting = tuple[str, int, int, int | None, float | None, float, tuple[int, float] | None]
+    settings: list[Setting] = [
+        (f"all {d}, head {h}, weight {w:g}", d, h, None, None, w, None) for d in DEPTHS for h in HEADS for w in WEIGHTS]
     settings += [(f"head {h}, first {f}, enough {e:g}, weight {w:g}" + ("" if d == max(DEPTHS) else f", depth {d}"),
-                  d, h, f, e, w) for d in DEPTHS for h in HEADS for f in FIRSTS for e in ENOUGHS for w in WEIGHTS]
+                  d, h, f, e, w, None)
+                 for d in DEPTHS for h in HEADS for f in FIRSTS for e in ENOUGHS for w in WEIGHTS]
+    settings += [(f"gate lead {k} >= {g:g}, weight {w:g}", 20, 0, 8, 2.0, w, (k, g))
+                 for k in GATE_LEADS for g in GATES for w in WEIGHTS]
     table: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name, depth, head, first, enough, weight in settings:
+    for name, depth, head, first, enough, weight, gate in settings:
         table[name] = {u: [] for u in users}
         for row, cost in zip(collected, costs):
-            ranked, spent, read = apply(row, cost, depth, head, first, enough, weight, args.cores, args.step_ms)
+            ranked, spent, read = apply(row, cost, depth, head, first, enough, weight, args.cores, args.step_ms, gate)
             table[name][row["user"]].append({"category": row["category"], "score": score(ranked[:20], row["evidence"]),
                                              "ms": spent, "reads": read})
-    p50 = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
 
     def costs_of(rows: list[dict[str, Any]], by_user: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
         ms = [r["ms"] for r in rows]
@@ -147,47 +178,49 @@ def main() -> None:
     for name, by_user in table.items():
         every = [r for u in users for r in by_user[u]]
         report["settings"][name] = {**pooled(every), **costs_of(every, by_user)}
-    for budget in BUDGETS:
+    def held_out(names: list[str], budget: float) -> dict[str, Any] | None:
+        """Each conversation scored with the setting of ``names`` best on the other three among
+        those whose p50 there fits ``budget``; None when none fits."""
         held: dict[str, list[dict[str, Any]]] = {}
         folds = []
         for user in users:
             train = [u for u in users if u != user]
-            fits = [n for n in table if p50([r["ms"] for u in train for r in table[n][u]]) <= budget]
+            fits = [n for n in names if p50([r["ms"] for u in train for r in table[n][u]]) <= budget]
             if not fits:
-                break
+                return None
             chosen = max(fits, key=lambda n: objective([r for u in train for r in table[n][u]]))
             folds.append({"held_out": user, "chosen": chosen})
             held[user] = table[chosen][user]
-        else:
-            every = [r for u in users for r in held[u]]
-            report["leave_one_out"][f"{budget:g}"] = {**pooled(every), **costs_of(every, held), "folds": folds}
+        every = [r for u in users for r in held[u]]
+        return {**pooled(every), **costs_of(every, held), "folds": folds}
+
+    report["leave_one_out_gate"] = {}
+    for budget in BUDGETS:
+        for key, names in (("leave_one_out", list(table)),
+                           ("leave_one_out_gate", [n for n in table if n.startswith("gate ")])):
+            part = held_out(names, budget)
+            if part is not None:
+                report[key][f"{budget:g}"] = part
     families = {f"first 8, depth {d}": [n for n in table if n.startswith("head 0, first 8,")
                                         and n.endswith("" if d == max(DEPTHS) else f", depth {d}")
                                         and (d != max(DEPTHS) or ", depth" not in n)] for d in DEPTHS}
     families["first 8, any depth"] = [n for names in list(families.values()) for n in names]
-    report["leave_one_out_first_8"] = {}
-    for family, names in families.items():
-        held, folds = {}, []
-        for user in users:
-            train = [u for u in users if u != user]
-            chosen = max(names, key=lambda n: objective([r for u in train for r in table[n][u]]))
-            folds.append({"held_out": user, "chosen": chosen})
-            held[user] = table[chosen][user]
-        every = [r for u in users for r in held[u]]
-        report["leave_one_out_first_8"][family] = {**pooled(every), **costs_of(every, held), "folds": folds}
+    report["leave_one_out_first_8"] = {family: held_out(names, 1e9) for family, names in families.items()}
     print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4"
           "   est. p50 / p95 / mean ms, p50 by conversation")
     shown = ["all 30, head 0, weight 0.5", "head 0, first 8, enough 2, weight 0.5",
              "head 0, first 8, enough 2, weight 0.5, depth 20", "head 0, first 8, enough 2, weight 0.5, depth 16",
              "head 0, first 6, enough 2, weight 0.5", "head 0, first 4, enough 2, weight 0.5",
-             "head 1, first 4, enough 1, weight 0.5", "head 1, first 8, enough 3, weight 0.5"]
+             "head 1, first 4, enough 1, weight 0.5", "head 1, first 8, enough 3, weight 0.5",
+             "gate lead 1 >= 0.15, weight 0.5", "gate lead 1 >= 0.3, weight 0.5", "gate lead 4 >= 0.4, weight 0.5"]
     for name in shown:
         part = report["settings"][name]
         print(f"{_line(name, part)}   {part['p50_ms']:.0f} / {part['p95_ms']:.0f} / {part['mean_ms']:.0f}",
               " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
-    for budget, part in report["leave_one_out"].items():
-        label = "no budget" if float(budget) >= 1e9 else f"p50 within {budget} ms"
-        print(f"{_line(f'leave one out, {label}', part)}   {part['p50_ms']:.0f} / {part['p95_ms']:.0f} / {part['mean_ms']:.0f}",
+    loo = [(f"leave one out, {_budget(b)}", part) for b, part in report["leave_one_out"].items()]
+    loo += [(f"gate only, leave one out, {_budget(b)}", part) for b, part in report["leave_one_out_gate"].items()]
+    for label, part in loo:
+        print(f"{_line(label, part)}   {part['p50_ms']:.0f} / {part['p95_ms']:.0f} / {part['mean_ms']:.0f}",
               " ".join(f"{v:.0f}" for v in part["p50_ms_by_conversation"].values()))
         for fold in part["folds"]:
             print(f"      {fold['held_out']}: {fold['chosen']}")
@@ -195,8 +228,8 @@ def main() -> None:
         print(f"{_line(f'leave one out over {family} (enough x weight)', part)}   {part['p50_ms']:.0f} /"
               f" {part['p95_ms']:.0f} / {part['mean_ms']:.0f}")
     if args.json_out:  # the settings shown or chosen by a fold (the grid is re-made from the scores in seconds)
-        chosen = {f["chosen"] for part in [*report["leave_one_out"].values(), *report["leave_one_out_first_8"].values()]
-                  for f in part["folds"]}
+        chosen = {f["chosen"] for key in ("leave_one_out", "leave_one_out_gate", "leave_one_out_first_8")
+                  for part in report[key].values() for f in part["folds"]}
         report["settings"] = {n: v for n, v in report["settings"].items() if n in set(shown) | chosen}
         write_report(args.json_out, report)
 
