@@ -196,3 +196,12 @@ def test_memory_off_or_failing_stops_the_bench_rather_than_answering_without_it(
     monkeypatch.setattr(store, "search", broken)
     with pytest.raises(NaviMemoryError, match="memory unavailable for conv-t"):
         measure(store, [_locomo_sample()], run)
+
+
+def test_a_limited_run_spreads_its_questions_over_the_data():
+    assert locomo_answer.spread(list(range(10)), 3) == [0, 3, 6]
+    assert locomo_answer.spread(list(range(10)), 1) == [0]
+    assert locomo_answer.spread(list(range(4)), 9) == [0, 1, 2, 3]
+    assert locomo_answer.spread(list(range(4)), None) == [0, 1, 2, 3]
+    picked = locomo_answer.spread([(c, q) for c in "abcd" for q in range(150)], 8)  # four conversations
+    assert {c for c, _ in picked} == set("abcd") and len(set(picked)) == 8

@@ -28,7 +28,7 @@ import re
 import string
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, TypeVar
 
 from ..config import Settings
 from ..errors import ConfigurationError, ExtractionError, NaviMemoryError
@@ -40,6 +40,7 @@ from ..prompt import escape
 from ..store import MemoryStore
 from .locomo_data import CATEGORIES, questions
 
+T = TypeVar("T")
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 FAILURES_IN_A_ROW = 3  # questions whose calls failed one after another: the run stops
 OPENAI_DEFAULT_MODEL = "default"  # the model name sent to an openai:URL server when the spec names none
@@ -262,11 +263,19 @@ def ask_one(run: AnswerRun, builder: MemoryContextBuilder, user: str, q: Mapping
 
 # -- a run ----------------------------------------------------------------------------------
 
+def spread(items: list[T], count: int | None) -> list[T]:
+    """``count`` of ``items`` evenly spaced, the first included, in their order (all for None): a
+    quick run over the data's first questions would ask one conversation only."""
+    if count is None or count >= len(items):
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
 def measure(store: MemoryStore, samples: list[dict[str, Any]], run: AnswerRun) -> dict[str, Any]:
     """Ask the questions of ``samples`` (already ingested in ``store``, one user per sample) with the
     memory the product injects; J, F1 and counts overall and per category, each question's row."""
     builder = MemoryContextBuilder(StoreCaller(store), k=run.k, max_tokens=run.max_tokens)
-    asked = [(s["sample_id"], q) for s in samples for q in questions(s)][:run.limit]
+    asked = spread([(s["sample_id"], q) for s in samples for q in questions(s)], run.limit)
     progress = Progress("answers", len(asked), unit="questions")
     rows: list[dict[str, Any]] = []
     failing = 0
@@ -333,7 +342,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-model", default=None, metavar="SPEC",
                         help="the judge of --answer-model's answers (default: the answer model)")
     parser.add_argument("--answer-limit", type=_positive, default=None, metavar="N",
-                        help="with --answer-model: the first N questions only (a quick run)")
+                        help="with --answer-model: N questions only, evenly spaced over the data (a quick run)")
     parser.add_argument("--answer-k", type=_positive, default=DEFAULT_K, metavar="K",
                         help="memories searched for each answer's prompt (default %(default)s, the adapters')")
     parser.add_argument("--answer-tokens", type=_positive, default=None, metavar="N",
