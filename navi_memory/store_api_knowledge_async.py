@@ -25,9 +25,11 @@ class AsyncKnowledgeAPI:
     if TYPE_CHECKING:
         async def _run(self, gen: Op[T]) -> T: ...
 
-    async def list_themes(self, *, user_id: str) -> list[Theme]:
-        """Themes (slug, display name, description, active-item count), largest first."""
-        return await self._run(self._ops.themes.list_themes(user_id=user_id))
+    async def list_themes(self, *, user_id: str, agent_id: str | None = None,
+                          run_id: str | None = None) -> list[Theme]:
+        """Themes (slug, display name, description, active-item count), largest first. ``agent_id`` /
+        ``run_id``: count only the items written in that scope, and list only the themes holding one."""
+        return await self._run(self._ops.themes.list_themes(user_id=user_id, agent_id=agent_id, run_id=run_id))
 
     async def set_theme(self, slug: str, *, user_id: str, display_name: str | None = None,
                         description: str | None = None) -> Theme:

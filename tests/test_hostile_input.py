@@ -221,3 +221,26 @@ def test_an_import_record_with_deeply_nested_metadata_is_refused(store, dump, fi
     records.append({**item, "content": "planted", field: {"deep": nested(500)}})
     error = unchanged_after(dump, lambda: store.import_records(records, user_map={U: "copy"}), ValidationError)
     assert f"{field} is nested more than 32 levels deep" in str(error)
+
+
+# -- 7. strings in metadata neither database can store alike -----------------------------------------
+
+UNSTORABLE = [pytest.param({"note": "x\x00y"}, "a NUL byte", id="nul-value"),
+              pytest.param({"k\x00": 1}, "a NUL byte", id="nul-key"),
+              pytest.param({"list": ["ok", {"deep": "\ud800"}]}, "lone surrogate", id="surrogate-value"),
+              pytest.param({"\udfff": 1}, "lone surrogate", id="surrogate-key")]
+
+
+@pytest.mark.parametrize("value, problem", UNSTORABLE)
+def test_a_nul_or_lone_surrogate_inside_metadata_is_refused_on_every_backend(store, dump, value, problem):
+    """json.dumps escapes both, so SQLite stored them while PostgreSQL's jsonb refused them (a
+    StorageError there, a raw UnicodeEncodeError on SQLite for a surrogate): now one clear error."""
+    ids = seed(store)
+    for call in (lambda: store.add(user_id=U, content="odd", metadata=value),
+                 lambda: store.add_many([{"user_id": U, "content": "odd", "source_ref": value}]),
+                 lambda: store.update(ids["item"], user_id=U, metadata=value),
+                 lambda: store.put_keyed(user_id=U, namespace=("docs",), key="k", content="odd", metadata=value)):
+        error = unchanged_after(dump, call, ValidationError)
+        assert problem in str(error)
+    assert store.get(store.add(user_id=U, content="fine", metadata={"emoji": "🙂", "e": "é"}), user_id=U).metadata == {
+        "emoji": "🙂", "e": "é"}  # a valid pair of surrogates is a character, kept

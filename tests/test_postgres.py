@@ -9,7 +9,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from navi_memory import AsyncMemoryStore, BackendUnavailableError, MemoryStore, ValidationError
+from navi_memory import AsyncMemoryStore, BackendUnavailableError, ConfigurationError, MemoryStore, ValidationError
 from navi_memory.backends.postgres import sql as q
 from navi_memory.backends.postgres.pool import iter_once
 from navi_memory.backends.base import Filters
@@ -70,6 +70,18 @@ def test_unreachable_server_names_host_and_db_but_not_the_password():
     message = str(info.value)
     assert "127.0.0.1:1/memorydb" in message
     assert "s3cr3t-pw" not in message and "s3cr3t-pw" not in repr(info.value)
+
+
+@pytest.mark.parametrize("url, error", [("postgresql://navi:s3cr3t-pw@127.0.0.1:99999999/memorydb",
+                                         BackendUnavailableError),
+                                        ("postgresql://navi:s3cr3t-pw@[::1:1/memorydb", ConfigurationError)])
+def test_a_url_urlsplit_cannot_read_is_a_clear_error(url, error):
+    """The error translator read the port with ``urlsplit``, whose ValueError ("Port out of range")
+    replaced the driver's connection error with a traceback; an open bracket was a bare ValueError."""
+    with pytest.raises(error) as info:
+        MemoryStore.open(url, embeddings=False)
+    assert "s3cr3t-pw" not in str(info.value) and "s3cr3t-pw" not in repr(info.value)
+    assert info.value.__cause__ is None or "s3cr3t-pw" not in str(info.value.__cause__)
 
 
 def test_pool_recovers_after_connections_are_killed(pg_url, postgres_server):

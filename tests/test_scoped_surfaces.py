@@ -63,6 +63,22 @@ def test_memory_tools_keep_get_archive_and_forget_to_the_agent(agents):
     assert json.loads(per_call.dispatch("memory_get", {"item_id": ids["B"]}, user_id=U))["id"] == ids["B"]
 
 
+def test_the_themes_an_agent_lists_are_those_of_its_own_items(store):
+    """The theme names and counts of another agent's items are that agent's memory: an agent-scoped
+    ``memory_list_themes`` (and the tool guidance's theme hints) listed every theme of the user."""
+    store.add(user_id=U, content="B: the hearing is on Tuesday", agent_id="B", theme="divorce-lawyer")
+    store.add(user_id=U, content="A1: the Lisbon flight leaves Friday", agent_id="A1", theme="travel")
+    store.add(user_id=U, content="A1: the hotel is booked", agent_id="A1", run_id="r1", theme="travel")
+    store.add(user_id=U, content="shared: a note of no agent", theme="travel")
+    store.set_theme("budget", user_id=U, description="money matters")  # a theme with no item
+    listed = json.loads(MemoryTools(store, U, agent_id="A1").run("memory_list_themes"))["themes"]
+    assert [(t["theme"], t["active_count"]) for t in listed] == [("travel", 2)]
+    assert [(t.slug, t.active_count) for t in store.list_themes(user_id=U, agent_id="A1", run_id="r1")] == [("travel", 1)]
+    assert [t.slug for t in store.list_themes(user_id=U, agent_id="nobody")] == []
+    every = {t.slug: t.active_count for t in store.list_themes(user_id=U)}  # unscoped: the user's all
+    assert (every["travel"], every["divorce-lawyer"], every["budget"]) == (3, 1, 0)
+
+
 def test_memory_tools_keep_to_the_run(store):
     mine = store.add(user_id=U, content="run r1 note", run_id="r1")
     other = store.add(user_id=U, content="run r2 note", run_id="r2")

@@ -97,6 +97,10 @@ def test_dispatch_returns_the_text_the_framework_tools_return(store):
      "invalid arguments: expires_days: .*greater than or equal to 1"),
     ("memory_get", '{"item_id": ', r"invalid arguments: not JSON \(JSONDecodeError at position 12\)"),
     ("memory_get", "[1, 2]", "invalid arguments: a JSON object is expected, not list"),
+    # a reply nested past the JSON parser's depth raised RecursionError, and a dict with a key that is
+    # not a string a TypeError, even with errors="return"
+    ("memory_search", '{"query": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid arguments: JSON nested too deeply"),
+    ("memory_search", {"query": "x", 1: "y"}, "invalid arguments: every argument name must be a string"),
 ])
 def test_dispatch_errors_are_validation_errors_naming_the_problem(store, name, arguments, message):
     tools = MemoryTools(store)

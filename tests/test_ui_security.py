@@ -7,6 +7,7 @@ from starlette.testclient import TestClient
 
 from navi_memory import ConfigurationError, MemoryStore
 from navi_memory.ui.app import create_app
+from navi_memory.tokens import TokenMap
 from navi_memory.ui.security import COOKIE, check_token, is_loopback
 
 from .ui_helpers import LOCAL, TOKEN
@@ -85,6 +86,34 @@ def test_a_wrong_cookie_is_refused(store):
     assert garbled.get("/").status_code == 401
 
 
+@pytest.mark.parametrize("other", ['prefs={"theme":"dark"}', "msg=hello world", "x=a,b", "x=\\", "y=[1]"])
+def test_another_apps_cookie_on_the_host_name_does_not_hide_the_token(store, other):
+    """Cookies are shared by every port of a host name, and ``http.cookies`` drops a whole header
+    it cannot parse: a JSON or spaced value of another app's cookie meant a 401 on every page."""
+    app = create_app(store, token=TOKEN, host="0.0.0.0")
+    for header in (f"{other}; {COOKIE}={TOKEN}", f"{COOKIE}={TOKEN}; {other}", f'{other}; {COOKIE}="{TOKEN}"'):
+        assert TestClient(app, base_url=LOCAL, headers={"Cookie": header}).get("/").status_code == 200, header
+
+
+def test_a_token_link_replaces_the_token_the_browser_holds(store):
+    """A browser holding one user's cookie could not switch to the administrator's or another
+    user's token: the cookie answered first and the link's token was ignored."""
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    store.add(user_id="bob", content="Bob keeps bees.")
+    client = TestClient(create_app(store, token=TOKEN, host="0.0.0.0", tokens=TokenMap({alice: "alice", bob: "bob"})),
+                        base_url=LOCAL)
+    assert client.get(f"/?token={alice}").url.path == "/users/alice/items"  # followed: alice's pages
+    assert client.get("/users/bob/items").status_code == 403
+    switched = client.get(f"/users/bob/items?token={bob}", follow_redirects=False)
+    assert switched.status_code == 303 and switched.headers["location"] == "/users/bob/items"
+    assert bob in switched.headers["set-cookie"]
+    assert "Bob keeps bees." in client.get("/users/bob/items").text
+    assert client.get("/users/alice/items").status_code == 403  # bob's cookie now
+    assert client.get(f"/?token={TOKEN}").status_code == 200  # the administrator's: the list of users
+    assert client.get("/users/alice/items").status_code == 200
+    assert client.get("/?token=not-a-token-at-all-here", follow_redirects=False).status_code == 200  # kept, unchanged
+
+
 def test_security_headers_on_pages_json_and_errors(store):
     client = TestClient(create_app(store), base_url=LOCAL)
     for path in ("/", "/api/users", "/users/alice/items/424242", "/nowhere"):
@@ -100,3 +129,27 @@ def test_pages_carry_no_script(store):
     for path in ("/", "/users/alice/items", "/users/alice/facts", "/users/alice/summary", "/users/alice/search?q=tea",
                  "/users/alice/household", "/users/alice/sessions", "/users/alice/usage"):
         assert "<script" not in client.get(path).text
+
+
+def test_a_raw_path_beyond_ascii_from_another_asgi_server_is_a_page_not_a_500(store):
+    """h11 refuses such a request target, but another ASGI server may pass the bytes on in ``raw_path``:
+    the page's own links were made by decoding them as ASCII."""
+    import asyncio
+
+    store.add(user_id="ü", content="Ü likes rye bread.")
+    raw = "/users/ü/items".encode()
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": raw.decode(), "raw_path": raw, "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(create_app(store)(scope, receive, send))
+    assert sent[0]["status"] == 200
+    page = b"".join(m.get("body", b"") for m in sent[1:]).decode()
+    assert "rye bread" in page and "/users/%C3%BC/items" in page

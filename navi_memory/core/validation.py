@@ -285,7 +285,28 @@ def mapping(value: Any, field: str, max_bytes: int = 32 * 1024) -> dict[str, Any
         raise ValidationError(f"{field} must be JSON-serialisable: {exc}") from exc
     if len(encoded.encode("utf-8")) > max_bytes:
         raise ValidationError(f"{field} is larger than {max_bytes} bytes as JSON")
+    _storable_strings(value, field)
     return value
+
+
+def _storable_strings(value: Any, field: str) -> None:
+    """Every key and string in ``value`` storable on both databases: ``json.dumps`` escapes a NUL
+    and a lone surrogate, so SQLite would keep them while PostgreSQL's jsonb refuses them."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif isinstance(node, str):
+            if "\x00" in node:
+                raise ValidationError(f"{field} holds a string with a NUL byte")
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValidationError(f"{field} holds a string that is not valid UTF-8 (lone surrogate)") from exc
 
 
 def parse_json(text: str | bytes, what: str) -> Any:

@@ -80,7 +80,8 @@ class MemoryContextBuilder:
                 if not (yield from store_call.memory_enabled(user_id=uid)):
                     return MemoryContext(stable=prompt.MEMORY_OFF_NOTE, available=False)
                 try:
-                    themes = yield from store_call.list_themes(user_id=uid)
+                    themes = yield from store_call.list_themes(  # a scope's hints name only its themes
+                        user_id=uid, agent_id=scope.get("agent_id"), run_id=scope.get("run_id"))
                 except StorageError:
                     raise
                 except Exception as exc:  # hints failed: keep the guidance without them

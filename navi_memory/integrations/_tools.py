@@ -247,8 +247,12 @@ def parse_arguments(arguments: Any) -> dict[str, Any]:
         except ValueError as exc:  # the text itself is not echoed: it may hold the user's data
             raise ValidationError(f"invalid arguments: not JSON ({exc.__class__.__name__} at position "
                                   f"{getattr(exc, 'pos', '?')})") from exc
+        except RecursionError as exc:  # a model's reply nested past the parser's depth
+            raise ValidationError("invalid arguments: JSON nested too deeply") from exc
     if not isinstance(arguments, dict):
         raise ValidationError(f"invalid arguments: a JSON object is expected, not {type(arguments).__name__}")
+    if not all(isinstance(key, str) for key in arguments):
+        raise ValidationError("invalid arguments: every argument name must be a string")
     return arguments
 
 
@@ -287,7 +291,8 @@ class MemoryTools:
     Scopes: ``agent_id`` / ``run_id`` (bound here or given per call, a call's must match a bound
     one) tag the notes and facts a tool writes; when set, every tool keeps to them: search only
     finds what was written with them, get and archive reach only such an item (another is an
-    unknown id) and forget deletes only such a fact. The model never sees or fills them."""
+    unknown id), forget deletes only such a fact and the themes listed are those holding such an
+    item, counted by them. The model never sees or fills them."""
 
     def __init__(self, store: Any, user_id: Any = UNBOUND, *, async_store: Any = None,
                  household: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> None:
@@ -338,7 +343,7 @@ class MemoryTools:
             return (store_call.delete_fact(args["key"], user_id=uid, category=args["category"], **scope),
                     lambda n: outputs.forget_json(n, args["key"]))
         if name == "memory_list_themes":
-            return store_call.list_themes(user_id=uid), outputs.themes_json
+            return store_call.list_themes(user_id=uid, **scope), outputs.themes_json
         if name == "memory_find_person":
             return store_call.resolve_person_ref(args["ref"], user_id=uid), outputs.person_json
         raise KeyError(name)

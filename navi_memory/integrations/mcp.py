@@ -13,7 +13,9 @@ file, and a request without a known token is refused (401) before MCP sees it. T
 HTTP session to the token that opened it, so one user's session id is useless with another's token.
 A server started for an agent or a run (``agent_id`` / ``run_id``, ``--agent-id`` / ``--run-id``)
 keeps every tool to that scope, as ``MemoryTools`` does: its writes carry it, and search, get,
-archive and forget reach only what was written in it.
+archive, forget and the themes listed reach only what was written in it. The summary and household
+resources stay the user's: the narrative summary is written from all of the user's facts (as the
+summary a scoped ``MemoryContextBuilder`` injects).
 """
 
 from __future__ import annotations

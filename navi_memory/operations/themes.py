@@ -11,6 +11,7 @@ from ..calls import db
 from ..core import validation as v
 from ..models import Theme
 from ..sansio import Op, operation
+from .reads import item_scope
 from .shared import Shared
 
 MAX_DESCRIPTION = 2048  # bytes of UTF-8: a few sentences (the prompt shows the first ones)
@@ -23,9 +24,11 @@ class ThemeOperations:
         self._shared = shared
 
     @operation
-    def list_themes(self, *, user_id: str) -> Op[list[Theme]]:
-        """Themes (slug, display name, description, active-item count), largest first."""
-        rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now())
+    def list_themes(self, *, user_id: str, agent_id: str | None = None, run_id: str | None = None) -> Op[list[Theme]]:
+        """Themes (slug, display name, description, active-item count), largest first. ``agent_id`` /
+        ``run_id``: count only the items written in that scope, and list only the themes holding one."""
+        rows = yield db.list_themes(user_id=v.user_id(user_id), now=self._shared.now(),
+                                    scope=item_scope(agent_id, run_id))
         return [Theme(**r) for r in rows]
 
     @operation

@@ -74,7 +74,10 @@ def _here(request: Request) -> str:
     """The current page's path as the browser sent it, still percent-encoded: the decoded path
     would turn user ``%41``'s links into user ``A``'s, and cut links at a ``?`` or ``#`` in an id."""
     raw = request.scope.get("raw_path")
-    return raw.decode("ascii") if raw else quote(request.url.path)
+    if not raw:
+        return quote(request.url.path)
+    # an ASGI server may pass bytes beyond ASCII on (h11 refuses them): encoded, not a 500
+    return raw.decode("ascii") if raw.isascii() else quote(raw, safe="/%")
 
 
 def _with_query(request: Request, **changes: Any) -> str:

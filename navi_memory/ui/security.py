@@ -13,7 +13,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from http.cookies import CookieError, SimpleCookie
 from typing import Any, Awaitable, Callable, Sequence
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlencode
 
@@ -140,6 +139,11 @@ class Guard:
                 message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
             await send(message)
 
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        given = query.get("token")
+        if self.cookies and given and self._known(given):  # a token link wins over the cookie the browser holds
+            await self._set_cookie(scope, query, given, send_with_headers)
+            return
         acting = self._token_user(scope)
         if acting is not None:
             root = scope.get("root_path", "")
@@ -157,12 +161,6 @@ class Guard:
                 await _send_json(send_with_headers, 403, "this server answers only requests to a loopback address")
                 return
         elif self.token is None or not self._authorized(scope):
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            given = query.get("token")
-            if self.cookies and given and ((self.token is not None and _same(given, self.token))
-                                           or (self.users is not None and self.users.user_for(given))):
-                await self._set_cookie(scope, query, given, send_with_headers)
-                return
             await _send_json(send_with_headers, 401, "missing or wrong token",
                               [(b"www-authenticate", b'Bearer realm="navi-memory"')])
             return
@@ -176,14 +174,13 @@ class Guard:
         """The tokens the request carries: the bearer header's, and in the browser the cookie's."""
         given = [t for t in (_bearer(scope),) if t is not None]
         if self.cookies:
-            cookie = SimpleCookie()
-            try:
-                cookie.load(_headers(scope).get(b"cookie", b"").decode("latin-1"))
-            except CookieError:  # a malformed Cookie header is simply no token
-                return given
-            if COOKIE in cookie:
-                given.append(unquote(cookie[COOKIE].value))
+            given += _cookie_values(_headers(scope).get(b"cookie", b"").decode("latin-1"), COOKIE)
         return given
+
+    def _known(self, token: str) -> bool:
+        """Whether ``token`` is the administrator's or a user's."""
+        return ((self.token is not None and _same(token, self.token))
+                or (self.users is not None and self.users.user_for(token) is not None))
 
     def _token_user(self, scope: Scope) -> str | None:
         """The user of a per-user token the request carries, or None (none, or none configured)."""
@@ -203,6 +200,21 @@ class Guard:
         target = path + (f"?{urlencode(query)}".encode("ascii") if query else b"")
         cookie = f"{COOKIE}={quote(token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
         await _redirect(send, target, [(b"set-cookie", cookie.encode("ascii"))])
+
+
+def _cookie_values(header: str, name: str) -> list[str]:
+    """The values of the cookies called ``name`` in a Cookie header, read leniently as browsers
+    send it: another site's cookie on this host name (a JSON value, a space) must not hide ours,
+    which ``http.cookies`` does by dropping the whole header."""
+    found = []
+    for part in header.split(";"):
+        key, sep, value = part.partition("=")
+        if sep and key.strip() == name:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            found.append(unquote(value))
+    return found
 
 
 async def _redirect(send: Callable[[Any], Awaitable[None]], target: bytes,

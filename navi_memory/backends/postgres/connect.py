@@ -47,7 +47,10 @@ def prepare_threshold(value: Any) -> int | None:
 def split_url(url: DatabaseURL) -> tuple[str, int | None]:
     """The libpq URL (without ``prepare_threshold``) and the URL's threshold (psycopg's default
     when it has none)."""
-    parts = urlsplit(url.dsn or "")
+    try:
+        parts = urlsplit(url.dsn or "")
+    except ValueError as exc:  # "Invalid IPv6 URL": the URL itself is not shown, it may hold a password
+        raise ConfigurationError(f"the PostgreSQL URL cannot be read: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     given = [value for key, value in query if key == URL_PARAMETER]
     if not given:

@@ -92,9 +92,12 @@ def _conflict(exc: BaseException) -> bool:
 def _where(url: DatabaseURL) -> str:
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url.dsn or "")
-    host = parts.hostname or "local socket"
-    return f"{host}{':' + str(parts.port) if parts.port else ''}/{parts.path.lstrip('/') or '(default db)'}"
+    try:
+        parts = urlsplit(url.dsn or "")
+        host, port = parts.hostname or "local socket", parts.port
+    except ValueError:  # a port out of range, a bracket left open: the driver's error says the rest
+        return "the server of the URL given"
+    return f"{host}{':' + str(port) if port else ''}/{parts.path.lstrip('/') or '(default db)'}"
 
 
 def _translate(url: DatabaseURL, exc: Exception) -> StorageError:

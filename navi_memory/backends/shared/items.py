@@ -200,21 +200,27 @@ class ItemQueries:
             cond, params = f"i.user_id = %s AND {cond}", [user_id, *params]
         return Q(f"{select} WHERE {cond}", params)
 
-    def _themes(self, user_id: str, now: datetime, slug: str | None = None) -> Op[list[ThemeRow]]:
-        """The user's themes (or the one ``slug``) with their active-item counts, largest first."""
+    def _themes(self, user_id: str, now: datetime, slug: str | None = None,
+                scope: Mapping[str, str] | None = None) -> Op[list[ThemeRow]]:
+        """The user's themes (or the one ``slug``) with their active-item counts, largest first.
+        ``scope`` (agent_id / run_id): items written in it only, and only the themes holding one:
+        another agent's theme names are its memory too."""
         one, params = (" AND t.slug = %s", [slug]) if slug is not None else ("", [])
+        given = scope or {}
+        scoped = [(column, given[column]) for column in ("agent_id", "run_id") if given.get(column)]
+        within = "".join(f" AND i.{column} = %s" for column, _ in scoped)
         rows: list[ThemeRow] = yield Q(
             "SELECT t.slug, t.display_name, t.description, t.created_at,"
             " (SELECT count(*) FROM items i WHERE i.user_id = t.user_id AND i.theme = t.slug"
-            "  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s)) AS active_count"
+            f"  AND i.status = 'active' AND (i.expires_at IS NULL OR i.expires_at > %s){within}) AS active_count"
             f" FROM themes t WHERE t.user_id = %s{one} ORDER BY active_count DESC, t.slug",
-            [self.dialect.time(now), user_id, *params])
-        return [row_times(r) for r in rows]
+            [self.dialect.time(now), *(value for _, value in scoped), user_id, *params])
+        return [row_times(r) for r in rows if not scoped or r["active_count"] > 0]
 
     @operation
     @reads
-    def list_themes(self, user_id: str, now: datetime) -> Op[list[ThemeRow]]:
-        return (yield from self._themes(user_id, now))
+    def list_themes(self, user_id: str, now: datetime, scope: Mapping[str, str] | None = None) -> Op[list[ThemeRow]]:
+        return (yield from self._themes(user_id, now, scope=scope))
 
     @operation
     def set_theme(self, user_id: str, slug: str, changes: Mapping[str, Any], now: datetime) -> Op[ThemeRow]:
