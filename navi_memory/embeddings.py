@@ -312,7 +312,7 @@ def resolve_embedder(choice: Any, settings: Settings) -> Embedder | None:
     if name == "hashing":
         size = dims or 256
         # words hashed have no window to outgrow: a text is embedded whole
-        return Embedder(lambda: HashingEmbeddings(size), f"hashing-{size}", dims, passage_chars=0)
+        return Embedder(lambda: HashingEmbeddings(size), f"hashing-{size}", size, passage_chars=0)
     if name in ("local", "minilm"):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ConfigurationError("local embeddings need the 'local' extra: pip install 'navi-memory[local]'")

@@ -233,6 +233,8 @@ def _embedding(value: Any, name: str) -> dict[str, Any]:
         array = np.asarray(vector, dtype=np.float32)
         if not np.all(np.isfinite(array)):
             raise ValidationError(f"{name}.vector has a non-finite number")
+        if out["dimensions"] is not None and out["dimensions"] != array.size:
+            raise ValidationError(f"{name}.vector has {array.size} numbers, its dimensions say {out['dimensions']}")
         out["vector"] = array
     return out
 

@@ -84,6 +84,23 @@ def test_a_url_urlsplit_cannot_read_is_a_clear_error(url, error):
     assert info.value.__cause__ is None or "s3cr3t-pw" not in str(info.value.__cause__)
 
 
+def test_a_text_past_the_full_text_indexs_limit_is_a_validation_error(pg_url):
+    """With NAVI_MEMORY_MAX_CONTENT_BYTES raised, a text of distinct words whose tsvector passes
+    PostgreSQL's 1 MB was a StorageError (ProgramLimitExceeded), as if the server had failed."""
+    import random
+    import string
+
+    from navi_memory import Settings
+
+    rng = random.Random(1)
+    words = " ".join("".join(rng.choices(string.ascii_lowercase, k=8)) for _ in range(150_000))  # 1.35 MB
+    with MemoryStore.open(pg_url, embeddings=False, settings=Settings(url=pg_url, max_content_bytes=4 << 20)) as store:
+        with pytest.raises(ValidationError, match="too long for PostgreSQL's full-text index"):
+            store.add(user_id=U, content=words)
+        assert store.count_items(user_id=U) == 0
+        assert store.add(user_id=U, content=words[:200_000])  # a part of it is stored
+
+
 def test_pool_recovers_after_connections_are_killed(pg_url, postgres_server):
     with MemoryStore.open(pg_url, embeddings=False) as store:
         store.add(user_id=U, content="before the restart")

@@ -139,8 +139,9 @@ def test_round_trip_loses_nothing(source, target_url, clock, with_vectors):
         assert report.added["item"] == 4 and report.added["fact"] == 2 and report.added["llm_call"] == 3
         after = export(target, user_id="u1", with_vectors=with_vectors)
         assert comparable(after) == comparable(before)
-        # without vectors the target embeds every item itself; with them, none
-        assert (embedder.document_calls > 0) is (not with_vectors)
+        # without vectors the target embeds every item itself; with them, none (one short text tells
+        # the size of the provider's vectors)
+        assert len(embedder.embedded_texts) == (1 if with_vectors else 6)
         assert target.embedding_status()["ready"] == 6
         assert target.get_all_facts(user_id="u1", include_history=True)[0].history[0].value == "Berlin"
         assert [s.version for s in target.summary_history(user_id="u1")] == [2, 1]
@@ -192,10 +193,31 @@ def test_same_model_with_vectors_keeps_them_and_does_not_embed(clock, new_db_url
     twin = FakeEmbeddings()
     with MemoryStore.open(new_db_url(), embeddings=twin, clock=clock) as b:
         b.import_records(records)
-        assert twin.document_calls == 0
+        assert len(twin.embedded_texts) == 1  # one short text: the size of the provider's vectors, no item
         again = export(b, user_id="u1", with_vectors=True)
     vector = next(r for r in again[1:] if r["type"] == "item")["embedding"]["vector"]
     assert np.allclose(vector, twin.expected("vectors travel with the file"))
+
+
+def test_vectors_of_the_stores_model_but_another_size_are_embedded_again(clock, new_db_url):
+    """A provider declaring no size let an imported vector of the model's name and any size be
+    stored ready: counted ready, never re-embedded, never found by a search of the real size."""
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(), clock=clock) as a:
+        a.add(user_id="u1", content="the cat sleeps on the sofa")
+        records = export(a, user_id="u1", with_vectors=True)
+    item = next(r for r in records if r.get("type") == "item")
+    item["embedding"] = {**item["embedding"], "dimensions": 2, "vector": [0.6, 0.8]}
+    twin = FakeEmbeddings()
+    with MemoryStore.open(new_db_url(), embeddings=twin, clock=clock) as b:
+        assert b.import_records(records).embedded == 1
+        [kept] = b.list_items(user_id="u1")
+        assert kept.embedding.dimensions == 64 and kept.embedding.state == "ready"
+        assert b.search("cat sofa", user_id="u1")[0].signals["semantic"]
+    item["embedding"] = {**item["embedding"], "dimensions": 3}  # the record contradicts itself
+    with MemoryStore.open(new_db_url(), embeddings=FakeEmbeddings(), clock=clock) as c:
+        with pytest.raises(ValidationError, match="vector has 2 numbers, its dimensions say 3"):
+            c.import_records(records)
+        assert c.list_users() == []
 
 
 def test_import_into_a_lexical_store(source, target_url, clock):

@@ -81,6 +81,16 @@ def test_add_returns_the_stored_note_for_the_same_text(store):
     assert store.count_items(user_id=U) == 6
 
 
+@pytest.mark.parametrize("metadata", [{"ts": 1.7e18}, {"x": -0.0}, {"deep": [{"big": -1e300}]}, {"x": 1.5}])
+def test_the_same_note_with_the_same_metadata_is_one_note_on_every_backend(store, metadata):
+    """PostgreSQL's jsonb gives a float of 1e16 or more back as an int and -0.0 as 0.0: the metadata
+    read back differed from the metadata written, and the same note was stored twice there."""
+    first = store.add_note(user_id=U, content="The meter reading was taken.", metadata=metadata)
+    again = store.add_note(user_id=U, content="The meter reading was taken.", metadata=metadata)
+    assert (first.action, again.action, again.item.id) == ("added", "existing", first.item.id)
+    assert store.add_note(user_id=U, content="The meter reading was taken.", metadata={"other": 1}).action == "added"
+
+
 def test_texts_a_typo_apart_are_both_stored_and_reported_as_similar(store):
     pairs = [("Flight LH400 departs from gate A12", "Flight LH401 departs from gate A12"),
              ("The meeting is in room B", "The meeting is in room C"),

@@ -3,15 +3,20 @@
 * the text an item is embedded from (``embedding_text``; its SQL twin ``embed_text_sql`` lets a
   backend recompute it to see whether a stored vector is still current),
 * the searchable item of a fact (``fact_item_content``), the confidence a fact's source earns,
-* the person columns both schemas store, the fields facts can be sorted by.
+* the person columns both schemas store, the fields facts can be sorted by,
+* metadata as both databases give it back (``stored_json``).
 """
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal
+from typing import Any
+
 from ..models import FACT_SORT_FIELDS
 
 __all__ = ["DEFAULT_CONFIDENCE", "FACT_SORT_FIELDS", "PERSON_COLUMNS", "PERSON_LIST_COLUMNS", "SOURCE_CONFIDENCE", "embed_text_sql",
-           "embedding_text", "fact_item_content", "theme_display_name"]
+           "embedding_text", "fact_item_content", "stored_json", "theme_display_name"]
 
 SOURCE_CONFIDENCE = {"tool_call": 95, "auto_discovery": 95, "user_explicit": 90}
 DEFAULT_CONFIDENCE = 70
@@ -44,3 +49,19 @@ def embed_text_sql(newline: str) -> str:
 def fact_item_content(key: str, value: str) -> str:
     """The content of a fact's searchable item: ``home city: Oslo``."""
     return f"{key.replace('_', ' ')}: {value}"
+
+
+def stored_json(value: Any) -> str:
+    """``value`` as JSON text the way either database gives it back, to compare metadata written
+    with metadata read: PostgreSQL's jsonb keeps a number's digits, not its Python type, so a float
+    of 1e16 or more (always whole) reads back as an int and -0.0 as 0.0; SQLite keeps both."""
+    def plain(node: Any) -> Any:
+        if isinstance(node, float):
+            # jsonb reads the digits json.dumps wrote (repr's), not the float's binary value
+            return int(Decimal(repr(node))) if abs(node) >= 1e16 else node + 0.0  # -0.0 + 0.0 is 0.0
+        if isinstance(node, dict):
+            return {key: plain(child) for key, child in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [plain(child) for child in node]
+        return node
+    return json.dumps(plain(value), sort_keys=True)

@@ -10,7 +10,6 @@ the helpers here (``new_item``, ``add_rows``, ``embed_new``).
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import replace
@@ -29,7 +28,7 @@ from ..core.persons import canonical_name
 from ..core.filters import MetadataFilter
 from ..core.timeutil import zone
 from ..retrieval.query import query_terms
-from ..core.contract import embedding_text
+from ..core.contract import embedding_text, stored_json
 from ..pipeline import dedup
 from ..calls import EmbedDocuments, Spawn, db
 from ..sansio import Op, operation
@@ -234,7 +233,7 @@ class MemoryOperations:
 
         def identity(r: Mapping[str, Any]) -> tuple:  # json: 1, 1.0 and True are three metadata values
             return (r.get("ext_key"), r.get("fact_id"), r.get("agent_id"), r.get("run_id"), r.get("person"),
-                    json.dumps(r.get("metadata") or {}, sort_keys=True))
+                    stored_json(r.get("metadata") or {}))
 
         wanted = identity({"agent_id": row.agent_id, "run_id": row.run_id, "person": row.person,
                            "metadata": row.metadata})

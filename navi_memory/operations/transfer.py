@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .. import transfer_format as fmt
 from ..core import timeline
 from ..core import validation as v
-from ..calls import db
+from ..calls import EmbedDocuments, db
 from ..core.contract import embedding_text, fact_item_content
 from ..core.timeutil import EARLIEST
-from ..errors import NotFoundError, ValidationError
+from ..errors import EmbeddingError, NotFoundError, ValidationError
 from ..models import FACT_SOURCES, _Record
 from .facts import FactOperations
 from .memory import MemoryOperations
@@ -351,11 +351,12 @@ class TransferOperations:
                 if emb and emb["vector"] is not None and emb["model"] == self._shared.model:
                     vector_sizes.add(int(emb["vector"].size))
         yield from self._check_households(links.take_households())
+        size = yield from self._vector_size(vector_sizes)
         # The writing pass runs inside one backend transaction: any failure (a record the checks
         # missed, a lost server, a full disk) writes nothing. A factory, as the backend may run it
         # again whole after a lost conflict; embedding and id_map wait for the commit.
         written = yield db.in_one_transaction(
-            make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown)
+            make_plan=lambda: self._write_plan(source, user_map, batch_size, options.skip_unknown, size)
         )
         report, to_embed, added, merged_users, fact_users = written
         for uid in sorted(fact_users | merged_users):  # facts written without the summary beside them
@@ -398,14 +399,15 @@ class TransferOperations:
             log.info("import: embedded %d rows an earlier import left pending",
                      report.embedded + report.embed_failed - before)
 
-    def _write_plan(self, source: Lines, user_map: Mapping[str, str], batch_size: int, skip_unknown: bool) -> Op:
+    def _write_plan(self, source: Lines, user_map: Mapping[str, str], batch_size: int, skip_unknown: bool,
+                    vector_size: int | None) -> Op:
         """The writing pass, as backend calls only (run by ``in_one_transaction``): returns the
         report, the (item id, user, text) rows to embed, and the (user, exported id, new id) of
         items added."""
         report, ids = TransferReport(), {}
         seen: dict[Any, int] = {}
         batch: list[dict[str, Any]] = []
-        written = _Written(report)
+        written = _Written(report, vector_size=vector_size)
         known = _ItemsBefore((yield db.max_item_id()))
         keyed: set[tuple[str, str, str]] = set()  # keyed items written so far: (user, namespace, key)
         for record in self._checked(source, user_map, skip_unknown, report, FileLinks()):
@@ -507,14 +509,28 @@ class TransferOperations:
                 "metadata": {"fact": {"category": fact["category"], "key": fact["key"], "value": fact["value"]}},
                 "embedding": None, "agent_id": fact.get("agent_id"), "run_id": fact.get("run_id")}
 
-    def _needs_embedding(self, item: dict) -> bool:
+    def _vector_size(self, sizes: set[int]) -> Op[int | None]:
+        """The size of the store's vectors, when vectors of its model are to be taken in: a provider
+        that declares none (``embedding_dimensions`` unset) is asked once, so a vector of another
+        size is embedded again instead of stored ready and never found by a search."""
+        embedder = self._shared.embedder
+        if not sizes or embedder is None or embedder.dimensions is not None:
+            return embedder.dimensions if embedder is not None else None
+        try:
+            probe = yield EmbedDocuments(["the size of this model's vectors"], model=self._shared.model)
+        except EmbeddingError as exc:
+            log.warning("import: the embedding provider did not answer (%s); the vectors imported are kept"
+                        " without checking their size", exc)
+            return None
+        return int(probe[0].size)
+
+    def _needs_embedding(self, item: dict, dims: int | None) -> bool:
         """True unless the item brings a vector of the store's own model (and size)."""
         emb = item.get("embedding")
         if self._shared.model is None:
             return False
         if not emb or emb["vector"] is None or emb["model"] != self._shared.model:
             return True
-        dims = self._shared.embedder.dimensions if self._shared.embedder else None
         if dims is not None and emb["vector"].size != dims:
             emb["vector"] = None  # a vector the store cannot search with: embed again
             return True
@@ -524,7 +540,7 @@ class TransferOperations:
         """Write a batch of the plan; note the ids of added items and what to embed."""
         for record in batch:  # drop vectors the store cannot use before they are written
             for item in _items_of(record):
-                item["_embed"] = self._needs_embedding(item)
+                item["_embed"] = self._needs_embedding(item, written.vector_size)
         outcomes = yield db.restore_records(records=batch, model=self._shared.model, now=self._shared.now())
         report = written.report
         for record, outcome in zip(batch, outcomes):
@@ -562,6 +578,7 @@ class _Written:
     """What the writing plan collected for after its commit."""
 
     report: TransferReport
+    vector_size: int | None = None  # of the store's model: an imported vector of another size is embedded again
     to_embed: list[tuple[int, str, str]] = field(default_factory=list)
     added: list[tuple[str, int, int]] = field(default_factory=list)
     on_file: list[dict] = field(default_factory=list)  # fact records whose fact was there already

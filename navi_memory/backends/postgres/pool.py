@@ -25,7 +25,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ...config import DatabaseURL
-from ...errors import BackendUnavailableError, StorageError
+from ...errors import BackendUnavailableError, NaviMemoryError, StorageError, ValidationError
 from ...sansio import Op, advance, install
 from .connect import FROM_URL, pin_session, pin_session_async, pool_settings
 from .persons import PostgresPromotionQueries
@@ -100,7 +100,7 @@ def _where(url: DatabaseURL) -> str:
     return f"{host}{':' + str(port) if port else ''}/{parts.path.lstrip('/') or '(default db)'}"
 
 
-def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
+def _translate(url: DatabaseURL, exc: Exception) -> NaviMemoryError:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     password = None
     try:
@@ -117,6 +117,9 @@ def _translate(url: DatabaseURL, exc: Exception) -> StorageError:
         return BackendUnavailableError(f"PostgreSQL at {_where(url)} is unavailable: {message}")
     if _conflict(exc):
         message = f"{message} (still conflicting after {CONFLICT_ATTEMPTS} attempts)"
+    if sqlstate == "54000" and "tsvector" in message:  # SQLite's index takes the same text: say what to do
+        return ValidationError("the text is too long for PostgreSQL's full-text index (over 1 MB of words"
+                               " and positions): store it in smaller parts")
     return StorageError(f"PostgreSQL error: {type(exc).__name__}: {message}")
 
 
