@@ -94,6 +94,19 @@ def test_the_filter_table_on_every_backend(filled, filters, expected):
     assert {names[r.id] for r in store.search("row", user_id=U, filters=filters, limit=50)} == expected
 
 
+def test_the_smallest_64_bit_integer_is_a_value_like_any_other(lexical_store):
+    """-2**63 is storable on both databases, but an equality filter on it was refused and a range
+    bound of it became a float: "$gt -2**63" then held for -2**63 itself on PostgreSQL."""
+    low = lexical_store.add(user_id=U, content="the lowest", metadata={"n": -(2**63)})
+    lexical_store.add(user_id=U, content="one above", metadata={"n": -(2**63) + 1})
+    for filters, expected in [({"n": -(2**63)}, {"the lowest"}), ({"n": {"$gt": -(2**63)}}, {"one above"}),
+                              ({"n": {"$lte": -(2**63)}}, {"the lowest"}), ({"n": {"$lt": -(2**63)}}, set())]:
+        got = {i.content for i in lexical_store.list_items(user_id=U, filters=filters)}
+        assert got == expected == {i.content for i in lexical_store.list_items(user_id=U)
+                                   if evaluate(conditions(filters), i.metadata)}, filters
+    assert lexical_store.get(low, user_id=U).metadata == {"n": -(2**63)}
+
+
 @pytest.mark.parametrize("filters, message", [
     ({"k": {"$like": "x"}}, "'k': unknown operator '$like'"),
     ({"k": {"gt": True}}, "'k' $gt"),

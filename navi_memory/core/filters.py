@@ -60,13 +60,14 @@ class Condition:
 
 
 INT64 = 2**63 - 1
+INT64_MIN = -(2**63)
 
 
 def _scalar(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        return -INT64 <= value <= INT64  # what both databases hold
+        return INT64_MIN <= value <= INT64  # what both databases hold
     return isinstance(value, (str, bool))
 
 
@@ -125,7 +126,7 @@ def _beyond(key: str, path: tuple[str, ...], op: str, value: Any) -> tuple[Condi
         return None
     if isinstance(value, float) and math.isnan(value):
         return never
-    if isinstance(value, int) and abs(value) > INT64 and abs(value) <= LARGEST:
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64 and abs(value) <= LARGEST:
         return (Condition(path, op, float(value)),)
     if -LARGEST <= value <= LARGEST:
         return None
