@@ -77,6 +77,13 @@ def test_the_themes_an_agent_lists_are_those_of_its_own_items(store):
     assert [t.slug for t in store.list_themes(user_id=U, agent_id="nobody")] == []
     every = {t.slug: t.active_count for t in store.list_themes(user_id=U)}  # unscoped: the user's all
     assert (every["travel"], every["divorce-lawyer"], every["budget"]) == (3, 1, 0)
+    from navi_memory.integrations._caller import StoreCaller
+    from navi_memory.integrations._context import MemoryContextBuilder
+
+    builder = MemoryContextBuilder(StoreCaller(store), mode="tools")
+    hints = builder.build(None, user_id=U, scope={"agent_id": "A1"}).stable
+    assert "travel" in hints and "divorce" not in hints
+    assert "divorce" in builder.build(None, user_id=U).stable
 
 
 def test_memory_tools_keep_to_the_run(store):
