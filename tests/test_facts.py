@@ -160,6 +160,10 @@ def test_get_all_facts_search_and_category_filters(store):
     assert [f.key for f in store.get_all_facts(user_id=U, search="profile")] == ["home_city"]
     assert [f.key for f in store.get_all_facts(user_id=U, search="0%")] == ["editor"]
     assert store.get_all_facts(user_id=U, search="_%") == []  # wildcards are literal
+    # case ignored beyond ASCII on both backends (SQLite's LIKE folds ASCII letters only)
+    upsert(store, key="school", value="École Normale, Zürich", category="profile")
+    assert [f.key for f in store.get_all_facts(user_id=U, search="école")] == ["school"]
+    assert [f.key for f in store.get_all_facts(user_id=U, search="ZÜRICH")] == ["school"]
     assert [f.key for f in store.get_all_facts(user_id=U, category="technical")] == ["editor"]
 
 

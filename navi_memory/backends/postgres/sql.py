@@ -83,7 +83,7 @@ POSTGRES = Dialect(
     plus_minutes="(({time} AT TIME ZONE 'UTC') + {minutes} * interval '1 minute') AT TIME ZONE 'UTC'",
     embed_text=embed_text_sql("chr(10)"),
     for_update=" FOR UPDATE", key_lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-    null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="ILIKE", greatest="greatest",
+    null_safe_eq="{column} IS NOT DISTINCT FROM %s", like_any_case="{column} ILIKE %s", greatest="greatest",
     item_key="i.user_id, i.id", item_row_key="user_id, item_id", by_id="", metadata=condition_sql,
     first_word="split_part({text}, ' ', 1)", json_list="jsonb_array_elements_text({column}) AS a(value)",
     under_namespace=lambda prefix: ("(i.namespace = %s OR i.namespace LIKE %s)", [prefix, like_prefix(prefix)]))

@@ -63,7 +63,7 @@ class Dialect:
     for_update: str  # the row lock a SELECT of rows about to change takes ("" where BEGIN locked all)
     key_lock: str | None  # a statement taking a transaction lock on one text key (%s), if needed
     null_safe_eq: str  # "{column} equals the bound value, NULL equal to NULL", one %s
-    like_any_case: str  # the LIKE operator that ignores case
+    like_any_case: str  # "{column}" LIKE a %s pattern, ignoring the case of every letter (not only ASCII's)
     greatest: str  # the scalar function of the larger of two values
     item_key: str  # the columns naming an item in ``IN (SELECT ...)``: what the database finds rows by
     item_row_key: str  # the key of a table with a row per item (``ON CONFLICT``): item_id, with user_id on PostgreSQL

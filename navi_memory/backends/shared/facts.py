@@ -157,8 +157,8 @@ class FactQueries:
                 parts.append(f"{column} = %s")  # known column names only
                 params.append(value)
         if search:
-            like = f"{d.like_any_case} %s ESCAPE '\\'"
-            parts.append(f"(key {like} OR value {like} OR category {like})")
+            parts.append("(" + " OR ".join(d.like_any_case.format(column=column) + " ESCAPE '\\'"
+                                           for column in ("key", "value", "category")) + ")")
             params.extend([like_pattern(search)] * 3)
         if not include_expired:
             parts.append("(expires_at IS NULL OR expires_at > %s)")

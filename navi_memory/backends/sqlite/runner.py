@@ -40,13 +40,16 @@ def add_minutes(stamp: str | None, minutes: float | None) -> str | None:
 def register(conn: sqlite3.Connection) -> None:
     """The functions SQLITE's statements call, on a new connection."""
     conn.create_function("navi_add_minutes", 2, add_minutes, deterministic=True)
+    # SQLite's LIKE and lower() fold ASCII letters only: "école" never matched "ÉCOLE" (PostgreSQL's ILIKE does)
+    conn.create_function("navi_lower", 1, lambda text: text.lower() if isinstance(text, str) else text,
+                         deterministic=True)
 
 
 SQLITE = Dialect(
     name="sqlite", placeholder="?", time=to_db, json=to_json, ids=lambda ids: json.dumps([int(i) for i in ids]),
     in_ids="{column} IN (SELECT value FROM json_each(%s))", plus_minutes="navi_add_minutes({time}, {minutes})",
     embed_text=EMBED_TEXT, for_update="", key_lock=None,
-    null_safe_eq="{column} IS %s", like_any_case="LIKE", greatest="max",
+    null_safe_eq="{column} IS %s", like_any_case="navi_lower({column}) LIKE navi_lower(%s)", greatest="max",
     # a list of ids through the rowid: an index on user_id would test every row of the user
     item_key="i.id", item_row_key="item_id", by_id=" NOT INDEXED", metadata=condition_sql,
     first_word="substr({text}, 1, instr({text} || ' ', ' ') - 1)", json_list="json_each({column}) AS a",
