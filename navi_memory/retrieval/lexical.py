@@ -101,7 +101,7 @@ def best_first(rows: np.ndarray, scores: np.ndarray, limit: int | None = None) -
 
 
 def _folded(word: str) -> str:
-    """Without diacritics (as the full-text indexes match: café = cafe), lightly stemmed."""
+    """Without diacritics (as SQLite's full-text index matches: café = cafe), lightly stemmed."""
     return stem("".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)))
 
 
