@@ -10,10 +10,19 @@ import logging
 import os
 import secrets
 import stat
+import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from types import ModuleType
+from typing import Any, Iterator, Mapping
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock; one token command at a time there
+    fcntl = None
 
 from .core import validation as v
 from .core.timeutil import to_utc
@@ -143,6 +152,8 @@ def _load_json(path: Path) -> dict[str, Any]:
         mode = path.stat().st_mode
     except OSError as exc:
         raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:  # the content is secret: only where it broke
+        raise ConfigurationError(f"the token file {path} is not UTF-8 text (byte {exc.start})") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         log.warning("the token file %s is readable by other users (chmod 600 it)", path)
     try:
@@ -160,13 +171,37 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def _write_file(path: Path, tokens: dict[str, Any]) -> None:
-    """Replace the file in one step (a reader never sees half of it), readable by its owner only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(tokens, out, indent=1, sort_keys=True)
-        out.write("\n")
-    os.replace(tmp, path)
+    """Replace the file in one step (a reader never sees half of it), readable by its owner only.
+    The temporary file is a new one of a name nobody can guess (mkstemp: O_EXCL), so a link
+    planted beside the file cannot redirect the tokens."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(tokens, out, indent=1, sort_keys=True)
+            out.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@contextmanager
+def _changing(path: Path) -> Iterator[None]:
+    """One change of the token file at a time, across processes (an exclusive lock on a file beside
+    it): two ``token`` commands at once each read, change and wrote the file, and one's change
+    was lost: a revoked token came back, an issued one never acted."""
+    if not path.parent.is_dir():
+        raise ConfigurationError(f"cannot write the token file {path}: the folder {path.parent} does not exist")
+    try:
+        lock = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write the token file {path}: {exc.strerror}") from exc
+    try:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(lock)  # closing releases the lock
 
 
 def issue_token(path: str | os.PathLike[str], user_id: str, expires_days: float | None = None) -> str:
@@ -177,12 +212,13 @@ def issue_token(path: str | os.PathLike[str], user_id: str, expires_days: float 
     if expires_days is not None and (isinstance(expires_days, bool) or not 0 < expires_days <= 36_500):
         raise ValidationError("expires_days must be more than 0 and at most 36,500")
     file = Path(path)
-    tokens = _read_file(file)
-    token = secrets.token_urlsafe(32)
-    tokens[token] = uid if expires_days is None else {
-        "user": uid, "expires_at": (datetime.now(timezone.utc) + timedelta(days=expires_days)).isoformat()}
-    TokenMap(tokens)  # the whole file still valid
-    _write_file(file, tokens)
+    with _changing(file):
+        tokens = _read_file(file)
+        token = secrets.token_urlsafe(32)
+        tokens[token] = uid if expires_days is None else {
+            "user": uid, "expires_at": (datetime.now(timezone.utc) + timedelta(days=expires_days)).isoformat()}
+        TokenMap(tokens)  # the whole file still valid
+        _write_file(file, tokens)
     return token
 
 
@@ -191,8 +227,9 @@ def revoke_tokens(path: str | os.PathLike[str], user_id: str) -> int:
     loaded the file stop taking them within a second."""
     uid = v.user_id(user_id)
     file = Path(path)
-    tokens = _read_file(file)
-    kept = {token: value for token, value in tokens.items() if _entry(value)[0] != uid}
-    if len(kept) != len(tokens):
-        _write_file(file, kept)
+    with _changing(file):
+        tokens = _read_file(file)
+        kept = {token: value for token, value in tokens.items() if _entry(value)[0] != uid}
+        if len(kept) != len(tokens):
+            _write_file(file, kept)
     return len(tokens) - len(kept)

@@ -295,3 +295,25 @@ def test_bench_embedding_cache_asks_the_model_once_per_text(tmp_path):
     wrapped = cached(Embedder(lambda: Counting(64), "hashing-64", 64), tmp_path)
     assert wrapped is not None and wrapped.model_name == "hashing-64" and cached(None) is None
     assert len(wrapped.embed_query("x y")) == 64
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"{bad", "is not JSON"), (b"\xff\xfe", "not UTF-8 text"), (b"[]", "is not LoCoMo data"),
+    (b"[{}]", "is not LoCoMo data"), (b"42", "is not LoCoMo data")])
+def test_bench_locomo_with_data_that_is_not_locomo_is_one_line_and_exit_2(tmp_path, capsys, content, expected):
+    from navi_memory.cli import main
+
+    data = tmp_path / "data.json"
+    data.write_bytes(content)
+    code = main(["--db", f"sqlite:///{tmp_path}/b.db", "bench", "locomo", "--data", str(data), "--embeddings", "hashing"])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and expected in lines[0] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("size", ["inf", "1e400", "-5", "x"])
+def test_bench_latency_sizes_that_are_not_sizes_are_refused(size):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="size"):
+        latency._sizes(size)

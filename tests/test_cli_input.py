@@ -133,3 +133,39 @@ def test_doctor_on_a_fresh_machine_says_nothing_is_stored_yet(tmp_path, capsys):
     code, out, err = run(capsys, fresh, "doctor")
     assert code == 0 and not err and "none yet: nothing is stored" in out
     assert not (tmp_path / "never-written.db").exists()
+
+
+def test_the_id_map_is_written_only_after_an_import_and_never_over_its_input(store, db_url, dump, tmp_path, capsys):
+    """The id map was opened for writing before anything was checked: ``--id-map`` naming the export
+    itself emptied the backup, and any failed import emptied an existing map."""
+    seed(store)
+    exported: list[dict] = []
+    store.export(exported.append, user_id=U)
+    source = tmp_path / "backup.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in exported))
+    backup = source.read_bytes()
+    before = dump()
+    code, _, err = run(capsys, db_url, "import", str(source), "--id-map", str(source), "--user-map", f"{U}=copy")
+    one_line_error(code, err, "is the file being imported")
+    assert source.read_bytes() == backup and dump() == before
+    earlier = tmp_path / "ids.jsonl"
+    earlier.write_text('{"kept": true}\n')
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(exported[0]) + "\n{not json\n")
+    code, _, err = run(capsys, db_url, "import", str(broken), "--id-map", str(earlier))
+    one_line_error(code, err, "is not JSON")
+    assert earlier.read_text() == '{"kept": true}\n' and dump() == before
+    for where, expected in ((tmp_path, "it is a folder"), (tmp_path / "no" / "ids.jsonl", "does not exist")):
+        code, _, err = run(capsys, db_url, "import", str(source), "--id-map", str(where), "--user-map", f"{U}=copy")
+        one_line_error(code, err, expected)
+    assert dump() == before
+    code, _, err = run(capsys, db_url, "import", str(source), "--id-map", str(earlier), "--user-map", f"{U}=copy")
+    assert code == 0, err
+    rows = [json.loads(line) for line in earlier.read_text().splitlines()]
+    assert rows and all(r["user_id"] == "copy" for r in rows)
+
+
+def test_non_utf8_standard_input_to_import_is_one_line_and_exit_2(db_url, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "navi_memory.cli", "--db", db_url, "--embeddings", "hashing",
+                           "import", "-"], input=b"\xff\xfe\x00bad\n", capture_output=True, timeout=120)
+    assert done.returncode == 2 and b"Traceback" not in done.stderr and b"not UTF-8" in done.stderr, done.stderr

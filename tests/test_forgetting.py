@@ -235,3 +235,31 @@ async def test_a_summary_rewritten_in_the_background_is_booked_in_usage_async(db
         assert await s.get_summary(user_id=U) == "Tomas."
         assert _summary_usage(await s.usage_stats(user_id=U)) == {"calls": 1, "input_tokens": 7, "output_tokens": 3,
                                                                   "failed": 0}
+
+
+def test_a_user_forgotten_between_a_notes_row_and_its_vector_is_a_clear_not_found(store):
+    """``add_note`` writes the row, then embeds it in a second transaction: a ``forget`` landing between
+    the two met a user row that was gone (SQLite: a TypeError, a 500 over REST)."""
+    import threading
+
+    from navi_memory.errors import NotFoundError
+
+    store.add_note(user_id=U, content="the first note")
+    embedder = store.embedder
+    real = embedder.embed_documents
+
+    def forget_first(texts):
+        worker = threading.Thread(target=lambda: store.forget(user_id=U))
+        worker.start()
+        worker.join()
+        return real(texts)
+
+    embedder.embed_documents = forget_first
+    try:
+        with pytest.raises(NotFoundError, match="no item"):
+            store.add_note(user_id=U, content="the second note")
+    finally:
+        embedder.embed_documents = real
+    assert store.list_items(user_id=U) == [] and store.embedding_status()["items"] == 0
+    store.add_note(user_id=U, content="a note after")  # the user starts anew
+    assert [i.content for i in store.list_items(user_id=U)] == ["a note after"]

@@ -88,3 +88,54 @@ def test_issue_token_with_an_expiry_writes_it_and_revoke_reads_both_forms(tmp_pa
         with pytest.raises(ValidationError, match="expires_days"):
             issue_token(path, "alice", expires_days=bad)
     assert revoke_tokens(path, "alice") == 2 and json.loads(path.read_text()) == {}
+
+
+def test_token_commands_at_once_lose_no_change(tmp_path):
+    """Each command read, changed and wrote the file: run at once, one's change was lost (a revoked
+    token came back, an issued one never acted). Real processes, as two shells would run them."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "tokens.json"
+    revoked = issue_token(path, "bob")
+    code = ("import sys; from navi_memory.tokens import issue_token, revoke_tokens;"
+            "revoke_tokens(sys.argv[1], 'bob') if sys.argv[2] == '-' else print(issue_token(sys.argv[1], sys.argv[2]))")
+    runs = [subprocess.Popen([sys.executable, "-c", code, str(path), user], stdout=subprocess.PIPE, text=True)
+            for user in [f"u{i}" for i in range(12)] + ["-"]]
+    printed = [run.communicate(timeout=120)[0].strip() for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    entries = json.loads(path.read_text())
+    assert revoked not in entries and set(filter(None, printed)) == set(entries) and len(entries) == 12
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_link_planted_where_the_temporary_file_was_is_not_followed(tmp_path):
+    """The temporary file had a name anyone could guess (.tokens.json.<pid>.tmp), opened without
+    O_EXCL: a symlink planted there got every token written through it."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("important data\n")
+    path = tmp_path / "tokens.json"
+    (tmp_path / f".tokens.json.{os.getpid()}.tmp").symlink_to(victim)
+    issue_token(path, "alice")
+    assert victim.read_text() == "important data\n" and not path.is_symlink()
+    assert list(json.loads(path.read_text()).values()) == ["alice"]
+
+
+def test_a_token_file_that_is_not_utf8_is_a_bad_file_not_a_crash(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "tokens.json"
+    path.write_bytes(b'{"\xff": "alice"}')
+    with pytest.raises(ConfigurationError, match=r"not UTF-8 text \(byte 2\)"):
+        TokenMap.load(path)
+    with pytest.raises(ConfigurationError, match="not UTF-8"):
+        issue_token(path, "bob")
+    monkeypatch.setattr(token_module, "RELOAD_SECONDS", 0.0)
+    path.write_text(json.dumps({ALICE: "alice"}), encoding="utf-8")
+    tokens = TokenMap.load(path)
+    path.write_bytes(b'{"\xff": "alice"}  ')  # changed under a running server: it fails closed
+    with caplog.at_level(logging.ERROR, logger="navi_memory"):
+        assert tokens.user_for(ALICE) is None
+    assert "not UTF-8" in caplog.text
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        issue_token(tmp_path / "missing" / "tokens.json", "bob")

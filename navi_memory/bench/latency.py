@@ -40,7 +40,7 @@ def _sizes(text: str) -> list[int]:
         scale = {"k": 1_000, "m": 1_000_000}.get(part[-1:], 1)
         try:
             value = int(float(part.rstrip("km")) * scale)
-        except ValueError:
+        except (ValueError, OverflowError):  # "x", or "inf" / "1e400"
             raise argparse.ArgumentTypeError(f"not a size: {part!r}") from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"sizes must be positive, got {part!r}")

@@ -20,14 +20,14 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 
 from ..config import Settings
-from ..errors import ConfigurationError
+from ..core import validation as v
+from ..errors import ConfigurationError, ValidationError
 from ..progress import Progress
 from ..reranking import DEFAULT_WEIGHT, Reranker, resolve_reranker
 from ..embeddings import resolve_embedder
@@ -113,11 +113,22 @@ def _peer_names(text: str) -> list[str]:
     return names
 
 
+def _samples(path: Path) -> list[dict[str, Any]]:
+    """The LoCoMo conversations of ``path``, or a ``ValidationError`` saying why the file is not that."""
+    samples = v.parse_json(v.utf8_text(path.read_bytes(), str(path)), str(path))
+    if not isinstance(samples, list) or not samples or not all(
+            isinstance(s, dict) and isinstance(s.get("conversation"), dict) and isinstance(s.get("qa"), list)
+            and isinstance(s.get("sample_id"), str) for s in samples):
+        raise ValidationError(f"{path} is not LoCoMo data: a JSON list of conversations, each with"
+                              " 'sample_id', 'conversation' and 'qa'")
+    return samples
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     path = Path(args.data)
     if not path.is_file():
         raise ConfigurationError(f"LoCoMo data not found: {path}")
-    samples = json.loads(path.read_text(encoding="utf-8"))
+    samples = _samples(path)
     peers = getattr(args, "peers", [])
     postgres = getattr(args, "postgres", None)
     if "langchain" in peers and not (postgres == "pgserver" or (postgres or "").startswith("postgresql")):

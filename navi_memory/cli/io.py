@@ -150,24 +150,34 @@ def cmd_import(args: argparse.Namespace) -> None:
         return
     from ..operations.transfer import read_jsonl
 
+    if args.id_map:
+        _check_id_map(args.id_map, args.file)
+    ids: list[str] = []
     with tempfile.TemporaryDirectory(prefix="navi-memory-import-") as folder:
         path = args.file
-        if path == "-":  # read twice (check, then write): keep standard input in a file
+        if path == "-":  # read twice (check, then write): keep standard input in a file, bytes as given
             path = f"{folder}/stdin.jsonl"
-            with open(path, "w", encoding="utf-8") as spool:
-                shutil.copyfileobj(sys.stdin, spool)
-        id_file = open(args.id_map, "w", encoding="utf-8") if args.id_map else None
-        try:
-            with open_store(args) as store, Progress("import: embedding") as embedding:
-                report = store.import_records(
-                    _counted(read_jsonl(path), _lines(path)), user_map=user_map, batch_size=args.batch_size,
-                    embed=not args.no_embed, skip_unknown=args.skip_unknown, progress=embedding,
-                    id_map=None if id_file is None else lambda user, old, new: id_file.write(
-                        dumps({"user_id": user, "exported_id": old, "id": new}) + "\n"))
-        finally:
-            if id_file is not None:
-                id_file.close()
+            with open(path, "wb") as spool:
+                shutil.copyfileobj(sys.stdin.buffer, spool)
+        with open_store(args) as store, Progress("import: embedding") as embedding:
+            report = store.import_records(
+                _counted(read_jsonl(path), _lines(path)), user_map=user_map, batch_size=args.batch_size,
+                embed=not args.no_embed, skip_unknown=args.skip_unknown, progress=embedding,
+                id_map=lambda user, old, new: ids.append(dumps({"user_id": user, "exported_id": old, "id": new}) + "\n"))
+    if args.id_map:  # written once the import is in: a failed import leaves an earlier map whole
+        _write_whole(args.id_map, lambda out: out.writelines(ids))
     _report(report, args.json)
+
+
+def _check_id_map(id_map: str, source: str) -> None:
+    """Refused before anything is imported: a map that could not be written after, or one that
+    would overwrite the file being imported."""
+    target = Path(id_map).expanduser()
+    if target.is_dir() or not target.parent.is_dir():
+        raise ValidationError(f"cannot write the id map {target}: "
+                              + ("it is a folder" if target.is_dir() else f"the folder {target.parent} does not exist"))
+    if source != "-" and target.exists() and Path(source).exists() and os.path.samefile(target, source):
+        raise ValidationError(f"the id map {target} is the file being imported: give another path")
 
 
 def _import_navi(args: argparse.Namespace, user_map: dict[str, str]) -> None:

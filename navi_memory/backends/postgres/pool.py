@@ -82,11 +82,13 @@ def retry_delays(attempts: int = CONFLICT_ATTEMPTS, base: float = 0.01, cap: flo
 
 
 def _conflict(exc: BaseException) -> bool:
-    """Deadlock detected (40P01), serialization failure (40001), or a unique violation (23505):
-    the transaction was rolled back and running it again is the remedy. A unique violation is
-    how two writers racing to create the same row (one fact key, one session) end: run again,
-    the loser reads the winner's row and updates it."""
-    return getattr(exc, "sqlstate", None) in ("40P01", "40001", "23505")
+    """Deadlock detected (40P01), serialization failure (40001), a unique violation (23505) or a
+    foreign key violation (23503): the transaction was rolled back and running it again is the
+    remedy. A unique violation is how two writers racing to create the same row (one fact key,
+    one session) end: run again, the loser reads the winner's row and updates it. A foreign key
+    violation is how a write ends whose user a concurrent ``forget`` deleted after the write saw
+    it: run again, the write creates the user anew, as if it had come after."""
+    return getattr(exc, "sqlstate", None) in ("40P01", "40001", "23505", "23503")
 
 
 def _where(url: DatabaseURL) -> str:

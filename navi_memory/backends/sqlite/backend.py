@@ -178,8 +178,9 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
     @staticmethod
     def _bump_gen(conn: sqlite3.Connection, user_id: str) -> int:
         conn.execute("UPDATE users SET vec_gen = vec_gen + 1 WHERE id = ?", (user_id,))
-        gen: int = conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()[0]
-        return gen
+        row = conn.execute("SELECT vec_gen FROM users WHERE id = ?", (user_id,)).fetchone()
+        # a user a concurrent forget deleted has no rows left to store vectors for
+        return int(row[0]) if row is not None else 0
 
     # -- embeddings -------------------------------------------------------------------------
 
