@@ -227,3 +227,17 @@ def test_async_store_has_the_person_operations(db_url: str, fake_embeddings: obj
             await store.close()
 
     asyncio.run(run())
+
+
+def test_concurrent_household_puts_of_the_same_new_member_make_one_person(store):
+    """Each put read the household, found Ann missing and inserted her: on PostgreSQL the others
+    met a unique violation (a 500 over REST). One transaction under the user's write lock now."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def put(_: int) -> dict:
+        return store.put_household(user_id="hh", mode="multi", members=[{"display_name": "Ann", "aliases": ["mum"]}])
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(put, range(8)))
+    assert all([p["display_name"] for p in r["persons"]] == ["Ann"] for r in results)
+    assert [p.display_name for p in store.list_persons(user_id="hh")] == ["Ann"]

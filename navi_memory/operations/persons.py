@@ -215,6 +215,15 @@ class PersonOperations:
         names = [fields["display_name"].lower() for fields in clean]
         if replace and len(set(names)) < len(names):
             raise ValidationError("members name the same person twice")
+        changed: dict[str, Any] = yield db.in_one_transaction(
+            make_plan=lambda: self._put_household(uid, clean, names, mode, replace, zone_name, details))
+        return changed
+
+    def _put_household(self, uid: str, clean: list[dict[str, Any]], names: list[str], mode: str | None,
+                       replace: bool, zone_name: str | None, details: dict[str, Any]) -> Op[dict[str, Any]]:
+        """A plan for ``in_one_transaction``, under the user's write lock: concurrent puts of the same
+        new member each found it missing and inserted it (a unique violation on PostgreSQL)."""
+        yield db.lock_user_writes(user_id=uid)
         persons = yield from self._persons(uid)
         current = yield db.household_mode(user_id=uid)
         planned: list[tuple[Person | None, dict[str, Any]]] = []
