@@ -169,3 +169,18 @@ def test_non_utf8_standard_input_to_import_is_one_line_and_exit_2(db_url, tmp_pa
     done = subprocess.run([sys.executable, "-m", "navi_memory.cli", "--db", db_url, "--embeddings", "hashing",
                            "import", "-"], input=b"\xff\xfe\x00bad\n", capture_output=True, timeout=120)
     assert done.returncode == 2 and b"Traceback" not in done.stderr and b"not UTF-8" in done.stderr, done.stderr
+
+
+def test_an_ingest_file_with_one_bad_session_stores_none_of_them(store, db_url, dump, tmp_path, capsys):
+    """Sessions were stored one by one: a bad second session left the first stored, and running the
+    mended file again stored its messages twice."""
+    seed(store)
+    before = dump()
+    path = tmp_path / "export.jsonl"
+    lines = [{"format": "navi-memory-export", "version": 1},
+             {"type": "message", "session_id": "s1", "role": "user", "content": "hello"},
+             {"type": "message", "session_id": "s2", "role": "alien", "content": "bad"}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, _, err = run(capsys, db_url, "ingest", "--user", U, str(path))
+    one_line_error(code, err, "session s2: message 0: unknown role 'alien'")
+    assert "nothing was stored" in err and dump() == before

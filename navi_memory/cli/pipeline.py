@@ -111,6 +111,14 @@ def cmd_ingest(args: argparse.Namespace) -> None:
     if args.session and len(conversations) > 1:
         raise ValidationError(f"{args.file} holds {len(conversations)} sessions: --session names one")
     with open_store(args, chat=True) as store:
+        from ..pipeline.sessions import normalize_messages
+
+        for number, (found, payload) in enumerate(conversations, 1):  # every session checked before one is stored
+            try:
+                normalize_messages(payload, store.settings.max_content_bytes)
+            except ValidationError as exc:
+                where = f"session {found}" if found is not None else f"conversation {number}"
+                raise ValidationError(f"{args.file}, {where}: {exc} (nothing was stored)") from exc
         for found, payload in conversations:
             _ingest_one(args, store, args.session or found, payload)
 
