@@ -14,16 +14,19 @@ the next turn are cleared, and earlier summary versions lose the sentences that 
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..backends.base import Filters, SessionRead, SummaryRow
 from ..calls import Spawn, db
+from ..errors import ValidationError
 from ..pipeline import rules, summary
 from ..pipeline.llm import CallRecord
 from ..retrieval.query import query_terms
 from ..sansio import Op
 
+log = logging.getLogger(__name__)
 # the text a redacted message keeps: the turn order and the session stay readable
 REDACTED = "[removed: the user deleted the memory this message held]"
 SOURCE_CANDIDATES = 200  # items of the user checked for a copy of a deleted text
@@ -97,7 +100,12 @@ class Follow:
         current: SummaryRow | None = yield db.get_summary(user_id=uid)
         if text is None or (current["content"] if current else "") == text:
             return False
-        yield db.set_summary(user_id=uid, content=self._shared.content(text) if text else "", now=self._shared.now())
+        try:
+            content = self._shared.content(text, "summary") if text else ""
+        except ValidationError as exc:  # a NUL, a lone surrogate, too long: as if the model had failed
+            log.warning("the summary written cannot be stored (%s): the earlier one stays", exc)
+            return False
+        yield db.set_summary(user_id=uid, content=content, now=self._shared.now())
         return True
 
     def facts_changed(self, uid: str, removed: bool) -> Op[None]:

@@ -39,6 +39,7 @@ MAX_VALUE_CHARS = 1000
 MAX_CONTEXT_CHARS = 300
 MAX_KEY_CHARS = 64
 MAX_NOTES = 10
+MAX_FACTS = 100  # per reply: a runaway reply of thousands would flood the memory and hold the worker for minutes
 MAX_NOTE_CHARS = 1000
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 
@@ -98,10 +99,18 @@ def normalize_fact(raw: Any) -> ExtractedFact | None:
 
 
 def _note(raw: Any) -> str | None:
+    """A note from the model, or None: empty, or a text no database stores (a NUL, a lone
+    surrogate), which would fail the run after its facts were written."""
     if isinstance(raw, Mapping):
         raw = raw.get("text") or raw.get("note") or raw.get("content")
     text = _text(raw) if not isinstance(raw, list) else None
-    return text[:MAX_NOTE_CHARS] if text else None
+    if not text or "\x00" in text:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return text[:MAX_NOTE_CHARS]
 
 
 def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
@@ -121,13 +130,15 @@ def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
         return None, f"expected a JSON object, got {type(payload).__name__}"
     if not isinstance(facts_raw, list) or not isinstance(notes_raw, list):
         return None, "\"facts\" and \"notes\" must be lists"
-    checked = [normalize_fact(raw) for raw in facts_raw]
+    if len(facts_raw) > MAX_FACTS:
+        log.warning("the model's reply holds %d facts: the first %d are kept", len(facts_raw), MAX_FACTS)
+    checked = [normalize_fact(raw) for raw in facts_raw[:MAX_FACTS]]
     merged: dict[tuple[str, str], ExtractedFact] = {}
     for fact in checked:
         if fact is not None:
             merged.pop((fact.category, fact.key), None)  # a later duplicate wins
             merged[(fact.category, fact.key)] = fact
-    dropped = sum(1 for fact in checked if fact is None)
+    dropped = sum(1 for fact in checked if fact is None) + max(0, len(facts_raw) - MAX_FACTS)
     if facts_raw and not merged:
         return None, f"none of the {len(facts_raw)} facts has a usable \"key\" and \"value\""
     notes = [n for n in (_note(raw) for raw in notes_raw) if n][:MAX_NOTES]

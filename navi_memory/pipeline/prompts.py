@@ -6,7 +6,7 @@ imports LangChain.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..models import FACT_CATEGORIES
 
@@ -103,12 +103,18 @@ EXTRACTION_SCHEMA = {
 MAX_KNOWN_CHARS = 4000
 
 
+def one_line(text: Any) -> str:
+    """A stored value on one line: a line break in it (a fact saved by a tool or the REST API)
+    could start a line posing as the conversation or another fact in the model's prompt."""
+    return " ".join(str(text).split())
+
+
 def known_facts_block(facts: Iterable[Mapping[str, str]], max_chars: int = MAX_KNOWN_CHARS) -> str:
     """Facts on file as ``category/key: value`` lines, newest first, cut at ``max_chars``."""
     lines: list[str] = []
     size = 0
     for fact in facts:
-        line = f"{fact['category']}/{fact['key']}: {fact['value']}"
+        line = f"{fact['category']}/{fact['key']}: {one_line(fact['value'])}"
         if size + len(line) + 1 > max_chars:
             lines.append("(more facts on file, not shown)")
             break
@@ -136,6 +142,6 @@ def summary_messages(facts_text: str) -> ChatMessages:
 def dedup_messages(pairs: Sequence[tuple[Mapping[str, str], Mapping[str, str]]]) -> ChatMessages:
     lines = []
     for number, (new, old) in enumerate(pairs, 1):
-        lines.append(f"{number}. NEW {new['category']}/{new['key']}: {new['value']}"
-                     f"  |  EXISTING {old['category']}/{old['key']}: {old['value']}")
+        lines.append(f"{number}. NEW {new['category']}/{new['key']}: {one_line(new['value'])}"
+                     f"  |  EXISTING {old['category']}/{old['key']}: {one_line(old['value'])}")
     return [("system", DEDUP_SYSTEM), ("human", "\n".join(lines))]

@@ -52,7 +52,7 @@ def facts_text(facts: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for category, members in grouped(facts):
         lines.append(f"[{category}]")
-        lines.extend(f"  {f['key']}: {f['value']}" for f in members)
+        lines.extend(f"  {f['key']}: {prompts.one_line(f['value'])}" for f in members)
     return "\n".join(lines)
 
 
