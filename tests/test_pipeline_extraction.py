@@ -358,14 +358,14 @@ def test_a_summary_no_database_stores_leaves_the_earlier_one(store, summary):
 
 
 def test_a_reply_of_thousands_of_facts_keeps_the_first_hundred(store):
-    from navi_memory.pipeline.extract import MAX_FACTS
+    from navi_memory.pipeline.extract import MAX_REPLY_FACTS
 
     chat(store, {"facts": [{"category": "other", "key": f"k{i}", "value": f"v{i}"} for i in range(3000)],
                  "notes": []}, "Many facts.")
     talk(store, "s1", "I'm Eugene, I live in Lisbon and I write all my code in Neovim.", "ok")
     report = store.extract_session("s1", user_id=U)
-    assert report.state == "extracted" and report.used_llm and report.added >= MAX_FACTS == 100
-    assert len([f for f in store.get_all_facts(user_id=U, limit=1000) if f.key.startswith("k")]) == MAX_FACTS
+    assert report.state == "extracted" and report.used_llm and report.added >= MAX_REPLY_FACTS == 100
+    assert len([f for f in store.get_all_facts(user_id=U, limit=1000) if f.key.startswith("k")]) == MAX_REPLY_FACTS
 
 
 def test_a_fact_value_with_line_breaks_stays_on_its_line_in_the_models_prompts(store):

@@ -300,13 +300,19 @@ def _storable_strings(value: Any, field: str) -> None:
             stack.extend(node.values())
         elif isinstance(node, (list, tuple)):
             stack.extend(node)
-        elif isinstance(node, str):
-            if "\x00" in node:
-                raise ValidationError(f"{field} holds a string with a NUL byte")
-            try:
-                node.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise ValidationError(f"{field} holds a string that is not valid UTF-8 (lone surrogate)") from exc
+        elif isinstance(node, str) and (problem := unstorable(node)):
+            raise ValidationError(f"{field} holds a string with {problem}")
+
+
+def unstorable(value: str) -> str | None:
+    """What no database stores alike in ``value`` (a NUL byte, a lone surrogate), or None."""
+    if "\x00" in value:
+        return "a NUL byte"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate (not valid UTF-8)"
+    return None
 
 
 def parse_json(text: str | bytes, what: str) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
+from ..core.validation import unstorable
 from ..errors import ExtractionError
 from ..models import FACT_CATEGORIES, FACT_SOURCES
 from ..core.contract import DEFAULT_CONFIDENCE, SOURCE_CONFIDENCE
@@ -39,7 +40,7 @@ MAX_VALUE_CHARS = 1000
 MAX_CONTEXT_CHARS = 300
 MAX_KEY_CHARS = 64
 MAX_NOTES = 10
-MAX_FACTS = 100  # per reply: a runaway reply of thousands would flood the memory and hold the worker for minutes
+MAX_REPLY_FACTS = 100  # per reply: a runaway reply of thousands would flood the memory and hold the worker for minutes
 MAX_NOTE_CHARS = 1000
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 
@@ -104,13 +105,7 @@ def _note(raw: Any) -> str | None:
     if isinstance(raw, Mapping):
         raw = raw.get("text") or raw.get("note") or raw.get("content")
     text = _text(raw) if not isinstance(raw, list) else None
-    if not text or "\x00" in text:
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return text[:MAX_NOTE_CHARS]
+    return text[:MAX_NOTE_CHARS] if text and not unstorable(text) else None
 
 
 def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
@@ -130,15 +125,15 @@ def interpret(payload: Any) -> tuple[Extraction | None, str | None]:
         return None, f"expected a JSON object, got {type(payload).__name__}"
     if not isinstance(facts_raw, list) or not isinstance(notes_raw, list):
         return None, "\"facts\" and \"notes\" must be lists"
-    if len(facts_raw) > MAX_FACTS:
-        log.warning("the model's reply holds %d facts: the first %d are kept", len(facts_raw), MAX_FACTS)
-    checked = [normalize_fact(raw) for raw in facts_raw[:MAX_FACTS]]
+    if len(facts_raw) > MAX_REPLY_FACTS:
+        log.warning("the model's reply holds %d facts: the first %d are kept", len(facts_raw), MAX_REPLY_FACTS)
+    checked = [normalize_fact(raw) for raw in facts_raw[:MAX_REPLY_FACTS]]
     merged: dict[tuple[str, str], ExtractedFact] = {}
     for fact in checked:
         if fact is not None:
             merged.pop((fact.category, fact.key), None)  # a later duplicate wins
             merged[(fact.category, fact.key)] = fact
-    dropped = sum(1 for fact in checked if fact is None) + max(0, len(facts_raw) - MAX_FACTS)
+    dropped = sum(1 for fact in checked if fact is None) + max(0, len(facts_raw) - MAX_REPLY_FACTS)
     if facts_raw and not merged:
         return None, f"none of the {len(facts_raw)} facts has a usable \"key\" and \"value\""
     notes = [n for n in (_note(raw) for raw in notes_raw) if n][:MAX_NOTES]
