@@ -24,6 +24,7 @@ def test_notebooks_exist():
 def test_notebook_runs(path: Path, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     if OLLAMA_HOST:  # the notebooks then use Ollama instead of their offline stand-ins
         monkeypatch.setenv("OLLAMA_HOST", OLLAMA_HOST)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the notebooks' mkdtemp() folders (a database, a server) go here
     if "postgres" in path.stem:
         request.applymarker(pytest.mark.postgres)
     notebook = nbformat.read(path, as_version=4)

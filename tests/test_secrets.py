@@ -140,8 +140,8 @@ for module in pkgutil.walk_packages(navi_memory.__path__, "navi_memory."):
         importlib.import_module(module.name)
 from navi_memory import MemoryStore
 from navi_memory.demo import run_demo
-folder = tempfile.mkdtemp()
-with MemoryStore.open(f"sqlite:///{folder}/demo.db", embeddings=sys.argv[1]) as store:
+with tempfile.TemporaryDirectory() as folder, \
+        MemoryStore.open(f"sqlite:///{folder}/demo.db", embeddings=sys.argv[1]) as store:
     out = io.StringIO()
     run_demo(store, out)
     assert "Relevant Memory" in out.getvalue()

@@ -65,9 +65,13 @@ def run_suite(suite: str, backend: str, postgres_url: str, root: Path, extra: li
     PostgreSQL suite's ``store`` fixture only as ``default`` (``suite_conftest.py``)."""
     where = assemble(suite, root)
     report = where / "report.xml"
+    scratch = where / "tmp"
+    scratch.mkdir()
     env = {**os.environ, "NAVI_CONFORMANCE_BACKEND": backend, "NAVI_CONFORMANCE_POSTGRES_URL": postgres_url,
            "PYTHONPATH": os.pathsep.join([str(where), str(REPO)]),
-           "NAVI_CONFORMANCE_ONE_CONNECTION_KIND": "1" if one_kind else "0"}
+           "NAVI_CONFORMANCE_ONE_CONNECTION_KIND": "1" if one_kind else "0",
+           # the stores' SQLite files go under ``root``, which the caller's tmp_path cleans up
+           "TMPDIR": str(scratch)}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
                "--rootdir", str(where), f"--junitxml={report}", "tests", *extra]
