@@ -121,8 +121,8 @@ def test_a_database_distributed_at_version_1_migrates_to_the_latest(citus_schema
 
 def test_a_distributed_database_from_before_version_3_gets_its_full_text_column_and_jsonb_metadata_again(
         citus_schema_url):
-    """The steps that rebuild what an old database has: version 3 drops and adds the generated
-    full-text column, version 5 retypes text metadata to jsonb, both on distributed tables."""
+    """The steps that rebuild what an old database has: versions 3 and 15 drop and add the generated
+    full-text column, version 5 retypes text metadata to jsonb, all on distributed tables."""
     old_tsv = ("setweight(to_tsvector('english', coalesce(title, '')), 'A') || "
                "setweight(to_tsvector('english', content), 'B')")
     with MemoryStore.open(citus_schema_url, embeddings=False) as store:
@@ -138,6 +138,9 @@ def test_a_distributed_database_from_before_version_3_gets_its_full_text_column_
         assert [r["content"] for r in store.search("fjords", user_id="alice", min_score=0)] == ["the ferry to Bergen"]
         assert [r["content"] for r in store.search("before", user_id="alice", min_score=0,
                                                    filters={"colour": "red"})] == ["an item from before"]
+        store.add(user_id="alice", content="dinner at the Café Müller")  # version 15 folds the text
+        assert store.backend.fold_text
+        assert [r["content"] for r in store.search("muller", user_id="alice", min_score=0)] == ["dinner at the Café Müller"]
     _assert_distributed_by_user(citus_schema_url)
 
 

@@ -63,9 +63,10 @@ def _check(query, backend: str, path: Path | None) -> int:
         assert query("PRAGMA integrity_check") == [("ok",)]
         fts_integrity_ok(path)
     else:
-        from navi_memory.backends.postgres.schema import TSV_EXPRESSION
+        from navi_memory.backends.postgres.schema import FOLDED_TSV_EXPRESSION
 
-        assert query(f"SELECT count(*) FROM items WHERE content_tsv IS DISTINCT FROM ({TSV_EXPRESSION})") == [(0,)]
+        assert query(f"SELECT count(*) FROM items WHERE content_tsv IS DISTINCT FROM ({FOLDED_TSV_EXPRESSION})") \
+            == [(0,)]
     for what, sql in CONSISTENCY.items():
         assert query(sql) == [(0,)], what
     docs = query("SELECT content FROM items WHERE type = 'note'")

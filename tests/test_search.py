@@ -125,9 +125,23 @@ def test_operator_characters_still_find_the_words(store, coffee, query):
 
 def test_diacritics_and_emoji_content_are_searchable(store):
     item = store.add(user_id=U, content="Café crème ☕ at the corner")
-    # PostgreSQL's 'english' text search keeps accents: only the (fake) vector finds it there
     assert store.search("cafe creme", user_id=U, min_score=0)[0].id == item
     assert store.search("CAFÉ", user_id=U)[0].signals["fts"]
+
+
+@pytest.mark.parametrize(("content", "query"), [
+    ("Café crème at the corner", "cafe"), ("the cafe at the corner", "Café"), ("we met in Zürich", "zurich"),
+    ("São Paulo in May", "sao"), ("ﬁsh and chips", "fish"), ("ＦＵＬＬ width letters", "full"),
+    ("write to bob@example.com", "example"), ("write to bob@example.com", "bob"),
+    ("the docs are at https://docs.example.org/setup/guide", "guide"), ("upgrade to version 3.5", "3.5"),
+    ("call 555-0100 after six", "555"), ("saved in C:\\Users\\me\\notes.txt", "notes"),
+])
+def test_words_match_without_accents_and_inside_addresses_on_every_backend(lexical_store, content, query):
+    """The full-text side alone (no vectors) finds a word with or without its accents, a word
+    inside an address, a path or a number, the same on SQLite and PostgreSQL (schema version 15)."""
+    item = lexical_store.add(user_id=U, content=content)
+    found = lexical_store.search(query, user_id=U, min_score=0)
+    assert [r.id for r in found] == [item] and found[0].signals["fts"]
 
 
 def test_query_over_the_content_limit_is_a_validation_error(store):

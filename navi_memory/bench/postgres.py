@@ -335,7 +335,7 @@ def explain(url: str, data: Dataset, model: str) -> dict[str, str]:
 
     filters = Filters(user_id=data.query_user(1), now=utcnow())
     vector = data.query_vectors[1]
-    queries = {"lexical": q.lexical_candidates(filters, query_terms(data.queries[1]), CANDIDATES),
+    queries = {"lexical": q.lexical_candidates(filters, query_terms(data.queries[1]), CANDIDATES, fold=True),  # UTF8
                "semantic": q.semantic_candidates(filters, model, int(vector.size), vector, CANDIDATES)}
     out = {}
     with psycopg.connect(url) as conn:

@@ -51,6 +51,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
     dialect = q.POSTGRES
     has_vector: bool = False
     has_trgm: bool = False
+    fold_text: bool = False  # the full-text column reads folded text (schema.FOLD_TEXT): searches fold theirs
     vector_error: str | None = None  # why pgvector could not be enabled
     distributed: bool = False  # a Citus coordinator with nodes for shards (known once migrate ran): tables by user
     ef_search: int = 300  # hnsw.ef_search floor per semantic query (raised to k when k is larger)
@@ -100,6 +101,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             self.index_method = "hnsw" if rows else "ivfflat"  # pgvector < 0.5 has IVFFlat only
         self.distributed = yield from citus.distributes(names)
         if (yield from self._schema_is_current()):
+            yield from self._read_fold_text()
             return schema.LATEST_VERSION
         yield Q("SELECT pg_advisory_xact_lock(hashtext('navi_memory_migrate'))")
         yield Q("CREATE TABLE IF NOT EXISTS navi_schema_migrations (version integer PRIMARY KEY,"
@@ -117,6 +119,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             yield Q(statement)
         if self.distributed:
             yield from citus.distribute((yield from citus.undistributed()))
+        yield from self._read_fold_text()
         return schema.LATEST_VERSION
 
     def _vector_column(self) -> Op[str | None]:
@@ -124,6 +127,17 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
                                   " AND column_name = 'embedding' AND table_schema = current_schema()")
         column_type: str | None = rows[0]["udt_name"] if rows else None
         return column_type
+
+    def _read_features(self) -> Op[None]:
+        """What the server offers this backend (opening without ``migrate``): the extensions, and
+        whether the full-text column folds its text."""
+        names = yield from self._extensions()
+        self.has_vector, self.has_trgm = "vector" in names, "pg_trgm" in names
+        yield from self._read_fold_text()
+
+    def _read_fold_text(self) -> Op[None]:
+        rows: list[Row] = yield Q(f"SELECT {schema.FOLD_TEXT} AS folded")
+        self.fold_text = bool(rows[0]["folded"])
 
     def _extensions(self) -> Op[set[str]]:
         rows: list[Row] = yield Q("SELECT extname FROM pg_extension WHERE extname IN ('vector', 'pg_trgm', 'citus')")

@@ -37,6 +37,34 @@ TSV_EXPRESSION = (
     "setweight(to_tsvector('english', coalesce(context, '')), 'D')"
 )
 
+# The marks NFKD splits off Latin, Greek and Cyrillic letters (the Unicode blocks of combining
+# diacritical marks): dropped, a word matches with or without its accents.
+DIACRITICS = r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"  # PostgreSQL's regex escapes
+
+
+def folded(text: str) -> str:
+    """SQL for ``text`` as the full-text index reads it since version 15: compatibility forms and
+    diacritics folded (café = cafe, ﬁ = fi, full-width letters = ASCII) and the separators inside
+    addresses, paths, hosts and numbers made spaces (bob@example.com, 3.5, 555-0100: words of their
+    own), as SQLite's unicode61 index and its per-user index (``lexicon.py``) read them. normalize()
+    needs a UTF8 database: elsewhere the column keeps ``TSV_EXPRESSION`` (``FOLD_TEXT``)."""
+    return (f"regexp_replace(regexp_replace(normalize({text}, NFKD), '{DIACRITICS}', '', 'g'),"
+            " '[-+@/.:\\\\]', ' ', 'g')")
+
+
+# Whether the full-text column reads folded text (version 15 on a UTF8 database): what a search's
+# words must then be folded the same way for (a boolean expression; false before the items table).
+FOLD_TEXT = ("coalesce((SELECT position('normalize' IN lower(pg_get_expr(d.adbin, d.adrelid))) > 0 FROM pg_attrdef d"
+             " JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
+             " WHERE d.adrelid = to_regclass('items') AND a.attname = 'content_tsv'), false)")
+
+_TITLE, _CONTEXT = "coalesce(title, '')", "coalesce(context, '')"
+FOLDED_TSV_EXPRESSION = (
+    f"setweight(to_tsvector('english', {folded(_TITLE)}), 'A') || "
+    f"setweight(to_tsvector('english', {folded('content')}), 'B') || "
+    f"setweight(to_tsvector('english', {folded(_CONTEXT)}), 'D')"
+)
+
 CORE = [
     """CREATE TABLE IF NOT EXISTS users (
         id text PRIMARY KEY,
@@ -347,6 +375,20 @@ HOUSEHOLD_DETAILS = [
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS locale text",
 ]
 
+# version 15: the full-text column reads folded text (``folded``): accents, compatibility forms and
+# the separators of addresses and numbers match as on SQLite. A generated column cannot be altered:
+# rebuilt (the table is rewritten once, under its lock). On a database that is not UTF8 the column
+# stays as it was (normalize() would fail every write) and searches do not fold (``FOLD_TEXT``).
+FOLDED_TEXT = [
+    f"""DO $$ BEGIN
+        IF current_setting('server_encoding') = 'UTF8' AND NOT ({FOLD_TEXT}) THEN
+          ALTER TABLE items DROP COLUMN content_tsv;
+          ALTER TABLE items ADD COLUMN content_tsv tsvector GENERATED ALWAYS AS ({FOLDED_TSV_EXPRESSION}) STORED;
+          CREATE INDEX IF NOT EXISTS items_tsv ON items USING gin (content_tsv);
+        END IF;
+    END $$""",
+]
+
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (1, [*CORE, EMBEDDINGS_TABLE, *EMBEDDING_INDEXES]),
     (2, SESSIONS),
@@ -362,6 +404,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (12, PER_USER_LEXICAL),
     (13, NEXT_EMBEDDINGS),
     (14, HOUSEHOLD_DETAILS),
+    (15, FOLDED_TEXT),
 ]
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -110,6 +110,7 @@ class PostgresSearchQueries:
     exact_below: int
     lexical_row_budget: int
     distributed: bool
+    fold_text: bool
     pins: Pins
 
     @operation
@@ -124,15 +125,15 @@ class PostgresSearchQueries:
         terms = list(terms)
         match, match_all = terms, False
         if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
-            estimates: list[Row] = yield Q(*q.term_row_estimates(filters.user_id, terms))
+            estimates: list[Row] = yield Q(*q.term_row_estimates(filters.user_id, terms, self.fold_text))
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
                 rows_of = {r["term"]: float(r["rows"]) for r in estimates}
                 match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
         rows: list[Row] = yield Q(*_statement(
-            lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide), filters, beside))
+            lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide, self.fold_text), filters, beside))
         if not rows and match_all:  # no row has all the common words: the rarest one alone selects
             rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
-            rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide),
+            rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide, fold=self.fold_text),
                                        filters, beside))
         return rows
 

@@ -19,6 +19,7 @@ from ..base import Beside, Filters
 from ..shared import dialect as shared
 from ..shared.dialect import Dialect, Q as Q  # Q re-exported: the statements tests run through a runner
 from ..shared.items import RANK_COLUMNS, where as shared_where
+from . import schema
 from .metadata import condition_sql
 
 
@@ -297,23 +298,30 @@ def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[
                     " AND state = 'ready' AND dimensions = %s LIMIT %s) s"), [user_id, model, dimensions, cap])
 
 
+def _words(fold: bool) -> str:
+    """A search's words as the full-text column reads its text: folded where it folds (``schema.folded``)."""
+    return schema.folded("%s") if fold else "%s"
+
+
 def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | None = None,
-                       match_all: bool = False, wide: bool = False) -> tuple[sql.Composed, list[Any]]:
+                       match_all: bool = False, wide: bool = False, fold: bool = False) -> tuple[sql.Composed, list[Any]]:
     """Full-text candidates: rows containing any of ``match`` (all of them with ``match_all``;
     default: any of ``terms``), ranked by ts_rank_cd over all ``terms``. The tsqueries are written
     inline (not in FROM) so the planner folds them to constants and can use the GIN index;
     websearch_to_tsquery never raises on user text, and the terms are plain word tokens.
-    ``wide``: with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone."""
+    ``wide``: with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone;
+    ``fold``: the column reads folded text (``PostgresQueries.fold_text``)."""
     cond, params = where(f)
+    words = _words(fold)
     text = sql.SQL(
-        "SELECT {}, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', %s)) AS score FROM items i"
-        " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
+        "SELECT {}, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', " + words + ")) AS score FROM items i"
+        " WHERE i.content_tsv @@ websearch_to_tsquery('english', " + words + ") AND {} ORDER BY score DESC, i.id LIMIT %s"
     ).format(WIDE_SELECT if wide else sql.SQL("i.id"), cond)
     selecting = match or terms
     return text, [" or ".join(terms), (" " if match_all else " or ").join(selecting), *params, k]
 
 
-def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composable, list[Any]]:
+def term_row_estimates(user_id: str, terms: list[str], fold: bool = False) -> tuple[sql.Composable, list[Any]]:
     """For each term, about how many of the user's items contain it (``rows``) and how many items
     the user has (``user_rows``), from the planner's statistics (ANALYZE): table rows x the user's
     share (items.user_id's most common values) x the term's share (content_tsv's most common
@@ -330,7 +338,8 @@ def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composable, 
         " * coalesce((SELECT freqs[array_position(vals, %s)] FROM st WHERE attname = 'user_id'), 0) AS rows FROM rel)"
         " SELECT t.term, mine.rows AS user_rows, mine.rows"
         " * coalesce((SELECT max(elem_freqs[array_position(elems, v.lexeme)]) FROM st,"
-        " unnest(to_tsvector('english', t.term)) v WHERE attname = 'content_tsv'), 0) AS rows"
+        " unnest(to_tsvector('english', " + (schema.folded("t.term") if fold else "t.term") + ")) v"
+        " WHERE attname = 'content_tsv'), 0) AS rows"
         " FROM unnest(%s::text[]) AS t(term), mine"
     ), [user_id, terms]
 

@@ -131,6 +131,10 @@ NEXT_EMBEDDINGS = [
 # version 14: the household's display name and locale (a BCP 47 tag such as en-US), shown in the
 # prompt and the UI (NULL: none recorded)
 HOUSEHOLD_DETAILS = ["ALTER TABLE users ADD COLUMN household_name TEXT", "ALTER TABLE users ADD COLUMN locale TEXT"]
+
+# version 15: PostgreSQL's full-text column reads text folded as SQLite's indexes always have
+# (accents, compatibility forms, separators); nothing changes here: one version history on both backends
+FOLDED_TEXT: list[str] = []
 MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         1,
@@ -356,6 +360,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (12, LEXICON),
     (13, NEXT_EMBEDDINGS),
     (14, HOUSEHOLD_DETAILS),
+    (15, FOLDED_TEXT),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]
