@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 from navi_memory import MemoryStore
 from navi_memory.bench import embed_cache, write_report
 from navi_memory.bench.locomo_data import questions, score, turn_items
-from navi_memory.bench.locomo_loo import _line, leave_one_out, pooled
+from navi_memory.bench.locomo_loo import _line, folds_lines, leave_one_out, pooled
 from navi_memory.config import Settings
 from navi_memory.embeddings import resolve_embedder
 from navi_memory.progress import Progress
@@ -165,9 +165,7 @@ def main() -> None:
             label.startswith(f"{kind}, {scope},") and (not head5 or label.endswith("head 5")))}
         loo = leave_one_out(part, users)
         report[f"leave_one_out {name}"] = loo
-        print(_line(f"leave-one-out over {name}", loo))
-        for fold in loo["folds"]:
-            print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+        print("\n".join(folds_lines(f"leave-one-out over {name}", loo)))
     if args.json_out:
         write_report(args.json_out, report)
 

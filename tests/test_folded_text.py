@@ -65,3 +65,15 @@ def test_a_database_that_is_not_utf8_keeps_its_column_and_searches_unfolded(post
             assert _fts_ids(store, "Bergen") == _fts_ids(store, "cafe") == [item]
     finally:
         drop_database(postgres_server.url, url)
+
+
+def test_a_search_folds_its_words_as_the_column_folds_its_text(postgres_server):
+    """``fold_words`` (Python, once per search) and ``folded`` (SQL, each stored text) agree."""
+    from navi_memory.backends.postgres.schema import fold_words, folded
+
+    texts = ["Café crème", "ＦＵＬＬ", "ﬁsh", "½ ⒈ ㎏", "São Paulo", "naïve Zürich", "Ελληνικά",
+             "東京 서울 がっこう", "bob@example.com", "v1.2.3", "C:\\Users\\me", "555-0100 +1", "ǅ ǈ",
+             "e\u0301\u0327", "x\u20d7 y\ufe20"]
+    with psycopg.connect(postgres_server.url) as conn:
+        for text in texts:
+            assert conn.execute(f"SELECT {folded('%s')}", [text]).fetchone() == (fold_words(text),), text

@@ -337,10 +337,11 @@ def test_small_user_in_a_big_index_still_gets_exact_neighbours(pg_url):
 
 def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
     # 400 notes mention "today"; 3 mention "quinoa". With the cutoff at 50 rows, "today" is common
-    # for this user: it no longer selects rows, but still lifts the quinoa note that has it too.
+    # for this user: it no longer selects rows, but still lifts the quinoa note that has it too
+    # (of two notes of two words; a longer note ranks lower, as BM25 ranks it on SQLite).
     rows = [{"user_id": U, "content": f"note {n} written today"} for n in range(400)]
     rows += [{"user_id": U, "content": "quinoa salad recipe"}, {"user_id": U, "content": "quinoa bowl"},
-             {"user_id": U, "content": "quinoa today with friends"}, {"user_id": "bob", "content": "nothing"}]
+             {"user_id": U, "content": "quinoa today"}, {"user_id": "bob", "content": "nothing"}]
     rows += [{"user_id": U, "content": f"reminder {n} for later"} for n in range(100)]
     with MemoryStore.open(pg_url, embeddings=False, backend_options={"lexical_row_budget": 50}) as store:
         store.add_many(rows)
@@ -352,8 +353,7 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
         filters = Filters(user_id=U, now=utcnow())
         ranked = backend.lexical_hits(filters, ["quinoa", "today"], 10).scored
         contents = [store.get(i, user_id=U).content for i, _ in ranked]
-        assert contents[0] == "quinoa today with friends"
-        assert sorted(contents[1:]) == ["quinoa bowl", "quinoa salad recipe"]
+        assert contents == ["quinoa today", "quinoa bowl", "quinoa salad recipe"]
         # All words common: a row must contain them all.
         both = backend.lexical_hits(filters, ["today", "note"], 10).scored
         assert len(both) == 10
@@ -364,6 +364,28 @@ def test_common_query_words_only_score_the_rows_that_rarer_words_select(pg_url):
         # Without statistics for the user (bob is not among the most common values) nothing is pruned.
         assert [store.get(i, user_id="bob").content for i, _ in
                 backend.lexical_hits(Filters(user_id="bob", now=utcnow()), ["nothing", "today"], 10).scored] == ["nothing"]
+
+
+def test_a_words_weight_is_counted_over_the_users_newest_rows(pg_url, clock, monkeypatch):
+    """Oslo is common in the user's older notes, coffee in the newest: over all of them coffee is the
+    rarer word (its note ranks first), over the newest three (``IDF_SAMPLE``) Oslo is."""
+    with MemoryStore.open(pg_url, embeddings=False, clock=clock) as store:
+        oslo = store.add(user_id=U, content="Oslo")
+        coffee = store.add(user_id=U, content="coffee")
+        for n in range(20):
+            clock.advance(minutes=1)
+            store.add(user_id=U, content=f"Oslo trip {n}")
+        for n in range(3):
+            clock.advance(minutes=1)
+            store.add(user_id=U, content=f"coffee morning {n}")
+        filters = Filters(user_id=U, now=clock.now)
+
+        def first() -> int:
+            return store.backend.lexical_hits(filters, ["oslo", "coffee"], 30).scored[0][0]
+
+        assert first() == coffee
+        monkeypatch.setattr(q, "IDF_SAMPLE", 3)
+        assert first() == oslo
 
 
 def test_the_cutoff_can_be_turned_off(pg_url):

@@ -144,6 +144,31 @@ def test_words_match_without_accents_and_inside_addresses_on_every_backend(lexic
     assert [r.id for r in found] == [item] and found[0].signals["fts"]
 
 
+def _common_and_rare(store, user_id: str) -> tuple[int, int]:
+    """Rows where 'coffee' is common and 'Oslo' rare: the row saying coffee most, the Oslo row."""
+    for n in range(8):
+        store.add(user_id=user_id, content=f"coffee with friends, meeting {n}")
+    common = store.add(user_id=user_id, content="coffee, coffee and more coffee every morning")
+    rare = store.add(user_id=user_id, content="a weekend trip to Oslo in spring")
+    return common, rare
+
+
+def test_a_word_the_users_rows_rarely_hold_outweighs_a_common_one(lexical_store):
+    """Lexical ranking by the user's own statistics on every backend (BM25's inverse document
+    frequency; on PostgreSQL over the user's newest rows, ``sql.IDF_SAMPLE``)."""
+    common, rare = _common_and_rare(lexical_store, U)
+    assert [r.id for r in lexical_store.search("coffee Oslo", user_id=U, min_score=0)][:2] == [rare, common]
+
+
+def test_other_users_rows_leave_a_users_lexical_order_as_it_was(lexical_store):
+    _common_and_rare(lexical_store, U)
+    before = [(r.id, r.score) for r in lexical_store.search("coffee Oslo morning", user_id=U, min_score=0)]
+    for n in range(30):  # another user for whom Oslo is common and coffee rare
+        lexical_store.add(user_id="bob", content=f"Oslo again, visit {n}")
+    lexical_store.add(user_id="bob", content="one coffee")
+    assert [(r.id, r.score) for r in lexical_store.search("coffee Oslo morning", user_id=U, min_score=0)] == before
+
+
 def test_query_over_the_content_limit_is_a_validation_error(store):
     with pytest.raises(ValidationError):
         store.search("x" * (32 * 1024 + 1), user_id=U)

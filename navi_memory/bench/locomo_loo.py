@@ -174,6 +174,11 @@ def _line(name: str, part: Mapping[str, Any]) -> str:
     return f"  {name:<56} {r['5']:>6.3f} {r['10']:>6.3f} {part['ndcg10']:>8.3f}   {cats}"
 
 
+def folds_lines(name: str, loo: Mapping[str, Any]) -> list[str]:
+    """A leave-one-out result's line, then one per fold (its held-out conversation and choice)."""
+    return [_line(name, loo), *(_line(f"  {fold['held_out']}: {fold['chosen']}", fold) for fold in loo["folds"])]
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"leave one conversation out over {label({k: 0 for k in report['grid']}).replace(' 0', '')}"
              f" ({report['objective']})",
@@ -185,7 +190,5 @@ def format_report(report: Mapping[str, Any]) -> str:
                       ("leave_one_out_focus", "leave-one-out, person focus + boosts (others at default)"),
                       ("leave_one_out_boosts", "leave-one-out, boosts only (other knobs at default)")):
         if key in report:
-            lines.append(_line(name, report[key]))
-            for fold in report[key]["folds"]:
-                lines.append(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+            lines.extend(folds_lines(name, report[key]))
     return "\n".join(lines)

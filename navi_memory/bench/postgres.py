@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="hnsw.ef_search values of the recall sweep (default 40,100,200); searches use the backend's")
     g.add_argument("--hnsw", type=_pairs, default=[(16, 64)], metavar="M:EFC,...",
                    help="index builds to compare (default 16:64, the backend's); the first one serves the searches")
-    g.add_argument("--recall-queries", type=int, default=100, help="queries of the recall sweep (default 100)")
+    g.add_argument("--recall-queries", type=int, default=100,
+                   help="queries of the recall sweep (default 100; 0: no sweep)")
     g.add_argument("--maintenance-work-mem", default="2GB", help="for the index build (default 2GB)")
     g.add_argument("--maintained", type=int, default=2000,
                    help="items added after the build, with the index maintained (default 2000; 0: skip)")
@@ -288,7 +289,8 @@ def run_size(server: Server, data: Dataset, args: argparse.Namespace) -> dict[st
                      "index_mb": round(server.index_bytes(vector_index_text(model, args.dim), url) / 2**20, 1)}
             print(f"{label}: HNSW m={m} ef_construction={efc} built in {seconds:.1f} s", flush=True)
             modes = [backend.exact_below, 0] if data.layout != "one" and position == 0 else [backend.exact_below]
-            build["sweep"] = recall_sweep(backend, data, ids, model, args.ef_search, args.recall_queries, modes)
+            build["sweep"] = (recall_sweep(backend, data, ids, model, args.ef_search, args.recall_queries, modes)
+                              if args.recall_queries > 0 else [])  # 0: no recall sweep
             builds.append(build)
             if position == 0:
                 result["index_build_s"], result["index_load"] = build["build_s"], load_before
@@ -335,7 +337,7 @@ def explain(url: str, data: Dataset, model: str) -> dict[str, str]:
 
     filters = Filters(user_id=data.query_user(1), now=utcnow())
     vector = data.query_vectors[1]
-    queries = {"lexical": q.lexical_candidates(filters, query_terms(data.queries[1]), CANDIDATES, fold=True),  # UTF8
+    queries = {"lexical": q.lexical_candidates(filters, query_terms(data.queries[1]), CANDIDATES),
                "semantic": q.semantic_candidates(filters, model, int(vector.size), vector, CANDIDATES)}
     out = {}
     with psycopg.connect(url) as conn:

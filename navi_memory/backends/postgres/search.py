@@ -17,7 +17,7 @@ from ...errors import EmbeddingError
 from ...retrieval.query import select_matching_terms
 from ...sansio import Op, operation, reads
 from ..base import Beside, Filters, Hits, RankRow
-from . import sql as q
+from . import schema, sql as q
 from ..shared.dialect import Count, Q, Row, row_times
 from ..shared.items import RANK_COLUMNS
 
@@ -120,20 +120,22 @@ class PostgresSearchQueries:
         return Hits([(r["id"], float(r["score"])) for r in rows]) if beside is None else _hits(rows, float)
 
     def _lexical(self, filters: Filters, terms: Sequence[str], k: int, beside: Beside | None) -> Op[list[Row]]:
+        if self.fold_text:  # as the full-text column reads its text: a term that folds to another one is one
+            terms = list(dict.fromkeys(schema.fold_words(t) for t in terms))
         if not terms:
             return []
         terms = list(terms)
         match, match_all = terms, False
         if len(terms) > 1 and filters.user_id is not None and self.lexical_row_budget > 0:
-            estimates: list[Row] = yield Q(*q.term_row_estimates(filters.user_id, terms, self.fold_text))
+            estimates: list[Row] = yield Q(*q.term_row_estimates(filters.user_id, terms))
             if estimates and estimates[0]["user_rows"] > self.lexical_row_budget:  # else all rows fit anyway
                 rows_of = {r["term"]: float(r["rows"]) for r in estimates}
                 match, match_all = select_matching_terms(terms, rows_of, self.lexical_row_budget)
         rows: list[Row] = yield Q(*_statement(
-            lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide, self.fold_text), filters, beside))
+            lambda wide: q.lexical_candidates(filters, terms, k, match, match_all, wide), filters, beside))
         if not rows and match_all:  # no row has all the common words: the rarest one alone selects
             rarest = min(terms, key=lambda t: rows_of.get(t, 0.0))
-            rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide, fold=self.fold_text),
+            rows = yield Q(*_statement(lambda wide: q.lexical_candidates(filters, terms, k, [rarest], wide=wide),
                                        filters, beside))
         return rows
 

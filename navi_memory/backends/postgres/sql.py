@@ -19,7 +19,6 @@ from ..base import Beside, Filters
 from ..shared import dialect as shared
 from ..shared.dialect import Dialect, Q as Q  # Q re-exported: the statements tests run through a runner
 from ..shared.items import RANK_COLUMNS, where as shared_where
-from . import schema
 from .metadata import condition_sql
 
 
@@ -298,30 +297,51 @@ def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[
                     " AND state = 'ready' AND dimensions = %s LIMIT %s) s"), [user_id, model, dimensions, cap])
 
 
-def _words(fold: bool) -> str:
-    """A search's words as the full-text column reads its text: folded where it folds (``schema.folded``)."""
-    return schema.folded("%s") if fold else "%s"
+# How many of the user's newest rows say how common each query word is (its weight: BM25's inverse
+# document frequency): all of a user's rows up to this many, a bounded read for larger users.
+IDF_SAMPLE = 2000
+# ts_rank's normalisation of a row's score by its length: 1 divides by 1 + log(length), the closest
+# to BM25's (chosen leave one conversation out on LoCoMo over 0, 1 and 2: docs/benchmarks.md)
+RANK_NORMALIZATION = 1
 
 
 def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | None = None,
-                       match_all: bool = False, wide: bool = False, fold: bool = False) -> tuple[sql.Composed, list[Any]]:
+                       match_all: bool = False, wide: bool = False,
+                       sample: int | None = None) -> tuple[sql.Composed, list[Any]]:
     """Full-text candidates: rows containing any of ``match`` (all of them with ``match_all``;
-    default: any of ``terms``), ranked by ts_rank_cd over all ``terms``. The tsqueries are written
-    inline (not in FROM) so the planner folds them to constants and can use the GIN index;
-    websearch_to_tsquery never raises on user text, and the terms are plain word tokens.
-    ``wide``: with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone;
-    ``fold``: the column reads folded text (``PostgresQueries.fold_text``)."""
+    default: any of ``terms``), ranked as SQLite ranks them, by the user's own statistics: the sum
+    over ``terms`` of the term's ts_rank (length-normalised) x its inverse document frequency among
+    the user's newest ``sample`` rows (default ``IDF_SAMPLE``), so a word the user's rows rarely
+    hold outweighs a common one (equal weights without a user, or for one term). The tsqueries are
+    written inline (not in FROM) so the planner folds them to constants and can use the GIN index;
+    websearch_to_tsquery never raises on user text, and the terms are plain word tokens. ``wide``:
+    with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone. The terms come
+    folded as the column reads its text where it does (``schema.fold_words``): folding them here
+    would cost the planner a normalize() per use."""
     cond, params = where(f)
-    words = _words(fold)
+    term = "plainto_tsquery('english', %s)"
+    sample = IDF_SAMPLE if sample is None else sample
+    weighted = f.user_id is not None and len(terms) > 1 and sample > 0
+    ranks = [f"ts_rank(i.content_tsv, {term}, {int(RANK_NORMALIZATION)})" for _ in terms]
+    stats, stats_params = "", []
+    if weighted:
+        ranks = [f"st.w{n} * {rank}" for n, rank in enumerate(ranks)]
+        # BM25's idf from the sample's row count and the rows holding the term, once per statement
+        holding = f"count(*) FILTER (WHERE s.content_tsv @@ {term})"
+        idf = ", ".join(f"ln(1.0 + (count(*) - {holding} + 0.5)::float8 / ({holding} + 0.5)) AS w{n}"
+                        for n in range(len(terms)))
+        stats = (f", (SELECT {idf} FROM (SELECT content_tsv FROM items WHERE user_id = %s"
+                 " ORDER BY created_at DESC LIMIT %s) s) st")
+        stats_params = [*(t for t in terms for _ in range(2)), f.user_id, sample]
     text = sql.SQL(
-        "SELECT {}, ts_rank_cd(i.content_tsv, websearch_to_tsquery('english', " + words + ")) AS score FROM items i"
-        " WHERE i.content_tsv @@ websearch_to_tsquery('english', " + words + ") AND {} ORDER BY score DESC, i.id LIMIT %s"
+        "SELECT {}, (" + " + ".join(ranks) + ") AS score FROM items i" + stats
+        + " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
     ).format(WIDE_SELECT if wide else sql.SQL("i.id"), cond)
     selecting = match or terms
-    return text, [" or ".join(terms), (" " if match_all else " or ").join(selecting), *params, k]
+    return text, [*terms, *stats_params, (" " if match_all else " or ").join(selecting), *params, k]
 
 
-def term_row_estimates(user_id: str, terms: list[str], fold: bool = False) -> tuple[sql.Composable, list[Any]]:
+def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composable, list[Any]]:
     """For each term, about how many of the user's items contain it (``rows``) and how many items
     the user has (``user_rows``), from the planner's statistics (ANALYZE): table rows x the user's
     share (items.user_id's most common values) x the term's share (content_tsv's most common
@@ -338,8 +358,7 @@ def term_row_estimates(user_id: str, terms: list[str], fold: bool = False) -> tu
         " * coalesce((SELECT freqs[array_position(vals, %s)] FROM st WHERE attname = 'user_id'), 0) AS rows FROM rel)"
         " SELECT t.term, mine.rows AS user_rows, mine.rows"
         " * coalesce((SELECT max(elem_freqs[array_position(elems, v.lexeme)]) FROM st,"
-        " unnest(to_tsvector('english', " + (schema.folded("t.term") if fold else "t.term") + ")) v"
-        " WHERE attname = 'content_tsv'), 0) AS rows"
+        " unnest(to_tsvector('english', t.term)) v WHERE attname = 'content_tsv'), 0) AS rows"
         " FROM unnest(%s::text[]) AS t(term), mine"
     ), [user_id, terms]
 
