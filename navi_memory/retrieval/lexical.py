@@ -1,9 +1,10 @@
 """Lexical evidence of one row: pure functions.
 
 BM25 with one user's statistics (``rarity``, ``Bm25``): what SQLite's per-user lexical index ranks
-with (``backends.sqlite.lexicon``), FTS5's ``bm25()`` formula (k1 1.2, b 0.75, column weights title
-2, content 1, previous-turn context 0.3; the rarity always positive) over the rows of the searching
-user only, so other users' rows change neither a user's lexical candidates nor their order.
+with (``backends.sqlite.lexicon``), FTS5's ``bm25()`` formula (column weights title 2, content 1,
+previous-turn context 0.3; the rarity always positive; k1 0.9 and b 0.9 where FTS5 has 1.2 and
+0.75) over the rows of the searching user only, so other users' rows change neither a user's
+lexical candidates nor their order.
 
 ``query_share``: the share of a query's content words found in a text (light stemming,
 ``words.stem``), the lexical match strength a result's relevance reads when there is no vector.
@@ -25,7 +26,9 @@ from .query import STOP_WORDS, tokenize
 from .words import stem
 
 
-K1, B = 1.2, 0.75
+# Chosen leave one conversation out on LoCoMo dev among the settings that leave no question category
+# lower (FTS5's 1.2 and 0.75 until 2026-11-28; benchmarks/locomo_bm25_params.py, docs/benchmarks.md)
+K1, B = 0.9, 0.9
 COLUMN_WEIGHTS = {"title": 2.0, "content": 1.0, "context": 0.3}
 
 
