@@ -1,6 +1,6 @@
 """PostgreSQL's full-text ranking on LoCoMo dev, leave one conversation out: the per-word ``ts_rank``
 x the word's inverse document frequency over the user's rows (``sql.lexical_candidates``) at each
-length normalisation of ``ts_rank`` (0: none, 1: 1 + log(length), 2: length), against the ranking
+length normalisation of ``ts_rank`` (0: none, 1: log2(1 + length), 2: length), against the ranking
 before it (one ``ts_rank_cd`` of the OR-ed words, no word weights). The whole default search
 (vectors, fusion, re-ranking) as shipped around it; one pgserver database holds the four users.
 

@@ -300,7 +300,7 @@ def count_vectors(user_id: str, model: str, dimensions: int, cap: int) -> tuple[
 # How many of the user's newest rows say how common each query word is (its weight: BM25's inverse
 # document frequency): all of a user's rows up to this many, a bounded read for larger users.
 IDF_SAMPLE = 2000
-# ts_rank's normalisation of a row's score by its length: 1 divides by 1 + log(length), the closest
+# ts_rank's normalisation of a row's score by its length: 1 divides by log2(1 + length), the closest
 # to BM25's (chosen leave one conversation out on LoCoMo over 0, 1 and 2: docs/benchmarks.md)
 RANK_NORMALIZATION = 1
 
