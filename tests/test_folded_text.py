@@ -73,7 +73,7 @@ def test_a_search_folds_its_words_as_the_column_folds_its_text(postgres_server):
 
     texts = ["Café crème", "ＦＵＬＬ", "ﬁsh", "½ ⒈ ㎏", "São Paulo", "naïve Zürich", "Ελληνικά",
              "東京 서울 がっこう", "bob@example.com", "v1.2.3", "C:\\Users\\me", "555-0100 +1", "ǅ ǈ",
-             "e\u0301\u0327", "x\u20d7 y\ufe20"]
+             "e\u0301\u0327", "x\u20d7 y\ufe20", "<script>alert(1)</script> tea", "a<b>c"]
     with psycopg.connect(postgres_server.url) as conn:
         for text in texts:
             assert conn.execute(f"SELECT {folded('%s')}", [text]).fetchone() == (fold_words(text),), text

@@ -49,10 +49,12 @@ def folded(text: str) -> str:
     """SQL for ``text`` as the full-text index reads it since version 15: compatibility forms and
     diacritics folded (café = cafe, ﬁ = fi, full-width letters = ASCII) and the separators inside
     addresses, paths, hosts and numbers made spaces (bob@example.com, 3.5, 555-0100: words of their
-    own), as SQLite's unicode61 index and its per-user index (``lexicon.py``) read them. normalize()
+    own), as SQLite's unicode61 index and its per-user index (``lexicon.py``) read them. ``<`` and
+    ``>`` too: PostgreSQL's parser drops what it reads as an HTML tag, and after an opening
+    ``<script>`` whose end it does not find, every word (SQLite indexes them all). normalize()
     needs a UTF8 database: elsewhere the column keeps ``TSV_EXPRESSION`` (``FOLD_TEXT``)."""
     return (f"regexp_replace(regexp_replace(normalize({text}, NFKD), '{DIACRITICS}', '', 'g'),"
-            " '[-+@/.:\\\\]', ' ', 'g')")
+            " '[-+@/.:<>\\\\]', ' ', 'g')")
 
 
 # Whether the full-text column reads folded text (version 15 on a UTF8 database): what a search's
@@ -61,7 +63,7 @@ FOLD_TEXT = ("coalesce((SELECT position('normalize' IN lower(pg_get_expr(d.adbin
              " JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum"
              " WHERE d.adrelid = to_regclass('items') AND a.attname = 'content_tsv'), false)")
 
-_SEPARATORS = re.compile(r"[-+@/.:\\]")
+_SEPARATORS = re.compile(r"[-+@/.:<>\\]")
 _MARKS = re.compile(DIACRITICS)  # the same escapes in Python
 
 
