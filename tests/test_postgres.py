@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 import numpy as np
 import psycopg
 import pytest
+from psycopg import sql
 
 from navi_memory import AsyncMemoryStore, BackendUnavailableError, ConfigurationError, MemoryStore, ValidationError
 from navi_memory.backends.postgres import sql as q
@@ -386,6 +388,41 @@ def test_a_words_weight_is_counted_over_the_users_newest_rows(pg_url, clock, mon
         assert first() == coffee
         monkeypatch.setattr(q, "IDF_SAMPLE", 3)
         assert first() == oslo
+
+
+def _plan_nodes(node: dict):
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+def test_the_full_text_statement_reads_the_users_statistics_once_without_table_statistics(pg_url):
+    """A table never analysed (a new store, or rows written faster than autovacuum looks): the planner
+    joined the word weights' aggregate to each candidate row and computed it again for every one (the
+    user's 2,000 newest rows read once per candidate: seconds per search and per deduplicated write)."""
+    with MemoryStore.open(pg_url, embeddings=False) as store:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE items SET (autovacuum_enabled = false)")
+            conn.execute("SELECT pg_stat_reset()")
+        store.add_many([{"user_id": U, "content": f"worker {n % 7} wrote note {n} about coffee"} for n in range(300)])
+        text, params = q.lexical_candidates(Filters(user_id=U, now=utcnow()), ["worker", "coffee", "note"], 10)
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'items'").fetchone()[0] <= 0
+            plan = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) ") + text, params).fetchone()[0][0]["Plan"]
+    reads = [node for node in _plan_nodes(plan) if node.get("Relation Name") == "items" or node["Node Type"] == "Aggregate"]
+    assert len(reads) >= 3 and all(node["Actual Loops"] == 1 for node in reads)  # a CTE scan may read its row again
+
+
+def test_a_prepared_full_text_statement_parses_each_word_once(pg_url):
+    """Under a generic plan (psycopg prepares a statement run five times on a connection) a tsquery
+    written beside a column is parsed again for each row it meets: each word's is made once."""
+    terms = ["worker", "coffee", "note"]
+    text, params = q.lexical_candidates(Filters(user_id=U, now=utcnow()), terms, 10)
+    with MemoryStore.open(pg_url, embeddings=False), psycopg.connect(pg_url) as conn:
+        numbered = iter(range(1, len(params) + 1))
+        generic = re.sub("%s", lambda _: f"${next(numbered)}", text.as_string(conn))
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (VERBOSE, GENERIC_PLAN) " + generic))
+    assert "$1" in plan and plan.count("to_tsquery(") == len(terms) + 1  # + the condition on the index
 
 
 def test_the_cutoff_can_be_turned_off(pg_url):

@@ -312,33 +312,40 @@ def lexical_candidates(f: Filters, terms: list[str], k: int, match: list[str] | 
     default: any of ``terms``), ranked as SQLite ranks them, by the user's own statistics: the sum
     over ``terms`` of the term's ts_rank (length-normalised) x its inverse document frequency among
     the user's newest ``sample`` rows (default ``IDF_SAMPLE``), so a word the user's rows rarely
-    hold outweighs a common one (equal weights without a user, or for one term). The tsqueries are
-    written inline (not in FROM) so the planner folds them to constants and can use the GIN index;
-    websearch_to_tsquery never raises on user text, and the terms are plain word tokens. ``wide``:
+    hold outweighs a common one (equal weights without a user, or for one term). The condition's
+    tsquery is written inline so the planner folds it to a constant, reads its statistics and can use
+    the GIN index; the ranking's are made once in a CTE. websearch_to_tsquery never raises on user
+    text, and the terms are plain word tokens. ``wide``:
     with the columns ``hits_beside`` reads (``WIDE_SELECT``), not ``id`` alone. The terms come
     folded as the column reads its text where it does (``schema.fold_words``): folding them here
     would cost the planner a normalize() per use."""
     cond, params = where(f)
-    term = "plainto_tsquery('english', %s)"
     sample = IDF_SAMPLE if sample is None else sample
     weighted = f.user_id is not None and len(terms) > 1 and sample > 0
-    ranks = [f"ts_rank(i.content_tsv, {term}, {int(RANK_NORMALIZATION)})" for _ in terms]
-    stats, stats_params = "", []
+    # each term's tsquery once per statement: under a generic plan (a statement psycopg prepared) one
+    # written beside a column would be parsed again for every row it is compared with
+    queries = ", ".join(f"plainto_tsquery('english', %s) AS q{n}" for n in range(len(terms)))
+    ranks = [f"ts_rank(i.content_tsv, tq.q{n}, {int(RANK_NORMALIZATION)})" for n in range(len(terms))]
+    ctes, sources = [f"tq AS MATERIALIZED (SELECT {queries})"], ["tq"]
+    cte_params: list[Any] = list(terms)
     if weighted:
         ranks = [f"st.w{n} * {rank}" for n, rank in enumerate(ranks)]
-        # BM25's idf from the sample's row count and the rows holding the term, once per statement
-        holding = f"count(*) FILTER (WHERE s.content_tsv @@ {term})"
-        idf = ", ".join(f"ln(1.0 + (count(*) - {holding} + 0.5)::float8 / ({holding} + 0.5)) AS w{n}"
-                        for n in range(len(terms)))
-        stats = (f", (SELECT {idf} FROM (SELECT content_tsv FROM items WHERE user_id = %s"
-                 " ORDER BY created_at DESC LIMIT %s) s) st")
-        stats_params = [*(t for t in terms for _ in range(2)), f.user_id, sample]
+        # BM25's idf from the sample's row count and the rows holding the term. MATERIALIZED: once per
+        # statement, also where the planner (without statistics) would join it to each candidate again
+        holding = "count(*) FILTER (WHERE s.content_tsv @@ tq.q{n})"
+        idf = ", ".join(f"ln(1.0 + (count(*) - {holding.format(n=n)} + 0.5)::float8 / ({holding.format(n=n)} + 0.5))"
+                        f" AS w{n}" for n in range(len(terms)))
+        ctes.append(f"st AS MATERIALIZED (SELECT {idf} FROM (SELECT content_tsv FROM items WHERE user_id = %s"
+                    " ORDER BY created_at DESC LIMIT %s) s, tq)")
+        sources.append("st")
+        cte_params += [f.user_id, sample]
     text = sql.SQL(
-        "SELECT {}, (" + " + ".join(ranks) + ") AS score FROM items i" + stats
-        + " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {} ORDER BY score DESC, i.id LIMIT %s"
+        "WITH " + ", ".join(ctes) + " SELECT {}, (" + " + ".join(ranks) + ") AS score FROM items i, "
+        + ", ".join(sources) + " WHERE i.content_tsv @@ websearch_to_tsquery('english', %s) AND {}"
+        " ORDER BY score DESC, i.id LIMIT %s"
     ).format(WIDE_SELECT if wide else sql.SQL("i.id"), cond)
     selecting = match or terms
-    return text, [*terms, *stats_params, (" " if match_all else " or ").join(selecting), *params, k]
+    return text, [*cte_params, (" " if match_all else " or ").join(selecting), *params, k]
 
 
 def term_row_estimates(user_id: str, terms: list[str]) -> tuple[sql.Composable, list[Any]]:
