@@ -103,7 +103,7 @@ def _quiet_transformers() -> None:
         from transformers.utils import logging as hf_logging
     except ImportError:
         return
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
+    hf_logging.disable_progress_bar()
 
 
 def _local_model_path(model: str) -> str:
