@@ -242,11 +242,13 @@ def session_neighbours(f: Filters, centres: sql.Composable, centre_params: list[
     ``centres``: a FROM item named ``h`` with the columns ``id``, ``owner`` (its user) and ``session``."""
     cond, params = where(f)
     user, user_params = same_user("s", f)
-    adjacent = ("SELECT s.id FROM items s WHERE s.user_id = h.owner{} AND s.source_ref ->> 'session_id' = h.session"
+    # the lookups return the neighbours' rows themselves: joined to ``items`` again, a planner without
+    # statistics joined all of the user's rows to each centre first and looked up neighbours for each
+    adjacent = ("SELECT s.* FROM items s WHERE s.user_id = h.owner{} AND s.source_ref ->> 'session_id' = h.session"
                 " AND s.id {} h.id ORDER BY s.id {} LIMIT 1")
     return sql.SQL(
-        "SELECT h.id AS centre, {} FROM {} CROSS JOIN LATERAL (({}) UNION ALL ({})) AS a(id)"
-        " JOIN items i ON i.user_id = h.owner AND i.id = a.id WHERE h.session IS NOT NULL AND {}"
+        "SELECT h.id AS centre, {} FROM {} CROSS JOIN LATERAL (({}) UNION ALL ({})) AS i"
+        " WHERE h.session IS NOT NULL AND {}"
     ).format(columns, centres, sql.SQL(adjacent.format(user, "<", "DESC")),
              sql.SQL(adjacent.format(user, ">", "ASC")), cond), [*centre_params, *user_params, *user_params, *params]
 
