@@ -2,9 +2,10 @@
 
 ``python -m tests.conformance.harness --backend sqlite|postgres [--postgres-url URL] [--json OUT]``
 
-Each suite of ``../shared/conformance/langgraph-store`` (``memory``, ``sqlite``, ``postgres``) is
-copied into a temporary ``tests`` package of its own, beside ``navi_shims.py`` (``shims.py``) and
-with ``suite_conftest.py`` as its conftest, and run by pytest in a subprocess. The test files are
+Each test file of the suites of ``../shared/conformance/langgraph-store`` (``memory``, ``sqlite``,
+``postgres``) is copied into a temporary ``tests`` package of its own, beside ``navi_shims.py``
+(``shims.py``) and with ``suite_conftest.py`` as its conftest, and run by pytest in a subprocess
+(all files at once: they mostly sleep on TTLs, so one file's sleeps overlap another's). The test files are
 copied byte for byte. The outcome of every test id is read from pytest's JUnit XML and each test
 function is judged: passed (all its ids passed), failed, or listed in ``expected.py`` as not
 applicable (it inspects the original store's internals, or exercises no store at all).
@@ -45,25 +46,26 @@ def slash_free_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=user + quote(host, safe=""), query=urlencode(query)))
 
 
-def assemble(suite: str, root: Path) -> Path:
-    """The suite's files, copied into ``root/suite/tests`` with the shims; its directory."""
-    where = root / suite
+def assemble(suite: str, name: str, root: Path) -> Path:
+    """The suite's files (one imports another) copied into ``root/suite-stem/tests`` with the shims,
+    to run its file ``name``; the directory."""
+    where = root / f"{suite}-{Path(name).stem}"
     package = where / "tests"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     shutil.copyfile(SUITES_DIR / "embed_test_utils.py", package / "embed_test_utils.py")
-    for name in SUITES[suite]:
-        shutil.copyfile(SUITES_DIR / suite / name, package / name)
+    for each in SUITES[suite]:
+        shutil.copyfile(SUITES_DIR / suite / each, package / each)
     shutil.copyfile(HERE / "suite_conftest.py", package / "conftest.py")
     shutil.copyfile(HERE / "shims.py", where / "navi_shims.py")
     return where
 
 
-def run_suite(suite: str, backend: str, postgres_url: str, root: Path, extra: list[str],
-              one_kind: bool = False) -> dict[str, str]:
-    """Every test id of the suite with its outcome (passed, failed, skipped). ``one_kind``: the
-    PostgreSQL suite's ``store`` fixture only as ``default`` (``suite_conftest.py``)."""
-    where = assemble(suite, root)
+def run_file(suite: str, name: str, backend: str, postgres_url: str, root: Path, extra: list[str],
+             one_kind: bool = False) -> dict[str, str]:
+    """Every test id of the suite's file ``name`` with its outcome (passed, failed, skipped).
+    ``one_kind``: the PostgreSQL suite's ``store`` fixture only as ``default`` (``suite_conftest.py``)."""
+    where = assemble(suite, name, root)
     report = where / "report.xml"
     scratch = where / "tmp"
     scratch.mkdir()
@@ -74,13 +76,13 @@ def run_suite(suite: str, backend: str, postgres_url: str, root: Path, extra: li
            "TMPDIR": str(scratch)}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function",
-               "--rootdir", str(where), f"--junitxml={report}", "tests", *extra]
+               "--rootdir", str(where), f"--junitxml={report}", f"tests/{name}", *extra]
     (where / "env.sh").write_text("".join(f"export {k}='{env[k]}'\n" for k in (
         "NAVI_CONFORMANCE_BACKEND", "NAVI_CONFORMANCE_POSTGRES_URL", "PYTHONPATH")))
     subprocess.run(command, cwd=where, env=env, timeout=TIMEOUT, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=False)
     if not report.exists():
-        raise RuntimeError(f"the {suite} suite wrote no report (pytest did not run)")
+        raise RuntimeError(f"the {suite} suite's {name} wrote no report (pytest did not run)")
     return outcomes(report, suite)
 
 
@@ -134,15 +136,15 @@ def summary(report: dict[str, Any]) -> str:
 def run(backend: str, postgres_url: str, suites: list[str] | None = None, extra: list[str] | None = None,
         keep: str | None = None, one_kind: bool = False) -> dict[str, Any]:
     """Run the suites (``keep``: in this new directory, left there to read and rerun; ``one_kind``:
-    see ``run_suite``)."""
+    see ``run_file``)."""
     results: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="navi-langgraph-suites-") as temporary:
         root = Path(keep or temporary)
-        names = suites or list(SUITES)
-        # the suites at once: they mostly sleep (TTLs) and wait on the database
-        with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
-            for found in pool.map(lambda suite: run_suite(suite, backend, slash_free_url(postgres_url), root,
-                                                          extra or [], one_kind), names):
+        files = [(suite, name) for suite in suites or list(SUITES) for name in SUITES[suite]]
+        # every file at once: they mostly sleep (TTLs) and wait on the database
+        with concurrent.futures.ThreadPoolExecutor(len(files)) as pool:
+            for found in pool.map(lambda file: run_file(*file, backend, slash_free_url(postgres_url), root,
+                                                        extra or [], one_kind), files):
                 results.update(found)
     return {"backend": backend, **judge(results), "results": results}
 
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the PostgreSQL suite's store fixture as 'default' only (its 'pipe' and 'pool' kinds "
                              "build the same NaviStore): a third of its time (the test suite's setting)")
     parser.add_argument("--keep", help="assemble the suites in this new directory and leave them there "
-                        "(each runs again with pytest in DIR/SUITE and its env in DIR/SUITE/env.sh)")
+                        "(each test file runs again with pytest in DIR/SUITE-FILE and its env in DIR/SUITE-FILE/env.sh)")
     args, extra = parser.parse_known_args(argv)
     url, server = args.postgres_url, None
     if not url:
