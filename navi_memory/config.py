@@ -37,6 +37,7 @@ NAVI_MEMORY_REPLICA_URLS              PostgreSQL streaming replicas of NAVI_MEMO
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -94,7 +95,11 @@ def _int_env(env: Mapping[str, str], name: str, default: int | None) -> int | No
 
 
 def _float_env(env: Mapping[str, str], name: str, default: float) -> float:
-    return _number_env(env, name, default, float)
+    """A finite number of at least 0 (every such setting is a time, a rate or a threshold)."""
+    value = _number_env(env, name, default, float)
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(f"{name} must be a finite number of at least 0, got {env.get(name, '').strip()!r}")
+    return value
 
 
 def _positive_int_env(env: Mapping[str, str], name: str, default: int) -> int:

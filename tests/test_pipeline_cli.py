@@ -77,6 +77,7 @@ def test_ingest_from_stdin_and_extract_one_session(db, tmp_path):
     (("ingest", "--user", "u1", "/nonexistent.json"), "cannot read"),
     (("extract", "--session", "s1"), "--session needs --user"),
     (("extract", "--user", "u1", "--session", "nope"), "no session 'nope'"),
+    (("extract", "--stale-minutes", "-5"), "stale_minutes must be a non-negative number of minutes"),
 ])
 def test_bad_input_exits_2(db, args, message):
     proc = run(*args, db=db, check=False)

@@ -355,6 +355,19 @@ def test_pipeline_options_are_checked():
         PipelineOptions(dedup_threshold=1.5)
     with pytest.raises(ValidationError):
         PipelineOptions(extract_every=-1)
+    for odd in (float("nan"), float("inf")):  # NaN idles never go stale; neither would a session
+        with pytest.raises(ValidationError, match="stale_minutes must be a finite number"):
+            PipelineOptions(stale_minutes=odd)
+
+
+@pytest.mark.parametrize("name", ["NAVI_MEMORY_STALE_MINUTES", "NAVI_MEMORY_CHAT_TIMEOUT",
+                                  "NAVI_MEMORY_EMBEDDING_TIMEOUT", "NAVI_MEMORY_DEDUP_THRESHOLD"])
+@pytest.mark.parametrize("raw", ["-5", "nan", "inf"])
+def test_settings_refuse_negative_and_non_finite_numbers(name, raw):
+    from navi_memory import ConfigurationError, Settings
+
+    with pytest.raises(ConfigurationError, match=f"{name} must be a finite number of at least 0, got '{raw}'"):
+        Settings.from_env({name: raw})
 
 
 # -- the chat model -----------------------------------------------------------------------------

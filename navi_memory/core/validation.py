@@ -240,12 +240,13 @@ def when(value: Any, field: str) -> datetime | None:
         raise ValidationError(f"{field} is not an ISO 8601 date/time: {value!r}") from exc
 
 
-def days(value: Any, field: str) -> float | None:
+def days(value: Any, field: str, *, unit: str = "days", most: float = 365_000) -> float | None:
+    """``value`` as a float: a span of time in ``unit`` (at most ``most``; None stays None)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValidationError(f"{field} must be a non-negative number of days")
-    if value > 365_000:
+        raise ValidationError(f"{field} must be a non-negative number of {unit}")
+    if value > most:
         raise ValidationError(f"{field} is too large")
     return float(value)
 

@@ -58,6 +58,7 @@ from ..pipeline.llm import CallRecord, ChatClient
 from ..sansio import Op, operation
 
 log = logging.getLogger("navi_memory.pipeline")
+MOST_MINUTES = 365_000 * 24 * 60  # the longest span validation.days takes, in minutes
 
 NEIGHBOURS = 5
 MEMORY_OFF = "memory is off for this user"
@@ -210,7 +211,7 @@ class SessionOperations:
         (an ingested conversation; a live one keeps its last turn's chunk until it is answered).
         Returns one report per session."""
         uid = None if (all_users and user_id is None) else v.user_id(user_id)
-        minutes = self._shared.pipeline.stale_minutes if stale_minutes is None else (v.days(stale_minutes, "stale_minutes") or 0.0)
+        minutes = self._shared.pipeline.stale_minutes if stale_minutes is None else (v.days(stale_minutes, "stale_minutes", unit="minutes", most=MOST_MINUTES) or 0.0)
         cap = v.limit(limit, 100_000)
         stale = yield from self._stale(uid, minutes, cap)
         todo = [(owner, sid, True) for owner, sid in stale]

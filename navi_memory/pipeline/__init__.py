@@ -10,6 +10,7 @@ in ``navi_memory.operations.sessions``. Nothing here imports LangChain until a c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from ..config import Settings
@@ -42,8 +43,8 @@ class PipelineOptions:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            if value < 0:
-                raise ValidationError(f"pipeline option {f.name} must not be negative")
+            if not math.isfinite(value) or value < 0:
+                raise ValidationError(f"pipeline option {f.name} must be a finite number of at least 0")
         if not 0 < self.dedup_threshold <= 1:
             raise ValidationError("dedup_threshold must be in (0, 1]")
 
