@@ -19,6 +19,8 @@ HOSTILE_FILES = [
     pytest.param(b"[" * 100_000 + b"]" * 100_000, "nested too deeply", id="nested-100000"),
     pytest.param('[{"role": "user", "content": "café"}]'.encode("latin-1"), "not UTF-8", id="latin-1-bytes"),
     pytest.param(b'[{"role": "user", "content": "hi"}', "is not JSON", id="truncated"),
+    pytest.param(b'[{"role": "user", "content": "hi", "content": "bye"}]', "the key 'content' appears twice",
+                 id="repeated-key"),
 ]
 
 
@@ -48,6 +50,8 @@ def test_a_hostile_ingest_file_is_one_line_and_exit_2(store, db_url, dump, tmp_p
 @pytest.mark.parametrize("line, expected", [
     pytest.param(f'{{"type": "item", "user_id": "{U}", "id": {HUGE_INT}}}', "number too long", id="5000-digit-int"),
     pytest.param("[" * 100_000 + "]" * 100_000, "nested too deeply", id="nested-100000"),
+    pytest.param(f'{{"type": "item", "user_id": "{U}", "user_id": "someone-else", "content": "x"}}',
+                 "the key 'user_id' appears twice", id="repeated-key"),
 ])
 def test_a_hostile_import_line_is_one_line_and_exit_2(store, db_url, dump, tmp_path, capsys, line, expected):
     seed(store)

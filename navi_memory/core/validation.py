@@ -316,12 +316,32 @@ def unstorable(value: str) -> str | None:
     return None
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _one_of_each_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return value
+
+
 def parse_json(text: str | bytes, what: str) -> Any:
     """Untrusted JSON (a file, a request body, an import line): every way it can fail is a
     ``ValidationError`` naming ``what``: bad syntax, bytes that are not UTF-8, nesting deeper than
-    the parser goes, an integer over Python's 4,300-digit conversion limit."""
+    the parser goes, an integer over Python's 4,300-digit conversion limit, a key twice in one
+    object (parsers disagree on which value counts: a check that read the first ``user_id`` must
+    not be followed by a write under the last)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_one_of_each_key)
+    except _RepeatedKey as exc:
+        raise ValidationError(f"{what} is not JSON this accepts: the key {str(exc)[:100]!r} appears twice in one"
+                              " object") from exc
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{what} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     except UnicodeDecodeError as exc:
