@@ -71,11 +71,19 @@ def test_token_in_the_address_sets_a_cookie_and_is_dropped_from_it(store):
     assert response.headers["location"] == "/users/alice/items?theme=general"
     cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert "Secure" not in cookie  # over plain HTTP a browser would drop a Secure cookie
     page = client.get("/users/alice/items")  # the client now sends the cookie
     assert page.status_code == 200 and "secret tea preference" in page.text
     client.cookies.clear()
     assert client.get("/?token=wrong-token-wrong-token", follow_redirects=False).status_code == 401
     assert client.get("/users/alice/items").status_code == 401
+
+
+def test_over_https_the_cookie_is_secure(store):
+    client = TestClient(create_app(store, token=TOKEN, host="0.0.0.0"), base_url="https://memory.example")
+    response = client.get(f"/?token={TOKEN}", follow_redirects=False)
+    assert response.status_code == 303 and "; Secure" in response.headers["set-cookie"]
+    assert client.get("/").status_code == 200
 
 
 def test_a_wrong_cookie_is_refused(store):

@@ -198,7 +198,9 @@ class Guard:
         if not path.startswith(b"/") or path[1:2] in (b"/", b"\\"):  # //host or /\host would leave the site
             path = b"/"
         target = path + (f"?{urlencode(query)}".encode("ascii") if query else b"")
-        cookie = f"{COOKIE}={quote(token, safe='')}; Path=/; HttpOnly; SameSite=Strict"
+        # over HTTPS the browser must never send it back over plain HTTP
+        secure = "; Secure" if scope.get("scheme") in ("https", "wss") else ""
+        cookie = f"{COOKIE}={quote(token, safe='')}; Path=/; HttpOnly; SameSite=Strict{secure}"
         await _redirect(send, target, [(b"set-cookie", cookie.encode("ascii"))])
 
 
