@@ -254,6 +254,16 @@ def test_substring_fallback_when_nothing_else_matches(lexical_store):
     assert lexical_store.search("zzz", user_id=U) == []
 
 
+def test_substring_fallback_ignores_the_case_of_any_letter(lexical_store):
+    emile = lexical_store.add(user_id=U, content="ÉMILE ZOLA ÉCRIVAIT", title="ÇAVA")
+    lexical_store.add(user_id=U, content="tea time")
+    for query in ("émi", "Émi", "mile", "ÉCRI", "écri", "çav"):  # inside a word: substrings only
+        results = lexical_store.search(query, user_id=U)
+        assert [r.id for r in results] == [emile], query
+        assert results[0].signals["substring"], query
+    assert lexical_store.search("émx", user_id=U) == []
+
+
 def test_word_prefix_is_found_by_stem_or_substring(lexical_store):
     latte = lexical_store.add(user_id=U, content="I love lattes")
     results = lexical_store.search("latt", user_id=U)  # porter stems "lattes" to "latt"

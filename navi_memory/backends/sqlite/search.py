@@ -164,8 +164,13 @@ class SQLiteSearch:
         if not terms:
             return []
         where, params = filter_sql(filters)
-        hits = " + ".join("(i.content LIKE ? ESCAPE '\\' OR coalesce(i.title, '') LIKE ? ESCAPE '\\')" for _ in terms)
-        hit_params = [p for t in terms for p in (like_pattern(t), like_pattern(t))]
+        # SQLite's LIKE folds the case of ASCII letters only: a term with other letters compares
+        # both sides lowered by Python (as PostgreSQL's ILIKE does), the rest keep the plain LIKE
+        ascii_hit = "(i.content LIKE ? ESCAPE '\\' OR coalesce(i.title, '') LIKE ? ESCAPE '\\')"
+        other_hit = ("(navi_lower(i.content) LIKE ? ESCAPE '\\'"
+                     " OR navi_lower(coalesce(i.title, '')) LIKE ? ESCAPE '\\')")
+        hits = " + ".join(ascii_hit if t.isascii() else other_hit for t in terms)
+        hit_params = [p for t in terms for p in [like_pattern(t if t.isascii() else t.lower())] * 2]
         sql = (f"SELECT id, hits FROM (SELECT i.id, i.created_at, ({hits}) AS hits FROM items i WHERE {where})"
                " WHERE hits > 0 ORDER BY hits DESC, created_at DESC LIMIT ?")
         with self._transaction(write=False) as conn:
