@@ -145,3 +145,14 @@ def test_top_k_order_matches_full_sort_on_random_data():
     for k in (1, 10, 950, 1000):
         expected = [i for i in np.argsort(-sims) if np.isfinite(sims[i])][:k]
         assert top_k_order(sims, k).tolist() == expected
+
+
+@pytest.mark.parametrize("name", ["ann_from", "lexical_row_budget"])
+@pytest.mark.parametrize("rows", [-5, 0, True, 2.5, "100"])
+def test_row_counts_of_the_sqlite_backend_are_checked(tmp_path, name, rows):
+    from navi_memory import ConfigurationError
+    from navi_memory.backends.sqlite import SQLiteBackend
+
+    with pytest.raises(ConfigurationError, match=f"{name} must be a whole number of rows of at least 1, or None"):
+        SQLiteBackend(str(tmp_path / "x.db"), **{name: rows})
+    assert not (tmp_path / "x.db").exists()
