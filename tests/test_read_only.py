@@ -104,6 +104,25 @@ def test_a_failed_export_keeps_the_existing_backup(db_url, tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err and not missing.parent.exists()
 
 
+def test_an_export_through_a_symbolic_link_replaces_the_file_it_names(db_url, tmp_path):
+    with MemoryStore.open(db_url, embeddings=False) as store:
+        store.add(user_id="u1", content="my locker code is 4412")
+    (tmp_path / "disk").mkdir()
+    real = tmp_path / "disk" / "backup.jsonl"
+    real.write_text("the old backup\n")
+    real.chmod(0o640)
+    link = tmp_path / "backup.jsonl"
+    link.symlink_to(real)
+    assert main(["--db", db_url, "--embeddings", "none", "export", "--user", "u1", "-o", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert "4412" in real.read_text() and (real.stat().st_mode & 0o777) == 0o640
+    dangling = tmp_path / "new.jsonl"
+    dangling.symlink_to(tmp_path / "disk" / "new-backup.jsonl")  # names a file not made yet
+    assert main(["--db", db_url, "--embeddings", "none", "export", "--user", "u1", "-o", str(dangling)]) == 0
+    assert dangling.is_symlink() and "4412" in (tmp_path / "disk" / "new-backup.jsonl").read_text()
+    assert not [p for p in tmp_path.rglob("*.partial")]
+
+
 KILLED_EXPORT = """
 import sys, time
 from navi_memory.cli.io import _write_whole

@@ -60,8 +60,11 @@ def _write_whole(path: str, write: Callable[[Any], Any]) -> Any:
     """``write(file)`` into a temporary file beside ``path``, renamed over it only when complete:
     a failed export never empties or truncates an existing backup. The temporary file is readable
     by its owner only (it holds a user's memory); one a killed export left is removed by the next
-    export to the same target (``_remove_stale_partials``)."""
+    export to the same target (``_remove_stale_partials``). A symbolic link is followed, as the
+    shell's ``>`` does: the file it points to is replaced, the link stays."""
     target = Path(path).expanduser()
+    if target.is_symlink():  # replacing the link itself would leave the file it names stale
+        target = target.resolve()
     if not target.parent.is_dir():
         raise ValidationError(f"cannot write {target}: the folder {target.parent} does not exist")
     _remove_stale_partials(target)
