@@ -57,6 +57,19 @@ def test_ingest_extract_facts_stats_summary(db, transcript_file):
     assert any("[Tool result] uname: Linux 6.8.0-arch1" in h["content"] for h in hits)
 
 
+def test_files_with_a_byte_order_mark_are_read(db, tmp_path):
+    """Windows editors (and PowerShell 5's utf8) start a UTF-8 file with a byte order mark."""
+    chat = tmp_path / "bom.json"
+    chat.write_bytes(b"\xef\xbb\xbf" + json.dumps(CONVERSATION[1:2]).encode())
+    run("ingest", "--user", "u1", "--session", "s1", str(chat), db=db)
+    backup = tmp_path / "backup.jsonl"
+    run("export", "--user", "u1", "-o", str(backup), db=db)
+    backup.write_bytes(b"\xef\xbb\xbf" + backup.read_bytes())
+    again = f"sqlite:///{tmp_path / 'again.db'}"
+    run("import", str(backup), db=again)
+    assert "I live in Berlin" in run("export", "--user", "u1", db=again).stdout
+
+
 def test_ingest_from_stdin_and_extract_one_session(db, tmp_path):
     import subprocess
     import sys

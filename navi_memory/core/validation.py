@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
@@ -409,7 +410,9 @@ def integer_text(raw: Any, field: str) -> int:
 
 def utf8_text(data: bytes, what: str) -> str:
     """``data`` decoded, or a ``ValidationError`` naming ``what`` (a file) and the line and column of
-    the first byte that is not UTF-8, so a person can find it in their editor."""
+    the first byte that is not UTF-8, so a person can find it in their editor. A leading byte order
+    mark (Windows editors write one) is dropped, as editors do not show it."""
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -73,7 +73,7 @@ def read_jsonl(path: str | Path) -> Lines:
 
     def lines() -> Iterator[tuple[str, Mapping[str, Any]]]:
         try:
-            handle = open(path, encoding="utf-8")
+            handle = open(path, encoding="utf-8-sig")  # a leading byte order mark (Windows editors) is dropped
         except OSError as exc:
             raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from exc
         with handle:
