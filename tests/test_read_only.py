@@ -121,6 +121,9 @@ def test_an_export_through_a_symbolic_link_replaces_the_file_it_names(db_url, tm
     assert main(["--db", db_url, "--embeddings", "none", "export", "--user", "u1", "-o", str(dangling)]) == 0
     assert dangling.is_symlink() and "4412" in (tmp_path / "disk" / "new-backup.jsonl").read_text()
     assert not [p for p in tmp_path.rglob("*.partial")]
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    assert main(["--db", db_url, "--embeddings", "none", "export", "--user", "u1", "-o", str(tmp_path / "loop-a")]) == 2
 
 
 KILLED_EXPORT = """

@@ -64,7 +64,10 @@ def _write_whole(path: str, write: Callable[[Any], Any]) -> Any:
     shell's ``>`` does: the file it points to is replaced, the link stays."""
     target = Path(path).expanduser()
     if target.is_symlink():  # replacing the link itself would leave the file it names stale
-        target = target.resolve()
+        try:
+            target = target.resolve()
+        except (OSError, RuntimeError) as exc:  # a loop of links (RuntimeError before Python 3.13)
+            raise ValidationError(f"cannot write {target}: {exc}") from exc
     if not target.parent.is_dir():
         raise ValidationError(f"cannot write {target}: the folder {target.parent} does not exist")
     _remove_stale_partials(target)
