@@ -483,6 +483,9 @@ def test_unknown_backend_options_are_rejected(pg_url):
         MemoryStore.open(pg_url, embeddings=False, backend_options={"ef_serach": 10})
     with pytest.raises(ValidationError, match="index_method"):
         MemoryStore.open(pg_url, embeddings=False, backend_options={"index_method": "annoy"})
+    for name, value in (("ef_search", -1), ("lexical_row_budget", "300"), ("exact_below", 2.5), ("ivfflat_probes", True)):
+        with pytest.raises(ValidationError, match=f"{name} must be a whole number"):
+            MemoryStore.open(pg_url, embeddings=False, backend_options={name: value})
 
 
 def test_words_are_selected_rarest_first_within_the_budget_unless_the_user_fits_it(pg_url):

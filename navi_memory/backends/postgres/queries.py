@@ -74,8 +74,11 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         self.pins = Pins()
         self.defer_vector_index = defer_vector_index  # bulk loads: build_vector_index() after the load
         for name, value in tuning.items():
-            if value is not None:
-                setattr(self, name, value)
+            if value is None:
+                continue
+            if name != "index_method" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValidationError(f"{name} must be a whole number (0 or more), not {value!r}")
+            setattr(self, name, value)
         if self.index_method not in ("auto", "hnsw", "ivfflat"):
             raise ValidationError(f"index_method must be auto, hnsw or ivfflat, not {self.index_method!r}")
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import ann
 from ...core.contract import NOT_INDEXED
-from ...errors import ConfigurationError, SchemaError
+from ...errors import SchemaError, ValidationError
 from ...core.timeutil import to_db
 from ...vectors import to_blob
 from . import lexicon
@@ -64,8 +64,8 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
         ``lexical_row_budget`` (approximate, off by default): rank only rows holding one of the rarest
         query terms whose rows add up to this budget (see ``SQLiteSearch._rare_terms``)."""
         for name, rows in (("ann_from", ann_from), ("lexical_row_budget", lexical_row_budget)):
-            if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
-                raise ConfigurationError(f"{name} must be a whole number of rows of at least 1, or None")
+            if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
+                raise ValidationError(f"{name} must be a whole number of rows (0 or more), or None")
         self.path = path
         self.create = create
         self.busy_timeout_ms = busy_timeout_ms
