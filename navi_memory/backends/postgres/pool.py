@@ -321,8 +321,8 @@ class PostgresBackend(SharedReads, PostgresQueries):
                         value = self._many(cur, query)
                     elif query.local:
                         value = self._with_local(conn, cur, query)
-                    else:
-                        cur.execute(query.text, query.params)
+                    else:  # a script is several statements: never prepared (a prepared statement holds one)
+                        cur.execute(query.text, query.params, prepare=False if query.script else None)
                         value = self._result(cur)
                 ran = True
                 done, query = advance(gen, value)
@@ -522,8 +522,8 @@ class AsyncPostgresBackend(AsyncSharedReads, PostgresQueries):
                         value = await self._many(cur, query)
                     elif query.local:
                         value = await self._with_local(conn, cur, query)
-                    else:
-                        await cur.execute(query.text, query.params)
+                    else:  # a script is several statements: never prepared (a prepared statement holds one)
+                        await cur.execute(query.text, query.params, prepare=False if query.script else None)
                         value = await self._result(cur)
                 ran = True
                 done, query = advance(gen, value)

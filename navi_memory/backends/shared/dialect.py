@@ -28,13 +28,16 @@ class Q(NamedTuple):
     while the call's transaction is open (the call is rolled back and run again after it). ``local``: the
     (setting, value) pairs the statement runs under, SET LOCAL in a transaction of its own that
     the runner sends with it in one round trip (a session SET would not survive a
-    transaction-mode pooler such as PgBouncer). ``own_tx`` and ``local``: PostgreSQL only."""
+    transaction-mode pooler such as PgBouncer). ``script``: several statements in one text, without
+    parameters, sent in one round trip and never prepared (a prepared statement holds one).
+    ``own_tx``, ``local`` and ``script``: PostgreSQL only."""
 
     text: Any
     params: Sequence[Any] | None = None
     many: bool = False
     own_tx: bool = False
     local: tuple[tuple[str, int | str], ...] = ()
+    script: bool = False
 
 
 class Native(NamedTuple):

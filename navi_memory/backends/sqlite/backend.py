@@ -21,8 +21,8 @@ from ...core.contract import NOT_INDEXED
 from ...errors import SchemaError, ValidationError
 from ...core.timeutil import to_db
 from ...vectors import to_blob
-from . import lexicon
-from .schema import LATEST_VERSION, MIGRATIONS
+from . import fresh_schema, lexicon
+from .schema import LATEST_VERSION
 from .persons import SQLitePromotion
 from .search import SQLiteSearch
 from .transfer import SQLiteTransfer
@@ -158,14 +158,14 @@ class SQLiteBackend(SQLitePromotion, SQLiteTransfer, SQLiteSearch, SQLiteRunner,
 
     def migrate(self) -> int:
         with self._transaction(write=True) as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+            conn.execute(fresh_schema.CREATE_VERSIONS_TABLE)
+            new = fresh_schema.is_new(conn)
+            if new and fresh_schema.create(conn):  # the schema the first new database got, in one step
+                return LATEST_VERSION
             done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
-            for version, statements in MIGRATIONS:
-                if version in done:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_migrations VALUES (?, datetime('now'))", (version,))
+            fresh_schema.apply_migrations(conn, done)
+            if new:
+                fresh_schema.learn(conn)
         return LATEST_VERSION
 
     def schema_version(self) -> int:
