@@ -305,6 +305,15 @@ def test_summary_text_is_tidied_and_capped():
     assert len(summary.clip_words(long).split()) <= 400
 
 
+@pytest.mark.parametrize("reply", [" ".join(["https://example.com/" + "a" * 60] * 400), "b" * 10_000,
+                                   "The user likes tea. " + "c" * 9_000])
+def test_a_summary_of_long_words_is_capped_in_characters_too(reply: str):
+    # it goes into every session's prompt: 400 words of 80 characters were 32 KB a turn
+    text = summary.tidy(reply)
+    assert len(text) <= summary.MAX_CHARS and text.endswith("…")
+    assert reply.startswith(text[:-1].rstrip())
+
+
 def test_composed_summary_without_llm():
     facts = [fact("profile", "name", "Eugene"), fact("preferences", "editor", "vim"), fact("other", "k", "v")]
     text = summary.compose(facts)

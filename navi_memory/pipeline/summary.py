@@ -21,6 +21,9 @@ from .llm import CallRecord, ask
 log = logging.getLogger(__name__)
 
 MAX_WORDS = 400
+# and characters: the summary goes into every session's prompt whole, and 400 "words" of a
+# model's reply can be URLs or encoded blobs (400 of 80 characters: 32 KB a turn)
+MAX_CHARS = 4000
 MAX_PARAGRAPHS = 4
 MAX_FACTS = 300
 HEADINGS = {"profile": "About the user", "preferences": "Preferences", "technical": "Technical setup",
@@ -56,12 +59,18 @@ def facts_text(facts: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def clip_words(text: str, limit: int = MAX_WORDS) -> str:
-    """At most ``limit`` words, ending on a sentence boundary when one is in the last third."""
+def clip_words(text: str, limit: int = MAX_WORDS, most_chars: int = MAX_CHARS) -> str:
+    """At most ``limit`` words and ``most_chars`` characters, ending on a sentence boundary when
+    one is in the last third (else on a word, or inside one longer than a third of the room)."""
     words = re.findall(r"\S+\s*", text)
-    if len(words) <= limit:
+    if len(words) <= limit and len(text.strip()) <= most_chars:
         return text.strip()
     cut = "".join(words[:limit]).rstrip()
+    if len(cut) > most_chars - 1:  # the room of the ellipsis kept
+        room = cut[:most_chars - 1]
+        space = room.rstrip().rfind(" ")
+        cut = room[:space] if space >= len(room) * 2 // 3 else room
+        cut = cut.rstrip()
     end = max(cut.rfind(". "), cut.rfind(".\n"), cut.rfind("!"), cut.rfind("?"))
     if end >= len(cut) * 2 // 3:
         return cut[:end + 1].strip()
@@ -70,7 +79,7 @@ def clip_words(text: str, limit: int = MAX_WORDS) -> str:
 
 def tidy(text: str) -> str:
     """The model's text as plain paragraphs: no code fences or headings, at most 4 paragraphs,
-    at most 400 words."""
+    at most 400 words and 4,000 characters."""
     text = re.sub(r"```\w*", "", text or "").strip()
     paragraphs = []
     for block in re.split(r"\n\s*\n", text):
