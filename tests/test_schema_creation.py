@@ -103,6 +103,14 @@ def test_a_schema_that_does_not_replay_is_never_used(tmp_path: Path):
     lexicon.register(conn)
     assert fresh_schema._replayable(conn) is None
     conn.close()
+    # nor one whose statements fail to replay (here: an index on a function only that database knows)
+    conn = sqlite3.connect(migrated_step_by_step(tmp_path / "b.db"))
+    register(conn)
+    lexicon.register(conn)
+    conn.create_function("only_here", 1, lambda text: text, deterministic=True)
+    conn.execute("CREATE INDEX users_only_here ON users (only_here(id))")
+    assert fresh_schema._replayable(conn) is None
+    conn.close()
 
 
 @pytest.mark.postgres

@@ -77,13 +77,20 @@ def _replayable(migrated: sqlite3.Connection) -> tuple[str, ...] | None:
     replayed = _scratch()
     replayed.execute(CREATE_VERSIONS_TABLE)
     statements = []
-    for kind, name, statement in objects:
-        # a virtual table makes its own shadow tables (FTS5's _data, _idx, ...): they are not replayed
-        if kind == "table" and replayed.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone():
-            continue
-        replayed.execute(statement)
-        statements.append(statement)
-    if _catalogue(replayed) != _catalogue(migrated):
+    try:
+        for kind, name, statement in objects:
+            # a virtual table makes its own shadow tables (FTS5's _data, _idx, ...): not replayed
+            if kind == "table" and replayed.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone():
+                continue
+            replayed.execute(statement)
+            statements.append(statement)
+        same = _catalogue(replayed) == _catalogue(migrated)
+    except sqlite3.Error as exc:  # the database just migrated is fine: only the shortcut is lost
+        log.warning("the SQLite schema does not replay (%s): new databases are migrated step by step", exc)
+        return None
+    finally:
+        replayed.close()
+    if not same:
         log.warning("the SQLite schema does not replay from sqlite_master: new databases are migrated step by step")
         return None
     return tuple(statements)
