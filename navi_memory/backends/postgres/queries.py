@@ -42,6 +42,14 @@ log = logging.getLogger(__name__)
 TUNING = ("ef_search", "exact_below", "lexical_row_budget", "index_method", "ivfflat_probes", "ivfflat_min_rows")
 
 
+# The type of the current schema's embeddings.embedding column (None: no such column), from the
+# catalogue itself: the information_schema.columns view made every open of a store slower (an
+# existing one's open 23 -> 16 ms at the median: benchmarks/store_open.py)
+VECTOR_TYPE = ("(SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid"
+               " WHERE a.attrelid = to_regclass(quote_ident(current_schema()) || '.embeddings')"
+               " AND a.attname = 'embedding' AND NOT a.attisdropped)")
+
+
 class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresTransferQueries,
                       ItemQueries, KeyedQueries, FactQueries, SessionQueries, PersonQueries, EmbeddingQueries,
                       SearchReadQueries, TransferQueries):
@@ -120,8 +128,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
             for statement in steps:
                 yield Q(statement)
         elif steps:
-            # all in one round trip (the simple query protocol takes several statements): a store
-            # opened on a new schema in 91-97 ms at the median with its 100 statements one by one, 79-80 so
+            # all in one round trip (the simple query protocol takes several statements; with
+            # VECTOR_TYPE an open on a new schema went from 130-134 to 99-100 ms at the median)
             yield Q(";\n".join(steps), script=True)
         if self.has_vector and (yield from self._vector_column()) != "vector":
             yield Q(schema.VECTOR_COLUMN)
@@ -133,9 +141,8 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         return schema.LATEST_VERSION
 
     def _vector_column(self) -> Op[str | None]:
-        rows: list[Row] = yield Q("SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
-                                  " AND column_name = 'embedding' AND table_schema = current_schema()")
-        column_type: str | None = rows[0]["udt_name"] if rows else None
+        rows: list[Row] = yield Q(f"SELECT {VECTOR_TYPE} AS vector_type")
+        column_type: str | None = rows[0]["vector_type"]
         return column_type
 
     def _read_features(self) -> Op[None]:
@@ -160,8 +167,7 @@ class PostgresQueries(PostgresSearchQueries, PostgresPromotionQueries, PostgresT
         catalogue: list[Row] = yield Q(
             "SELECT to_regclass('navi_schema_migrations') IS NOT NULL AS versioned,"
             " to_regclass('items_content_trgm') IS NOT NULL AS trigram_indexed,"
-            " (SELECT udt_name FROM information_schema.columns WHERE table_name = 'embeddings'"
-            "  AND column_name = 'embedding' AND table_schema = current_schema()) AS vector_type")
+            f" {VECTOR_TYPE} AS vector_type")
         state = catalogue[0]
         if not state["versioned"] or (self.has_vector and state["vector_type"] != "vector") \
                 or (self.has_trgm and not state["trigram_indexed"]):

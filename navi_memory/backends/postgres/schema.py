@@ -305,8 +305,9 @@ SCOPES = [
     "CREATE UNIQUE INDEX IF NOT EXISTS items_user_namespace_key ON items (user_id, namespace, ext_key)"
     " WHERE ext_key IS NOT NULL",
     """DO $$ BEGIN
-        IF (SELECT data_type FROM information_schema.columns WHERE table_schema = current_schema()
-            AND table_name = 'items' AND column_name = 'metadata') <> 'jsonb' THEN
+        IF (SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+            WHERE a.attrelid = to_regclass(quote_ident(current_schema()) || '.items')
+            AND a.attname = 'metadata' AND NOT a.attisdropped) <> 'jsonb' THEN
           ALTER TABLE items ALTER COLUMN metadata DROP DEFAULT;
           ALTER TABLE items ALTER COLUMN metadata TYPE jsonb USING metadata::jsonb;
           ALTER TABLE items ALTER COLUMN metadata SET DEFAULT '{}';
