@@ -108,7 +108,7 @@ def best_first(rows: np.ndarray, scores: np.ndarray, limit: int | None = None) -
 def _folded(word: str) -> str:
     """Without diacritics (as SQLite's full-text index matches: café = cafe), lightly stemmed.
     Kept per word: relevance folds every word of each matched candidate (about 740 a search on
-    100k items: p50 30.2 -> 27.9 ms, PostgreSQL)."""
+    100k items: p50 29.8 -> 27.5 ms, PostgreSQL: benchmarks/folded_words_ab.py)."""
     return stem("".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)))
 
 
