@@ -262,6 +262,36 @@ def test_async_store_is_native_and_blocking_calls_come_from_worker_threads(db_ur
         navi.get(("docs",), "k")  # its loop has ended
 
 
+def test_blocking_calls_from_worker_threads_run_together_as_awaited_ones_do(db_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def run() -> tuple:
+        async_memory = await AsyncMemoryStore.open(db_url, embeddings=FakeEmbeddings())
+        calls: list[str] = []
+        real = async_memory.get_keyed
+
+        async def slow(*args, **kwargs):  # keeps the lanes busy, so calls queue up behind them
+            calls.append("get_keyed")
+            await asyncio.sleep(0.05)
+            return await real(*args, **kwargs)
+
+        async_memory.get_keyed = slow  # type: ignore[method-assign]
+        try:
+            navi = NaviStore(async_memory, user_id="u1")
+            await navi.aput(("docs",), "k", {"text": "shared"})
+            calls.clear()
+            loop = asyncio.get_running_loop()
+            with ThreadPoolExecutor(16) as threads:
+                reads = await asyncio.gather(*(loop.run_in_executor(threads, navi.get, ("docs",), "k")
+                                               for _ in range(80)))
+            return reads, calls
+        finally:
+            await async_memory.close()
+
+    reads, calls = asyncio.run(run())
+    assert [r.value for r in reads] == [{"text": "shared"}] * 80
+    assert len(calls) < 60  # 80 calls from 16 threads (8 lanes), merged as a gather's are
+
 def test_concurrent_calls_run_together_each_with_its_own_user_result_and_error(db_url: str) -> None:
     from navi_memory.integrations import langgraph as module
 

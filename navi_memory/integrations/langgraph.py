@@ -191,11 +191,12 @@ class NaviStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The ops, run on the ``MemoryStore``; over an ``AsyncMemoryStore``, from a worker thread on
-        the event loop the store runs on (in that loop's own thread it would block it: refused with
-        ``asyncio.InvalidStateError``, as LangGraph's async stores do)."""
+        the event loop the store runs on, together with that loop's other calls as ``abatch`` runs
+        them (in the loop's own thread it would block it: refused with ``asyncio.InvalidStateError``,
+        as LangGraph's async stores do)."""
         calls = self._calls(ops)
         if self._caller.sync_store is None:
-            return cast("list[Result]", self._on_store_loop(self._abatch_here(calls), "batch"))
+            return cast("list[Result]", self._on_store_loop(self._merged(calls), "batch"))
         return self._batch_here(calls)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -203,9 +204,14 @@ class NaviStore(BaseStore):
         Concurrent calls on one event loop run together (``_merge``): a ``gather`` of thousands of
         ``aget``/``aput`` is a few hundred store calls, at most ``CONCURRENT_BATCHES`` at once."""
         calls = self._calls(ops)
-        loop = asyncio.get_running_loop()
         if self._caller.sync_store is None:
-            self._loop = loop
+            self._loop = asyncio.get_running_loop()
+        return await self._merged(calls)
+
+    async def _merged(self, calls: list[Call]) -> list[Result]:
+        """``calls`` run with those of the other callers on this loop (coroutines and, over an
+        ``AsyncMemoryStore``, blocking calls from worker threads alike)."""
+        loop = asyncio.get_running_loop()
         merger = self._mergers.get(loop)
         if merger is None:
             merger = self._mergers[loop] = Merger(self._abatch_here, lanes=CONCURRENT_BATCHES, most=MERGED_OPS)
