@@ -105,6 +105,17 @@ def wins_losses(shipped: dict[str, list[dict[str, Any]]], rows: dict[str, list[d
     return out
 
 
+def print_settings(settings: dict[str, Any], loo: dict[str, Any], title: str = "(held-out pooled)") -> None:
+    """Each setting's figures and moves against as shipped, then the leave-one-out choice."""
+    for name, part in settings.items():
+        print(_line(name, part))
+        print(" " * 4 + "questions up / down against as shipped, R@5 and R@10 by category: " + "  ".join(
+            f"{c} {w5}/{l5} {w10}/{l10}" for c, ((w5, l5), (w10, l10)) in part["against_shipped"].items()))
+    print(_line(f"leave one out {title}", loo))
+    for fold in loo["folds"]:
+        print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, type=Path)
@@ -161,13 +172,7 @@ def main() -> None:
                                            for name, by_user in rows.items()},
                               "leave_one_out": leave_one_out(rows, users)}
     print(f"  {'all dev':<56} {'R@5':>6} {'R@10':>6} {'NDCG@10':>8}   R@5/R@10 for categories 1 2 3 4")
-    for name, part in report["settings"].items():
-        print(_line(name, part))
-        print(" " * 4 + "questions up / down against as shipped, R@5 and R@10 by category: " + "  ".join(
-            f"{c} {w5}/{l5} {w10}/{l10}" for c, ((w5, l5), (w10, l10)) in part["against_shipped"].items()))
-    print(_line("leave one out (held-out pooled)", report["leave_one_out"]))
-    for fold in report["leave_one_out"]["folds"]:
-        print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
+    print_settings(report["settings"], report["leave_one_out"])
     if args.json_out:
         write_report(args.json_out, report)
 
