@@ -292,6 +292,7 @@ def test_blocking_calls_from_worker_threads_run_together_as_awaited_ones_do(db_u
     assert [r.value for r in reads] == [{"text": "shared"}] * 80
     assert len(calls) < 60  # 80 calls from 16 threads (8 lanes), merged as a gather's are
 
+
 def test_concurrent_calls_run_together_each_with_its_own_user_result_and_error(db_url: str) -> None:
     from navi_memory.integrations import langgraph as module
 
