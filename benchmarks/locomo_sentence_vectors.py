@@ -116,13 +116,18 @@ def print_settings(settings: dict[str, Any], loo: dict[str, Any], title: str = "
         print(_line(f"  {fold['held_out']}: {fold['chosen']}", fold))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(description: str) -> tuple[argparse.Namespace, list[dict[str, Any]]]:
+    """The dev scripts' command line (``--data``, ``--cache``, ``--json``) and the conversations."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
     parser.add_argument("--json", dest="json_out", type=Path, default=None)
     args = parser.parse_args()
-    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    return args, json.loads(args.data.read_text(encoding="utf-8"))
+
+
+def main() -> None:
+    args, samples = arguments(__doc__.split("\n")[0])
     channel = SentenceChannel()
     channel.install()
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}

@@ -18,15 +18,13 @@ conversation out with the bench's objective (lexical channel, fusion and re-rank
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from locomo_sentence_vectors import SentenceChannel, print_settings, wins_losses  # type: ignore[import-not-found]
+from locomo_sentence_vectors import SentenceChannel, arguments, print_settings, wins_losses  # type: ignore[import-not-found]
 from navi_memory import MemoryStore
 from navi_memory.bench import embed_cache, write_report
 from navi_memory.bench.locomo_data import questions, score, turn_items
@@ -152,12 +150,7 @@ def report_of(rows: dict[str, dict[str, list[dict[str, Any]]]], names: list[str]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", required=True, type=Path)
-    parser.add_argument("--cache", type=Path, default=embed_cache.DEFAULT_DIR)
-    parser.add_argument("--json", dest="json_out", type=Path, default=None)
-    args = parser.parse_args()
-    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    args, samples = arguments(__doc__.split("\n")[0])
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
     blended(samples, args.cache, rows)
     pooled_vectors(samples, args.cache, rows)
