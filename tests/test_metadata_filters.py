@@ -119,6 +119,9 @@ def test_the_smallest_64_bit_integer_is_a_value_like_any_other(lexical_store):
     ({'a"b': 1}, "quote"),
     ({"a') OR json_extract(value, '$.": 1}, "Invalid filter key"),
     ({"k": 2**70}, "'k' $eq"),
+    ({"k": 2**63}, "integers must fit in 64 bits"),  # a number, said why it is refused
+    ({"k": {"$ne": float("inf")}}, "numbers must be finite"),
+    ({"k": {"$in": ["a", -(2**63) - 1]}}, "'k' $in takes a list .* integers must fit in 64 bits"),
     (["k"], "mapping"),
     ({(): 1}, "non-empty string"),
     ({("a", 1): 1}, "non-empty string"),

@@ -84,6 +84,16 @@ def _path(key: Any) -> tuple[str, ...]:
     return parts
 
 
+def _number_hint(values: Any) -> str:
+    """Why a number among ``values`` is not a filter operand (it looks like one), or ''."""
+    for value in values:
+        if isinstance(value, float) and not math.isfinite(value):
+            return ": numbers must be finite"
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64:
+            return ": integers must fit in 64 bits, as both databases store them"
+    return ""
+
+
 def _operand(key: str, op: str, value: Any) -> Any:
     wrong = f"metadata filter {key!r} ${op}"
     if op == "exists":
@@ -91,13 +101,14 @@ def _operand(key: str, op: str, value: Any) -> Any:
             raise ValidationError(f"{wrong} takes true or false, got {value!r}")
     elif op in ("in", "nin"):
         if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= MAX_LIST or not all(map(_scalar, value)):
-            raise ValidationError(f"{wrong} takes a list of 1 to {MAX_LIST} strings, numbers or booleans")
+            hint = _number_hint(value) if isinstance(value, (list, tuple)) else ""
+            raise ValidationError(f"{wrong} takes a list of 1 to {MAX_LIST} strings, numbers or booleans{hint}")
         value = tuple(value)
     elif op in ("gt", "gte", "lt", "lte"):
         if isinstance(value, bool) or not _scalar(value):
             raise ValidationError(f"{wrong} takes a number or a string, got {value!r}")
     elif not _scalar(value):
-        raise ValidationError(f"{wrong} takes a string, a number or a boolean, got {value!r}")
+        raise ValidationError(f"{wrong} takes a string, a number or a boolean, got {value!r}{_number_hint([value])}")
     return value
 
 
