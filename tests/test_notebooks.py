@@ -28,8 +28,18 @@ def test_notebook_runs(path: Path, tmp_path: Path, request: pytest.FixtureReques
     if "postgres" in path.stem:
         request.applymarker(pytest.mark.postgres)
     notebook = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    # the kernel talks over socket files in tmp_path, not TCP ports: ports are picked free, then bound by
+    # the kernel, and another test process can take one in between ("Address already in use": the kernel
+    # never answers)
+    from jupyter_client.manager import KernelManager
+
+    kernel = KernelManager(kernel_name="python3", transport="ipc", ip=str(tmp_path / "kernel"))
+    try:
+        nbclient.NotebookClient(notebook, km=kernel, timeout=600,
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:  # a kernel manager given to the client is the caller's to stop
+        if kernel.has_kernel:
+            kernel.shutdown_kernel(now=True)
     errors = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
               if o.get("output_type") == "error"]
     assert errors == []
