@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, settings as hypothesis_settings
 
 from navi_memory import MemoryStore, Settings
 
-from .citus import CitusServer, SchemaPool
+from .citus import CitusServer
 from .fakes import FakeClock, FakeEmbeddings
 from .helpers import dump_tables, sqlite_connections_used
-from .pg import PostgresServer, dump_schema
+from .pg import PostgresServer, SchemaPool, dump_schema
 from .pgbouncer import pgbouncer_server, pooled_url  # noqa: F401  (fixtures)
 from .processes import describe, interrupt_on_sigterm, left_behind, stop
 
@@ -150,9 +150,17 @@ def citus_schema_url(citus_server: CitusServer) -> Iterator[str]:
     citus_server.drop_schema(url)
 
 
+@pytest.fixture(scope="session")
+def postgres_pool(postgres_server: PostgresServer) -> Iterator[SchemaPool]:
+    """Migrated schemas reused test after test, emptied between (the ``postgres`` backend parameter)."""
+    pool = SchemaPool(postgres_server)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
 def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
-    """A fresh schema of the test server, dropped afterwards."""
+    """A fresh schema of the test server nobody used, dropped afterwards."""
     url = postgres_server.fresh_schema_url()
     yield url
     postgres_server.drop_schema(url)
@@ -161,12 +169,8 @@ def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
 def server_database(backend_name: str, request: pytest.FixtureRequest) -> tuple[str, Callable[[], None]] | None:
     """A fresh database of a server backend, and what drops it (or gives it back to the pool);
     None for SQLite, whose databases are files."""
-    if backend_name == "postgres":
-        server = request.getfixturevalue("postgres_server")
-        url = server.fresh_schema_url()
-        return url, lambda: server.drop_schema(url)
-    if backend_name == "citus":
-        pool = request.getfixturevalue("citus_pool")
+    if backend_name in ("postgres", "citus"):
+        pool = request.getfixturevalue(f"{backend_name}_pool")
         url = pool.take()
         return url, lambda: pool.give_back(url)
     return None

@@ -67,21 +67,39 @@ def test_only_plain_filters_are_pinned():
         assert not Filters(user_id="u", now=now, **changed).plain, changed
 
 
-@pytest.fixture
-def two_users(pg_url):
-    """A store on one connection holding a large user (most of the index) and a small one, analysed.
-    Sorting is discouraged so that the plain statement takes the HNSW plan for the large user too,
-    as it does on tables of real size (on 3,000 rows an exact sort may look cheaper)."""
+def _two_users_data() -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+    """The large user's vectors, the small one's, and the generator that drew them (each test draws on)."""
     rng = np.random.default_rng(5)
-    now = utcnow()  # one moment for every search: the same recency, so the same scores
-    store = MemoryStore.open(with_option(pg_url, "enable_sort=off"), embeddings=False, embedding_model=MODEL,
-                             backend_options={"max_size": 1}, clock=lambda: now)
-    store.add_many([{"user_id": "big", "content": f"big {n}", "theme": "food" if n % 2 else "work",
-                     "embedding": v} for n, v in enumerate(rng.normal(size=(3000, 16)))])
-    small = rng.normal(size=(40, 16))
-    ids = store.add_many([{"user_id": "small", "content": f"small {n}", "embedding": v} for n, v in enumerate(small)])
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    return rng, rng.normal(size=(3000, 16)), rng.normal(size=(40, 16))
+
+
+@pytest.fixture(scope="module")
+def two_users_schema(postgres_server):
+    """A schema holding a large user (most of the index) and a small one, analysed; the small user's
+    ids. Made once for the module: its tests only read it (a search's pins live in its store)."""
+    url = postgres_server.fresh_schema_url()
+    _, big, small = _two_users_data()
+    with MemoryStore.open(url, embeddings=False, embedding_model=MODEL) as store:
+        store.add_many([{"user_id": "big", "content": f"big {n}", "theme": "food" if n % 2 else "work",
+                         "embedding": v} for n, v in enumerate(big)])
+        ids = store.add_many([{"user_id": "small", "content": f"small {n}", "embedding": v}
+                              for n, v in enumerate(small)])
+    with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE")
+    yield url, ids
+    postgres_server.drop_schema(url)
+
+
+@pytest.fixture
+def two_users(two_users_schema):
+    """A store of its own on one connection over ``two_users_schema``. Sorting is discouraged so that
+    the plain statement takes the HNSW plan for the large user too, as it does on tables of real size
+    (on 3,000 rows an exact sort may look cheaper)."""
+    url, ids = two_users_schema
+    rng, _, small = _two_users_data()
+    now = utcnow()  # one moment for every search: the same recency, so the same scores
+    store = MemoryStore.open(with_option(url, "enable_sort=off"), embeddings=False, embedding_model=MODEL,
+                             backend_options={"max_size": 1}, clock=lambda: now)
     yield store, rng, small, ids
     store.close()
 
