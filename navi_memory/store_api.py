@@ -268,7 +268,8 @@ class MemoryStoreAPI(KnowledgeAPI):
 
     def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                   metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
-                  agent_id: str | None = None, run_id: str | None = None, ttl_minutes: float | None = None) -> Item:
+                  agent_id: str | None = None, run_id: str | None = None, ttl_minutes: float | None = None,
+                  embedding: Any = None) -> Item:
         """Store ``content`` under (``namespace``, ``key``): a new item, or the replacement of the
         one already there, in one transaction. A replacement keeps its id and ``created_at``, takes
         everything else from this call (``updated_at`` = now) and is re-embedded when its text
@@ -277,10 +278,13 @@ class MemoryStoreAPI(KnowledgeAPI):
         tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly).
         ``ttl_minutes``: the item expires that long after now, and a read with ``refresh_ttl``
         (``get_keyed``, ``refresh_ttl``) moves its expiry to that long after the read (LangGraph's
-        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both."""
+        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both.
+        ``embedding``: a precomputed vector of ``content`` by the store's model (as ``add`` takes),
+        kept instead of embedding the text when the item needs a vector."""
         return self._run(self._ops.keyed.put_keyed(user_id=user_id, namespace=namespace, key=key, content=content,
                                                    metadata=metadata, expires_at=expires_at, embed=embed,
-                                                   agent_id=agent_id, run_id=run_id, ttl_minutes=ttl_minutes))
+                                                   agent_id=agent_id, run_id=run_id, ttl_minutes=ttl_minutes,
+                                                   embedding=embedding))
 
     def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str,
                   refresh_ttl: bool = False) -> Item | None:

@@ -18,6 +18,27 @@ pytestmark = pytest.mark.on_citus  # and on the Citus cluster (tests/conftest.py
 U = "u1"
 
 
+def test_a_vector_given_with_a_put_is_kept_and_nothing_is_embedded(store, fake_embeddings):
+    def semantic(text: str) -> float:
+        [hit] = store.search("zzz", user_id=U, query_embedding=fake_embeddings.expected(text), min_score=0)
+        return hit.scores["semantic"]
+
+    for content, vector_of in (("likes green tea", "a new key"), ("likes black coffee", "a replaced text"),
+                               ("likes black coffee", "an unchanged text")):
+        item = store.put_keyed(user_id=U, namespace=("prefs",), key="k", content=content,
+                               embedding=fake_embeddings.expected(vector_of))
+        assert fake_embeddings.document_calls == 0 and item.embedding.state == "ready"
+        if vector_of != "an unchanged text":  # the text's vector stays: nothing to keep
+            assert semantic(vector_of) == pytest.approx(1.0, abs=1e-5)
+    assert semantic("a replaced text") == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValidationError, match="embed=False"):
+        store.put_keyed(user_id=U, namespace=("prefs",), key="k", content="x", embed=False,
+                        embedding=fake_embeddings.expected("x"))
+    with pytest.raises(ValidationError, match="embedding"):
+        store.put_keyed(user_id=U, namespace=("prefs",), key="k", content="x", embedding=[1.0, float("nan")])
+    assert store.get_keyed(user_id=U, namespace=("prefs",), key="k").content == "likes black coffee"
+
+
 def test_put_inserts_then_replaces_keeping_id_and_creation(store, clock, fake_embeddings):
     first = store.put_keyed(user_id=U, namespace=("memories", "u1"), key="k1", content="likes green tea",
                             metadata={"kind": "pref"})

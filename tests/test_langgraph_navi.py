@@ -135,6 +135,25 @@ def test_scores_in_the_index_distance_from_each_fields_vector(db_url: str, dista
         NaviStore(memory, index={"fields": ["text"], "distance_type": "hamming"})
 
 
+@pytest.mark.parametrize("distance", ["l2", "inner_product"])
+def test_one_indexed_text_is_embedded_once_whatever_the_distance(db_url: str, distance: str) -> None:
+    """A non-cosine index keeps the text's own vector for LangGraph's score; that vector is also the
+    item's (the same text, the same model), so a put embeds the text once, new key or replaced."""
+    embedder = FakeEmbeddings()
+    with MemoryStore.open(db_url, embeddings=embedder) as memory:
+        navi = NaviStore(memory, user_id="u1", index={"fields": ["text"], "distance_type": distance})
+        for text in ("oat milk lattes", "oat milk lattes", "train to Berlin"):  # new, unchanged, replaced
+            embedder.embedded_texts.clear()
+            navi.put(("docs",), "a", {"text": text})
+            assert embedder.embedded_texts == [text]
+            item = memory.get_keyed(user_id="u1", namespace=("docs",), key="a")
+            assert item is not None and item.embedding is not None and item.embedding.state == "ready"
+            [hit] = memory.search("zzz", user_id="u1", query_embedding=embedder.expected(text), min_score=0)
+            assert hit.id == item.id and hit.scores["semantic"] == pytest.approx(1.0, abs=1e-5)  # this text's vector
+        found = navi.search(("docs",), query="train to Berlin")
+        assert [i.key for i in found] == ["a"]
+
+
 def test_field_vectors_of_another_model_or_a_failed_embedding_leave_the_items_own(db_url: str, caplog) -> None:
     old = FakeEmbeddings(model="old")
     with MemoryStore.open(db_url, embeddings=old) as memory:

@@ -214,8 +214,8 @@ class StoreCalls(Protocol):
 
     def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                   metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
-                  agent_id: str | None = None, run_id: str | None = None,
-                  ttl_minutes: float | None = None) -> StoreCall[Item]: ...
+                  agent_id: str | None = None, run_id: str | None = None, ttl_minutes: float | None = None,
+                  embedding: Any = None) -> StoreCall[Item]: ...
 
     def get_keyed(self, *, user_id: str, namespace: Sequence[str], key: str,
                   refresh_ttl: bool = False) -> StoreCall[Item | None]: ...

@@ -337,13 +337,16 @@ class NaviStore(BaseStore):
         if not text:
             private["index"] = False  # the content below is a stand-in, never searched
         own = [found for t in texts if (found := vectors.get((uid, t))) is not None]
+        embedding = None
         if _fields.needs_own_vectors(texts, self.distance_type) and len(own) == len(texts) \
                 and len({model for model, _ in own}) == 1:
             private["vectors"] = _fields.pack(own[0][0], [vec for _, vec in own])
+            if len(texts) == 1 and own[0][0] == self._caller.store.embedding_model:
+                embedding = own[0][1]  # the item's vector too (the same text): embedded once
         metadata = {**value, PRIVATE: private} if private else value
         yield from store_call.put_keyed(user_id=uid, namespace=op.namespace, key=op.key, content=text or op.key,
                                    metadata=metadata, ttl_minutes=None if op.ttl is None else float(op.ttl),
-                                   embed=bool(text))
+                                   embed=bool(text), embedding=embedding)
         return None
 
     def _search(self, op: SearchOp, uid: str) -> Plan[list[SearchItem]]:

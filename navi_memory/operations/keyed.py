@@ -58,7 +58,7 @@ class KeyedOperations:
     def put_keyed(self, *, user_id: str, namespace: Sequence[str], key: str, content: str,
                   metadata: dict[str, Any] | None = None, expires_at: Any = None, embed: bool = True,
                   agent_id: str | None = None, run_id: str | None = None,
-                  ttl_minutes: float | None = None) -> Op[Item]:
+                  ttl_minutes: float | None = None, embedding: Any = None) -> Op[Item]:
         """Store ``content`` under (``namespace``, ``key``): a new item, or the replacement of the
         one already there, in one transaction. A replacement keeps its id and ``created_at``, takes
         everything else from this call (``updated_at`` = now) and is re-embedded when its text
@@ -67,23 +67,31 @@ class KeyedOperations:
         tuple of labels, each non-empty and without '.'; ``key``: a non-empty string (kept exactly).
         ``ttl_minutes``: the item expires that long after now, and a read with ``refresh_ttl``
         (``get_keyed``, ``refresh_ttl``) moves its expiry to that long after the read (LangGraph's
-        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both."""
+        TTL); give it or ``expires_at`` (a fixed expiry, never refreshed), not both.
+        ``embedding``: a precomputed vector of ``content`` by the store's model (as ``add`` takes),
+        kept instead of embedding the text when the item needs a vector."""
         ttl, now = _ttl(ttl_minutes), self._shared.now()
         if ttl is not None and expires_at is not None:
             raise ValidationError("give ttl_minutes or expires_at, not both")
         if ttl is not None:
             expires_at = now + timedelta(minutes=ttl)
         item = self._memory.new_item(user_id, {"content": content, "metadata": metadata, "expires_at": expires_at,
-                                               "agent_id": agent_id, "run_id": run_id})
+                                               "agent_id": agent_id, "run_id": run_id, "embedding": embedding})
         item = replace(item, namespace=keyed.stored(namespace), key=_key(key), ttl_minutes=ttl)
         embed = v.flag(embed, "embed")
+        if item.vector is not None and not embed:
+            raise ValidationError("an embedding was given with embed=False, which keeps no vector")
         yield from self._memory.refuse_if_off([item.user_id])
         row: ItemRow
         needs: bool
         row, needs = yield db.put_keyed(item=item, model=self._shared.model, embed=embed, now=now)
+        text = embedding_text(row["title"], row["content"], row.get("context"))
+        if needs and item.vector is not None:  # a replacement whose text changed: the vector given
+            needs = not (yield from self._memory.store_vector(row["id"], item.user_id, text, item.vector))
+            if not needs:
+                row = yield db.get_item(user_id=item.user_id, item_id=row["id"])
         if needs and self._shared.embed_on_write:
-            yield from self._memory.embed_new([(row["id"], item.user_id, embedding_text(row["title"], row["content"],
-                                                                                        row.get("context")))])
+            yield from self._memory.embed_new([(row["id"], item.user_id, text)])
             row = yield db.get_item(user_id=item.user_id, item_id=row["id"])
         return convert.item(row)
 

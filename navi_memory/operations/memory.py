@@ -146,6 +146,16 @@ class MemoryOperations:
                                                 moving_to=moving_to)
         return stored, failed
 
+    def store_vector(self, item_id: int, user_id: str, text: str, vector: np.ndarray) -> Op[bool]:
+        """Keep a precomputed vector of the store's model for the item whose embedded text is
+        ``text``; False when it was not kept (the text changed meanwhile, or the user's searches
+        still read the previous model of a move)."""
+        model = self._shared.require_model()
+        moving_to = model if self._shared.previous_model is not None else None
+        stored = yield db.store_embeddings(model=model, results=[(item_id, user_id, text, vector, None)],
+                                           now=self._shared.now(), moving_to=moving_to)
+        return bool(stored)
+
     def embed_new(self, rows: Sequence[tuple[int, str, str]]) -> Op:
         """Embed rows right after a write, unless there is no provider or it is backing off (the
         rows stay pending). The first write embedded after such an outage queues a ``backfill`` in

@@ -32,7 +32,8 @@ class KeyedQueries:
     def put_keyed(self, item: NewItem, model: str | None, embed: bool, now: datetime) -> Op[tuple[ItemRow, bool]]:
         """Insert the item, or replace the one with its (user, namespace, key): same id and
         created_at, everything else from ``item``. ``embed`` False: no vector is kept (the row is
-        marked ``NOT_INDEXED``). Returns the row and whether it needs embedding."""
+        marked ``NOT_INDEXED``). Returns the row and whether it needs embedding (or, replaced, the
+        vector given with ``item``)."""
         d = self.dialect
         if d.key_lock is not None:  # two puts of a new key would both insert: the second would break the unique index
             yield Q(d.key_lock, [f"navi_memory_keyed\x1f{item.user_id}\x1f{item.namespace}\x1f{item.key}"])
@@ -46,7 +47,8 @@ class KeyedQueries:
                     [item.ttl_minutes, item.user_id, item_id])
             if indexed is not None and not embed:
                 yield from self._not_indexed(item.user_id, item_id, indexed, now)
-            return (yield from self._keyed_row(item.user_id, item_id)), indexed is not None and embed
+            needs = indexed is not None and embed and item.vector is None  # a vector given was inserted with it
+            return (yield from self._keyed_row(item.user_id, item_id)), needs
         item_id, stamp = old[0]["id"], d.time(now)
         yield ensure_theme(d, item.user_id, item.theme, now)
         yield Q("UPDATE items SET type = %s, theme = %s, title = %s, content = %s, metadata = %s, expires_at = %s,"
